@@ -1,0 +1,85 @@
+"""The Method protocol: the one interface that joins baselines, searched kernels and the harness.
+
+A Method says whether it can serve a problem (``supports``) and, once per problem, does its
+one-time setup (``prepare``: handles, descriptors, autotuning, compilation) and returns a
+``Prepared`` call ``fn(a, b, c)`` that does only the GEMM on the current CUDA stream. The harness
+times the call, never the setup; the setup's seconds go in their own column.
+
+Methods never time anything themselves: one that must choose among candidates by speed (cuBLASLt
+autotune, a searched kernel) receives ``PrepareContext.time_candidates`` from the harness, so every
+number in the product comes from one timing core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+from harness.problem import Problem
+
+GemmFn = Callable[[Any, Any, Any], None]
+
+
+@dataclass(frozen=True)
+class Support:
+    """A method's answer to "can you serve this problem?", with the reason when it cannot."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+SUPPORTED = Support(True)
+
+
+def unsupported(reason: str) -> Support:
+    return Support(False, reason)
+
+
+@dataclass
+class Prepared:
+    """A ready-to-time call plus what its preparation cost and decided.
+
+    ``info`` holds extra result columns the method wants recorded (for example the chosen
+    cuBLASLt algorithm or the autotune candidate count). ``capturable`` is False for calls
+    that cannot be captured in a CUDA graph; the timing core then uses events behind a
+    blocking kernel instead.
+    """
+
+    fn: GemmFn
+    setup_s: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    capturable: bool = True
+    close: Callable[[], None] | None = None
+
+
+@dataclass
+class PrepareContext:
+    """What the harness lends a method while it prepares.
+
+    ``inputs`` is one (a, b, c) set of the problem's tensors on the target device.
+    ``time_candidates(fns)`` times a list of GEMM callables on those inputs, interleaved, and
+    returns each one's median device microseconds (inf for a call that raised).
+    """
+
+    device: str
+    inputs: tuple[Any, Any, Any]
+    time_candidates: Callable[[Sequence[GemmFn]], list[float]]
+
+
+@runtime_checkable
+class Method(Protocol):
+    """What every baseline and kernel provides. See module docstring."""
+
+    name: str  # unique, stable across runs: it is a result column and a resume key
+    family: str  # "baseline", or a kernel family name
+    config: dict[str, Any]  # every knob as a column (CUTLASS profiler style)
+    source_hash: str  # "" for library calls
+    is_baseline: bool  # counts as a cuBLAS-family baseline ("best-of" and gate anchors)
+    devices: tuple[str, ...]  # "cuda" and/or "cpu"
+
+    def supports(self, problem: Problem, device: str) -> Support: ...
+
+    def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared: ...

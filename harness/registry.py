@@ -1,0 +1,91 @@
+"""Methods as plug-ins: a name -> factory table the CLI resolves ``--methods`` against.
+
+The harness knows no specific kernel. Packages that provide methods (``baselines``,
+``kernels_search`` or a third party) register factories here when imported; they are found
+through the ``hgemm_bench.methods`` entry-point group and, for runs from a source tree
+without an installed distribution, by importing the built-in plug-in packages by name.
+
+A method spec is ``name`` or ``name:args`` (for example ``triton:bm=128,bn=64``); the factory
+receives the args string (or None) and returns one Method or a list of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Callable, Sequence
+
+from harness.method import Method
+
+Factory = Callable[[str | None], "Method | list[Method]"]
+
+BUILTIN_PLUGINS = ("baselines", "kernels_search")
+
+
+class UnknownMethodError(ValueError):
+    """A --methods entry names nothing that is registered."""
+
+
+@dataclass
+class Entry:
+    name: str
+    factory: Factory
+    default: bool  # part of the default --methods set
+    help: str
+
+
+_REGISTRY: dict[str, Entry] = {}
+_loaded = False
+
+
+def register(name: str, factory: Factory, *, default: bool = False, help: str = "") -> None:
+    """Make ``name`` resolvable. Registering a name twice replaces it (plug-in reloads)."""
+    _REGISTRY[name] = Entry(name, factory, default, help)
+
+
+def load_plugins() -> None:
+    """Import every plug-in package once. A plug-in that fails to import is reported, not fatal."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in BUILTIN_PLUGINS:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+    for ep in metadata.entry_points(group="hgemm_bench.methods"):
+        ep.load()
+
+
+def entries() -> dict[str, Entry]:
+    load_plugins()
+    return dict(_REGISTRY)
+
+
+def default_specs() -> list[str]:
+    return [e.name for e in entries().values() if e.default]
+
+
+def resolve(specs: Sequence[str]) -> list[Method]:
+    """Turn ``--methods`` strings into Method objects, in order, without duplicates."""
+    table = entries()
+    out: list[Method] = []
+    seen: set[str] = set()
+    for spec in specs:
+        spec = spec.strip()
+        if not spec:
+            continue
+        name, _, args = spec.partition(":")
+        entry = table.get(name)
+        if entry is None:
+            known = ", ".join(sorted(table)) or "(none registered)"
+            raise UnknownMethodError(f"unknown method {name!r} in {spec!r}; known methods: {known}")
+        made = entry.factory(args or None)
+        for m in made if isinstance(made, list) else [made]:
+            if m.name not in seen:
+                seen.add(m.name)
+                out.append(m)
+    return out
