@@ -226,8 +226,16 @@ class ResultStore:
     def resumed(self) -> bool:
         return bool(self.rows)
 
-    def done_groups(self) -> set[tuple]:
-        return {group_key(r) for r in self.rows}
+    def done_groups(self, retry_reason_prefix: str | None = None) -> set[tuple]:
+        """Groups already measured. Groups whose every row failed for ``retry_reason_prefix``
+        (a harness-level error such as out-of-memory) are left out, so a rerun retries them."""
+        done, retry = set(), {}
+        for r in self.rows:
+            key = group_key(r)
+            done.add(key)
+            failed = bool(retry_reason_prefix) and (r.get("status_reason") or "").startswith(retry_reason_prefix)
+            retry[key] = retry.get(key, True) and failed
+        return {k for k in done if not retry[k]}
 
     def add_group(self, rows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> None:
         if not rows:

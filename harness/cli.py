@@ -1,0 +1,244 @@
+"""The ``hgemm-bench`` command line: thin wiring from flags to the runner, store and report.
+
+Everything that measures lives in ``harness.runner`` and ``harness.timing``; this module only
+parses input, turns bad input into one clear error line (exit code 2), shows progress, and
+prints the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Honest fp16 GEMM benchmarks: which kernel is fastest for this shape on this GPU?")
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Mode(str, Enum):
+    offline = "offline"
+    server = "server"
+    both = "both"
+
+
+class Cache(str, Enum):
+    warm = "warm"
+    cold = "cold"
+    both = "both"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(code)
+
+
+def _split(values: List[str]) -> List[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+class _RichReporter:
+    """Progress bars for the runner: one bar over shapes, a line for the current stage."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.p = progress
+        self.task = progress.add_task("shapes", total=total, stage="")
+
+    def shape_started(self, index, total, shape):
+        self.p.update(self.task, description=f"{shape.name}")
+
+    def stage(self, text):
+        self.p.update(self.task, stage=text)
+
+    def shape_done(self, index, rows):
+        bad = sum(r["status"] != "ok" and r["status"] != "unsupported" for r in rows)
+        if bad:
+            self.p.console.print(f"[yellow]{rows[0]['shape']}: {bad} row(s) failed (see summary)[/]")
+        self.p.advance(self.task)
+
+    def skipped(self, shape):
+        self.p.advance(self.task)
+
+
+@app.command()
+def compare(
+    shapes: List[str] = typer.Option(["smoke"], "--shapes", "-s",
+                                     help="M_N_K list, a file, or a named set (cuda-l2, smoke, square)."),
+    methods: List[str] = typer.Option([], "--methods", "-m",
+                                      help="Methods (comma separated); default: every baseline. See `hgemm-bench methods`."),
+    layouts: str = typer.Option("nn,tn", help="B layouts: nn (B is KxN row-major), tn (B stored NxK)."),
+    mode: Mode = typer.Option(Mode.offline, help="offline (back to back), server (Poisson arrivals at --qps), or both."),
+    cache: Cache = typer.Option(Cache.warm, help="warm (same buffers), cold (working set >= 2x L2 or L2 flushed), or both."),
+    device: Device = typer.Option(Device.auto, help="auto: the GPU if there is one, else the CPU path."),
+    out: Path = typer.Option(Path("results/compare.parquet"), "--out", "-o",
+                             help="Results Parquet. An existing file is resumed: finished groups are skipped."),
+    baseline: str = typer.Option("cublaslt-autotune", help="Method the summary's speedups are relative to (best of layouts)."),
+    ci_target: float = typer.Option(0.01, help="Offline: stop when every median's relative 95% CI half-width is under this."),
+    budget: float = typer.Option(5.0, help="Offline: time budget per shape and group, seconds."),
+    min_rounds: int = typer.Option(5, help="Offline: rounds before the CI rule may stop."),
+    max_rounds: int = typer.Option(200, help="Offline: hard cap on rounds."),
+    qps: float = typer.Option(200.0, help="Server: mean arrival rate, calls per second."),
+    server_calls: int = typer.Option(50, help="Server: calls per method and layout."),
+    seed: Optional[int] = typer.Option(None, help="Seed for the gate's draws and the round order (default: fresh)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start a new run in --out instead of resuming it."),
+):
+    """Gate and time methods on shapes; write Parquet; print paired speedups."""
+    from harness import env as envmod
+    from harness.registry import UnknownMethodError, default_specs, resolve
+    from harness.results import ResultsError, ResultStore, read_samples, samples_dir
+    from harness.runner import CompareRunner, CompareSettings
+    from harness.shapes import ShapeError, parse_shapes
+    from harness.summary import print_summary
+
+    try:
+        shape_list = parse_shapes(shapes)
+    except ShapeError as e:
+        _fail(str(e))
+    lays = _split([layouts])
+    bad = [x for x in lays if x not in ("nn", "tn")]
+    if bad or not lays:
+        _fail(f"unknown layout(s) {bad or lays}: use nn and/or tn")
+    if ci_target <= 0 or budget <= 0 or min_rounds < 1 or max_rounds < min_rounds or qps <= 0 or server_calls < 1:
+        _fail("--ci-target, --budget, --qps must be > 0; --min-rounds >= 1; --max-rounds >= --min-rounds; --server-calls >= 1")
+    try:
+        dev = envmod.resolve_device(device.value)
+    except envmod.NoGPUError as e:
+        _fail(str(e))
+    try:
+        method_objs = resolve(_split(methods) or default_specs())
+    except UnknownMethodError as e:
+        _fail(str(e))
+    if not method_objs:
+        _fail("no methods to run")
+    if dev == "cpu":
+        why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
+        console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
+                      "and are not GPU numbers. GPU-only methods are recorded as unsupported.")
+    if fresh and out.exists():
+        out.unlink()
+        import shutil
+
+        shutil.rmtree(samples_dir(out), ignore_errors=True)
+    try:
+        store = ResultStore(out, run_id=uuid.uuid4().hex[:12])
+    except ResultsError as e:
+        _fail(f"{e}. Use --fresh to start over, or another --out.")
+    env = envmod.collect(dev)
+    prior = {r.get("gpu_uuid") for r in store.rows}
+    if store.resumed and prior and env.get("gpu_uuid") not in prior:
+        _fail(f"{out} holds results from another device ({', '.join(sorted(map(str, prior)))}); "
+              "use another --out or --fresh: runs on different GPUs never mix in one run")
+    if store.resumed:
+        console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
+    settings = CompareSettings(
+        shapes=shape_list, layouts=lays,
+        modes=["offline", "server"] if mode == Mode.both else [mode.value],
+        caches=["warm", "cold"] if cache == Cache.both else [cache.value],
+        ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
+        qps=qps, server_calls=server_calls, seed=seed,
+    )
+    console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
+                  f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)} -> {out}")
+    progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
+                        console=console, transient=False)
+    try:
+        with progress:
+            runner = CompareRunner(settings, method_objs, store, env, _RichReporter(progress, len(shape_list)))
+            runner.run()
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {out}; rerun the same command to resume")
+        raise typer.Exit(130)
+    import pandas as pd
+
+    results = pd.DataFrame(store.rows)
+    samples = read_samples(out).to_pandas()
+    if baseline not in set(results["method"]):
+        console.print(f"[yellow]baseline {baseline!r} was not measured in this run; speedups are shown vs 'torch'[/]")
+        baseline = "torch"
+    elif dev == "cpu" and not (results[results["method"] == baseline]["status"] == "ok").any():
+        console.print(f"[yellow]baseline {baseline!r} has no CPU results; speedups are shown vs 'torch'[/]")
+        baseline = "torch"
+    print_summary(results, samples, baseline, console)
+    console.print(f"results: {out}  samples: {samples_dir(out)}/")
+
+
+@app.command("env")
+def env_cmd(
+    device: Device = typer.Option(Device.auto, help="auto, cuda or cpu."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """Print the environment a run would record: GPU, driver, CUDA, torch, cuBLAS, clocks."""
+    from harness import env as envmod
+    from harness.registry import load_plugins
+
+    try:
+        dev = envmod.resolve_device(device.value)
+    except envmod.NoGPUError as e:
+        _fail(str(e))
+    load_plugins()
+    info = envmod.collect(dev)
+    if as_json:
+        console.print_json(json.dumps(info, default=str))
+        return
+    from rich.table import Table
+
+    t = Table(show_header=False)
+    for k, v in info.items():
+        t.add_row(k, str(v))
+    console.print(t)
+
+
+@app.command("methods")
+def methods_cmd():
+    """List the registered methods (baselines and kernel families)."""
+    from rich.table import Table
+
+    from harness.registry import entries
+
+    t = Table("name", "default", "description")
+    for e in entries().values():
+        t.add_row(e.name, "yes" if e.default else "", e.help)
+    console.print(t)
+
+
+@app.command()
+def report(
+    results: List[Path] = typer.Argument(..., help="Results Parquet files from `compare`."),
+    out: Path = typer.Option(Path("site"), "--out", "-o", help="Output folder for the static site."),
+    baseline: str = typer.Option("cublaslt-autotune", help="Method the leaderboard's speedups are relative to."),
+):
+    """Build the static HTML leaderboard from results Parquet files."""
+    from harness.results import ResultsError
+
+    try:
+        from reports import build_site
+    except ImportError as e:
+        _fail(f"the report package is not available: {e}")
+    try:
+        index = build_site(list(results), out, baseline=baseline)
+    except ResultsError as e:
+        _fail(str(e))
+    console.print(f"site: {index}")
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The environment a run measured in: recorded on every row, printed by ``hgemm-bench env``.
+
+Numbers from different GPUs, drivers or library versions do not compare, so every result row
+carries these columns. Library versions of the methods (cuBLAS, cuBLASLt, nvmath) come from
+plug-ins through ``register_probe``: the harness itself knows no specific library.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from typing import Callable
+
+import torch
+
+import harness
+
+_PROBES: list[Callable[[], dict]] = []
+
+
+class NoGPUError(RuntimeError):
+    """--device cuda was asked for on a machine where torch sees no CUDA GPU."""
+
+
+def register_probe(fn: Callable[[], dict]) -> None:
+    """Add a function returning extra environment columns (e.g. cuBLAS versions)."""
+    _PROBES.append(fn)
+
+
+def resolve_device(requested: str) -> str:
+    """'auto' -> 'cuda' when a GPU is visible else 'cpu'; 'cuda' without a GPU is an error."""
+    if requested not in ("auto", "cuda", "cpu"):
+        raise ValueError(f"unknown device {requested!r}; expected auto, cuda or cpu")
+    has_cuda = torch.cuda.is_available()
+    if requested == "cuda" and not has_cuda:
+        why = "torch was built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible to torch"
+        raise NoGPUError(f"--device cuda was requested but {why} (torch {torch.__version__}); use --device cpu or auto")
+    if requested == "auto":
+        return "cuda" if has_cuda else "cpu"
+    return requested
+
+
+def _nvml_info(index: int) -> dict:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+
+        def s(x):
+            return x.decode() if isinstance(x, bytes) else str(x)
+
+        info = {
+            "gpu_uuid": s(pynvml.nvmlDeviceGetUUID(h)),
+            "driver": s(pynvml.nvmlSystemGetDriverVersion()),
+        }
+        for key, fn in (
+            ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
+            ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
+            ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+        ):
+            try:
+                info[key] = fn()
+            except Exception:
+                pass
+        return info
+    except Exception as e:
+        return {"nvml_error": str(e)}
+
+
+def collect(device: str) -> dict:
+    """Environment columns (the result schema's) plus extra facts for ``hgemm-bench env``."""
+    info: dict = {
+        "device": device,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "",
+        "hgemm_bench_version": harness.__version__,
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+    }
+    if device == "cuda":
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        info.update(
+            gpu_name=props.name,
+            sm_count=props.multi_processor_count,
+            l2_bytes=getattr(props, "L2_cache_size", 50 << 20),
+            gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            compute_capability=f"{props.major}.{props.minor}",
+        )
+        info.update(_nvml_info(idx))
+    else:
+        info.update(gpu_name=f"CPU: {platform.processor() or platform.machine()}", gpu_uuid="cpu", driver="")
+    for probe in _PROBES:
+        try:
+            info.update(probe())
+        except Exception as e:  # a probe must never stop a run
+            info.setdefault("probe_errors", []).append(str(e))
+    return info

@@ -1,0 +1,130 @@
+"""Shape sets: parse ``--shapes`` into a list of Shapes.
+
+Accepted forms, comma/space separated and mixable:
+
+* ``M_N_K`` (also ``MxNxK``), any integers >= 1;
+* a named set: ``cuda-l2`` (CUDA-L2's 1,000 shapes), ``smoke`` (a dozen diverse shapes),
+  ``square`` (powers of two 64..16384);
+* a file path: one ``M_N_K`` per line (``#`` comments allowed) or a CSV with columns m,n,k.
+
+Any malformed entry is a ``ShapeError`` that names the entry and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from pathlib import Path
+
+from harness.problem import Shape
+
+CUDA_L2_VALUES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
+
+# Diverse on purpose: tiny (launch-bound), skinny, few-tile large-K (split-K territory),
+# tall-thin with tiny K, mid, square, large. Figures for most are in REFERENCES.md.
+SMOKE = (
+    (64, 64, 64),
+    (256, 256, 256),
+    (1024, 1024, 1024),
+    (64, 4096, 4096),
+    (64, 1024, 16384),
+    (256, 128, 16384),
+    (512, 64, 4096),
+    (12288, 1024, 64),
+    (512, 8192, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+)
+
+
+def _named_sets() -> dict[str, list[Shape]]:
+    return {
+        "cuda-l2": [Shape(m, n, k) for m, n, k in itertools.product(CUDA_L2_VALUES, repeat=3)],
+        "smoke": [Shape(*s) for s in SMOKE],
+        "square": [Shape(v, v, v) for v in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)],
+    }
+
+
+NAMED_SETS = tuple(_named_sets())
+
+
+class ShapeError(ValueError):
+    """A --shapes entry could not be understood."""
+
+
+_SHAPE_RE = re.compile(r"^\s*(-?\d+)\s*[_xX]\s*(-?\d+)\s*[_xX]\s*(-?\d+)\s*$")
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse one ``M_N_K`` string."""
+    m = _SHAPE_RE.match(text)
+    if not m:
+        raise ShapeError(f"malformed shape {text!r}: expected M_N_K with three positive integers, e.g. 4096_4096_4096")
+    dims = [int(g) for g in m.groups()]
+    bad = [f"{n}={v}" for n, v in zip("MNK", dims) if v < 1]
+    if bad:
+        raise ShapeError(f"malformed shape {text!r}: every dimension must be >= 1 ({', '.join(bad)})")
+    return Shape(*dims)
+
+
+def _read_file(path: Path) -> list[Shape]:
+    text = path.read_text()
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        raise ShapeError(f"shape file {path} holds no shapes")
+    header = [h.strip().lower() for h in lines[0].split(",")]
+    if {"m", "n", "k"} <= set(header):
+        out = []
+        for i, row in enumerate(csv.DictReader(lines), start=2):
+            row = {k.strip().lower(): (v or "").strip() for k, v in row.items() if k}
+            try:
+                out.append(parse_shape(f"{row['m']}_{row['n']}_{row['k']}"))
+            except ShapeError as e:
+                raise ShapeError(f"{path}, line {i}: {e}") from None
+        return out
+    out = []
+    for i, ln in enumerate(lines, start=1):
+        try:
+            out.append(parse_shape(ln))
+        except ShapeError as e:
+            raise ShapeError(f"{path}, entry {i}: {e}") from None
+    return out
+
+
+def parse_shapes(spec: str | list[str]) -> list[Shape]:
+    """Resolve a ``--shapes`` value (or several) into shapes, in order, without duplicates."""
+    items = spec if isinstance(spec, list) else [spec]
+    tokens = [t for item in items for t in re.split(r"[,\s]+", item) if t]
+    if not tokens:
+        raise ShapeError("no shapes given")
+    sets = _named_sets()
+    out: list[Shape] = []
+    for tok in tokens:
+        if tok in sets:
+            out.extend(sets[tok])
+        elif _SHAPE_RE.match(tok) or re.fullmatch(r"[-\d_xX]+", tok):
+            out.append(parse_shape(tok))
+        elif Path(tok).exists():
+            out.extend(_read_file(Path(tok)))
+        else:
+            raise ShapeError(
+                f"unknown shape entry {tok!r}: not M_N_K, not a named set ({', '.join(NAMED_SETS)}), not an existing file"
+            )
+    return list(dict.fromkeys(out))
+
+
+def sample_grid(n: int, seed: int = 0) -> list[Shape]:
+    """``n`` shapes spread over the cuda-l2 grid: stratified by tile count and K, deterministic.
+
+    Sorting the grid by (tiles, K) and taking evenly spaced picks covers launch-bound, few-tile,
+    mid and large shapes in proportion, which a uniform random draw of 50 does not guarantee.
+    """
+    import random
+
+    grid = sorted(_named_sets()["cuda-l2"], key=lambda s: (-(-s.m // 128) * -(-s.n // 128), s.k, s.m, s.n))
+    step = len(grid) / n
+    rng = random.Random(seed)
+    return [grid[min(len(grid) - 1, int(i * step + rng.random() * step))] for i in range(n)]

@@ -1,0 +1,126 @@
+"""Terminal summary of a results file: paired speedups with CIs against a baseline.
+
+The baseline of a (shape, mode, cache) group is ``--baseline`` in its faster layout (best of
+layouts, CUDA-L2's "max"), chosen by median device time. A speedup is that baseline's median
+over the method's, both from the same group of the same run, with a bootstrap CI over rounds.
+Rows that failed the gate, could not run, or came in below the physical floor are shown with
+their status and never get a speedup.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.timing.stats import Speedup, paired_speedup
+
+
+@dataclass
+class SpeedupRow:
+    shape: str
+    mode: str
+    cache: str
+    method: str
+    layout: str
+    device_us: float
+    host_us: float
+    status: str
+    speedup: Speedup | None
+
+
+def rankable(df: pd.DataFrame) -> pd.Series:
+    below = df["below_floor"].fillna(False).astype(bool)
+    return (df["status"] == "ok") & ~below & df["device_us_median"].notna()
+
+
+def compute_speedups(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, metric: str = "device_us"
+                     ) -> list[SpeedupRow]:
+    col = f"{metric}_median"
+    out: list[SpeedupRow] = []
+    samp = samples[samples["metric"] == metric] if len(samples) else samples
+    by_key = {k: g.sort_values("round")["value"].to_numpy() for k, g in
+              samp.groupby(["shape", "mode", "cache", "method", "layout"])} if len(samp) else {}
+    ok = rankable(results)
+    for (shape, mode, cache), grp in results.groupby(["shape", "mode", "cache"], sort=False):
+        base = grp[ok.loc[grp.index] & (grp["method"] == baseline)]
+        base_s = None
+        if len(base):
+            b = base.loc[base[col].idxmin()]
+            base_s = by_key.get((shape, mode, cache, baseline, b["layout"]))
+        for _, r in grp.iterrows():
+            sp = None
+            if base_s is not None and ok.loc[r.name]:
+                ms = by_key.get((shape, mode, cache, r["method"], r["layout"]))
+                if ms is not None and len(ms):
+                    sp = paired_speedup(base_s, ms, paired=(mode == "offline"))
+            out.append(SpeedupRow(shape, mode, cache, r["method"], r["layout"], r.get("device_us_median"),
+                                  r.get("host_us_median"), r["status"], sp))
+    return out
+
+
+def geomean_by_method(rows: list[SpeedupRow]) -> pd.DataFrame:
+    """Per (mode, cache, method): geomean of best-of-layouts speedups, wins, shapes covered."""
+    best: dict[tuple, float] = {}
+    for r in rows:
+        if r.speedup is None or not math.isfinite(r.speedup.ratio):
+            continue
+        key = (r.mode, r.cache, r.method, r.shape)
+        best[key] = max(best.get(key, 0.0), r.speedup.ratio)
+    recs = {}
+    for (mode, cache, method, _shape), v in best.items():
+        recs.setdefault((mode, cache, method), []).append(v)
+    data = [
+        {"mode": k[0], "cache": k[1], "method": k[2], "shapes": len(v),
+         "geomean": float(np.exp(np.mean(np.log(v)))), "wins": int(sum(x > 1.0 for x in v)),
+         "worst": float(min(v)), "best": float(max(v))}
+        for k, v in recs.items()
+    ]
+    return pd.DataFrame(data).sort_values(["mode", "cache", "geomean"], ascending=[True, True, False]) if data else pd.DataFrame()
+
+
+def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, console, per_shape_limit: int = 24) -> None:
+    from rich.table import Table
+
+    if results.empty:
+        console.print("[yellow]no results[/]")
+        return
+    device = results["device"].iloc[0]
+    if device == "cpu":
+        console.print("[bold yellow]CPU results[/]: measured on the CPU with torch CPU methods; not GPU numbers.")
+    rows = compute_speedups(results, samples, baseline)
+    shapes = list(dict.fromkeys(results["shape"]))
+    if len(shapes) <= per_shape_limit:
+        for (mode, cache) in dict.fromkeys((r.mode, r.cache) for r in rows):
+            t = Table(title=f"{mode} / {cache} cache: device time per call; speedup vs {baseline} (best layout)")
+            for c in ("shape", "method", "layout", "device us", "host us", "speedup [95% CI]", "status"):
+                t.add_column(c, justify="right" if c in ("device us", "host us") else "left")
+            for r in rows:
+                if r.mode != mode or r.cache != cache:
+                    continue
+                sp = f"{r.speedup.ratio:.3f} [{r.speedup.lo:.3f}, {r.speedup.hi:.3f}]" if r.speedup else "-"
+                t.add_row(r.shape, r.method, r.layout, _fmt(r.device_us), _fmt(r.host_us), sp,
+                          r.status if r.status == "ok" else f"[red]{r.status}[/]")
+            console.print(t)
+    g = geomean_by_method(rows)
+    if not g.empty:
+        t = Table(title=f"geomean speedup vs {baseline} (best of layouts per method and shape)")
+        for c in ("mode", "cache", "method", "shapes", "geomean", "wins", "worst", "best"):
+            t.add_column(c)
+        for _, r in g.iterrows():
+            t.add_row(r["mode"], r["cache"], r["method"], str(r["shapes"]), f"{r['geomean']:.3f}", str(r["wins"]),
+                      f"{r['worst']:.3f}", f"{r['best']:.3f}")
+        console.print(t)
+    bad = results[results["status"] != "ok"]
+    if len(bad):
+        counts = bad.groupby(["status", "method"]).size()
+        console.print("[bold]not ranked:[/] " + ", ".join(f"{m} {s} x{n}" for (s, m), n in counts.items()))
+        reasons = bad[bad["status"].isin(["gate_failed", "error"])].drop_duplicates(["method", "status_reason"]).head(8)
+        for _, r in reasons.iterrows():
+            console.print(f"  [red]{r['method']}[/] {r['layout']} {r['shape']}: {r['status_reason']}")
+
+
+def _fmt(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"

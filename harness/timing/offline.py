@@ -1,0 +1,147 @@
+"""Offline mode: calls back to back, methods interleaved, stop when the medians are known.
+
+Each round visits every entry (a method in one layout) in a fresh random order and takes one
+device-time sample (a batch, see ``samplers``) and one host-time sample (one synchronous call).
+Clock drift and throttling therefore hit all methods alike, and round ``r`` of one method is
+paired with round ``r`` of another for speedup CIs. The loop stops when every entry's median
+has a relative CI half-width under ``ci_target`` (after ``min_rounds``), at ``max_rounds``, or
+when the time budget for the group ends.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Sequence
+
+from harness.tensors import InputSet
+from harness.timing.clocks import ClockLog, ClockSampler
+from harness.timing.samplers import Sampler, host_call_us, make_sampler
+from harness.timing.stats import rel_half_width
+
+
+@dataclass
+class Entry:
+    """One thing to time: a prepared call and the input sets it rotates through."""
+
+    key: Hashable
+    fn: Callable
+    sets: Sequence[InputSet]
+    capturable: bool = True
+
+
+@dataclass
+class OfflineSettings:
+    ci_target: float = 0.01
+    min_rounds: int = 5
+    max_rounds: int = 200
+    budget_s: float = 5.0
+    target_batch_us: float = 1000.0
+    flush_bytes: int = 0  # >0: cold cache by L2 flush before each call
+    host_samples: bool = True  # also time one synchronous call per round (host_us)
+    seed: int = 0
+
+
+@dataclass
+class Measurement:
+    """Everything measured for one entry in one group."""
+
+    device_us: list[float] = field(default_factory=list)
+    host_us: list[float] = field(default_factory=list)
+    round_sm_mhz: list[float] = field(default_factory=list)
+    timing_method: str = ""
+    calls_per_batch: int = 0
+    stop_reason: str = ""
+    starved: int = 0
+    error: str | None = None
+
+    @property
+    def calls_measured(self) -> int:
+        return len(self.device_us) * self.calls_per_batch + len(self.host_us)
+
+
+def measure_offline(
+    entries: Sequence[Entry],
+    device: str,
+    settings: OfflineSettings,
+    clocks: ClockSampler | None = None,
+    clock_log: ClockLog | None = None,
+    on_round: Callable[[int], None] | None = None,
+) -> dict[Hashable, Measurement]:
+    rng = random.Random(settings.seed)
+    out: dict[Hashable, Measurement] = {e.key: Measurement() for e in entries}
+    samplers: dict[Hashable, Sampler] = {}
+    for e in entries:
+        try:
+            s = make_sampler(
+                e.fn, e.sets, device, e.capturable, settings.target_batch_us, flush_bytes=settings.flush_bytes
+            )
+            samplers[e.key] = s
+            out[e.key].timing_method = s.kind
+            out[e.key].calls_per_batch = s.batch
+        except Exception as ex:  # a method that fails to run is an error row, not a crash
+            out[e.key].error = f"{type(ex).__name__}: {ex}"
+    live = [e for e in entries if e.key in samplers]
+    t0 = time.monotonic()
+    rounds = 0
+    stop = "max_rounds"
+    try:
+        while live and rounds < settings.max_rounds:
+            order = live[:]
+            rng.shuffle(order)
+            for e in order:
+                m = out[e.key]
+                try:
+                    m.device_us.append(samplers[e.key].sample())
+                    if settings.host_samples:
+                        m.host_us.append(host_call_us(e.fn, e.sets[0], device))
+                except Exception as ex:
+                    m.error = f"{type(ex).__name__}: {ex}"
+            live = [e for e in live if out[e.key].error is None]
+            rounds += 1
+            clk = clocks.sample() if clocks else None
+            if clk is not None and clock_log is not None:
+                clock_log.samples.append(clk)
+            for e in live:
+                out[e.key].round_sm_mhz.append(clk.sm_mhz if clk else float("nan"))
+            if on_round:
+                on_round(rounds)
+            if rounds >= settings.min_rounds and all(
+                rel_half_width(out[e.key].device_us) <= settings.ci_target for e in live
+            ):
+                stop = "ci"
+                break
+            if time.monotonic() - t0 > settings.budget_s and rounds >= min(3, settings.min_rounds):
+                stop = "budget"
+                break
+    finally:
+        for k, s in samplers.items():
+            out[k].starved = s.starved
+            s.close()
+    for m in out.values():
+        m.stop_reason = stop if m.error is None else "error"
+    return out
+
+
+def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0) -> list[float]:
+    """Median device microseconds of each candidate on one input set, interleaved rounds.
+
+    This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
+    choices are made by the same timing core as everything else. A candidate that raises
+    scores infinity.
+    """
+    a, b, c = inputs
+    sets = [InputSet(a, b, c)]
+    entries = [Entry(i, fn, sets) for i, fn in enumerate(fns)]
+    settings = OfflineSettings(
+        ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
+        target_batch_us=300.0, host_samples=False,
+    )
+    res = measure_offline(entries, device, settings)
+    out = []
+    for i in range(len(fns)):
+        m = res[i]
+        xs = sorted(m.device_us)
+        out.append(float("inf") if m.error or not xs else xs[len(xs) // 2])
+    return out

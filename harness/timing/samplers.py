@@ -1,0 +1,212 @@
+"""Samplers: the only code that turns GEMM calls into device-time samples.
+
+One sample = the GPU time of a batch of calls divided by the batch size, measured so that host
+launch cost cannot leak in (REFERENCES.md: a synchronous call costs 30-40 us of host time while
+small kernels run 2-4 us):
+
+* ``graph``: the batch is captured once as a CUDA graph; each sample replays it between two
+  events. A spin kernel (``torch.cuda._sleep``) is queued first so the start event and the
+  whole replay are enqueued before the GPU reaches them.
+* ``spin-events``: for calls that cannot be captured: spin kernel, start event, the batch of
+  direct launches, end event (nvbench's blocking-kernel method).
+* ``events+flush``: cold cache where rotating input sets would need too many sets: an L2-sized
+  buffer is overwritten before every single call, then spin, events around one call.
+* ``host-clock``: CPU device: wall clock around the batch (the CPU is the device).
+
+If the GPU reached the start event before the host finished enqueuing (the spin was too short),
+the sample could contain launch gaps: it is thrown away and the spin doubled ("starved").
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import torch
+
+from harness.tensors import InputSet
+
+SPIN_CYCLES_PER_US = 2000  # ~2 GHz boost clock; only sets how long the spin holds the stream
+MAX_STARVED_RETRIES = 6
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+class Sampler:
+    """Base: ``sample()`` returns device microseconds per call for one batch."""
+
+    kind = ""
+
+    def __init__(self, fn: Callable, sets: Sequence[InputSet], batch: int):
+        self.fn = fn
+        self.sets = list(sets)
+        self.batch = max(1, int(batch))
+        self.starved = 0
+
+    def _run_batch(self) -> None:
+        n = len(self.sets)
+        for i in range(self.batch):
+            s = self.sets[i % n]
+            self.fn(s.a, s.b, s.c)
+
+    def sample(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class HostClockSampler(Sampler):
+    kind = "host-clock"
+
+    def sample(self) -> float:
+        t0 = time.perf_counter()
+        self._run_batch()
+        return (time.perf_counter() - t0) * 1e6 / self.batch
+
+
+class _EventSampler(Sampler):
+    """Shared spin-then-events logic for the CUDA samplers."""
+
+    def __init__(self, fn, sets, batch, enqueue_us_guess: float):
+        super().__init__(fn, sets, batch)
+        self.spin_us = max(50.0, enqueue_us_guess)
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def _enqueue(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _calls(self) -> int:
+        return self.batch
+
+    def sample(self) -> float:
+        for _ in range(MAX_STARVED_RETRIES):
+            torch.cuda._sleep(int(self.spin_us * SPIN_CYCLES_PER_US))
+            self.start.record()
+            self._enqueue()
+            self.end.record()
+            reached_early = self.start.query()
+            self.end.synchronize()
+            if not reached_early:
+                return self.start.elapsed_time(self.end) * 1000.0 / self._calls()
+            self.starved += 1
+            self.spin_us *= 2
+        # Still starved with a long spin: the host is slower than the GPU at this batch. Report
+        # the sample (it over-states device time) and let the count say so.
+        return self.start.elapsed_time(self.end) * 1000.0 / self._calls()
+
+
+class SpinEventsSampler(_EventSampler):
+    kind = "spin-events"
+
+    def __init__(self, fn, sets, batch):
+        super().__init__(fn, sets, batch, enqueue_us_guess=50.0 + 40.0 * batch)
+
+    def _enqueue(self) -> None:
+        self._run_batch()
+
+
+class GraphSampler(_EventSampler):
+    kind = "graph"
+
+    def __init__(self, fn, sets, batch):
+        super().__init__(fn, sets, batch, enqueue_us_guess=50.0)
+        # Warm up on a side stream before capture (lazy library init must not be captured).
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for s in self.sets[:2]:
+                fn(s.a, s.b, s.c)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self._run_batch()
+        torch.cuda.synchronize()
+
+    def _enqueue(self) -> None:
+        self.graph.replay()
+
+    def close(self) -> None:
+        self.graph.reset()
+
+
+class FlushSampler(_EventSampler):
+    """Cold cache by overwriting an L2-sized scratch buffer before each single timed call."""
+
+    kind = "events+flush"
+
+    def __init__(self, fn, sets, flush_bytes: int):
+        super().__init__(fn, sets, 1, enqueue_us_guess=50.0)
+        self.scratch = torch.empty(max(1, flush_bytes), dtype=torch.uint8, device="cuda")
+        self.i = 0
+
+    def _enqueue(self) -> None:
+        s = self.sets[self.i % len(self.sets)]
+        self.i += 1
+        self.fn(s.a, s.b, s.c)
+
+    def sample(self) -> float:
+        self.scratch.zero_()  # evicts C/A/B lines; ordered before the spin on the same stream
+        return super().sample()
+
+
+def host_call_us(fn: Callable, s: InputSet, device: str) -> float:
+    """Wall-clock of one synchronous call as a Python user sees it (CUDA-L2's measure).
+
+    Includes Python dispatch, launch, the kernel and the synchronize; the stream is drained
+    first so earlier work is not counted."""
+    _sync(device)
+    t0 = time.perf_counter()
+    fn(s.a, s.b, s.c)
+    _sync(device)
+    return (time.perf_counter() - t0) * 1e6
+
+
+def estimate_call_us(fn: Callable, s: InputSet, device: str, calls: int = 3) -> float:
+    """Rough device time of one call (warm), used only to size batches."""
+    if device != "cuda":
+        fn(s.a, s.b, s.c)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(s.a, s.b, s.c)
+        return (time.perf_counter() - t0) * 1e6 / calls
+    fn(s.a, s.b, s.c)
+    torch.cuda.synchronize()
+    sampler = SpinEventsSampler(fn, [s], calls)
+    return sampler.sample()
+
+
+def make_sampler(
+    fn: Callable,
+    sets: Sequence[InputSet],
+    device: str,
+    capturable: bool,
+    target_batch_us: float = 1000.0,
+    max_batch: int = 500,
+    flush_bytes: int = 0,
+) -> Sampler:
+    """Pick the sampler and batch size for one (method, layout) entry.
+
+    The batch is sized so one sample lasts about ``target_batch_us`` (small kernels get many
+    calls, a 13 ms GEMM gets one) and, when rotating input sets, covers every set.
+    """
+    est = max(estimate_call_us(fn, sets[0], device), 0.5)
+    batch = int(min(max_batch, max(1, round(target_batch_us / est))))
+    if device != "cuda":
+        return HostClockSampler(fn, sets, batch)
+    if flush_bytes:
+        return FlushSampler(fn, sets, flush_bytes)
+    if len(sets) > 1:
+        batch = max(batch, len(sets))
+        batch = -(-batch // len(sets)) * len(sets)
+    if capturable:
+        try:
+            return GraphSampler(fn, sets, batch)
+        except Exception:
+            torch.cuda.synchronize()
+    return SpinEventsSampler(fn, sets, batch)
