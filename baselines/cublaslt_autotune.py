@@ -1,0 +1,160 @@
+"""The ``cublaslt-autotune`` baseline: the fastest correct of up to 100 cuBLASLt candidates.
+
+This is the strongest cuBLAS-family baseline and the one searched kernels must beat, so it is
+given every advantage cuBLASLt offers:
+
+* candidates: the BEST_FIT list plus every algorithm id's configurations (see
+  ``baselines.lt_candidates`` for what limits the count and why), up to ``max_candidates``;
+* workspace: up to ``max_workspace`` (default 1 GiB). CUDA-L2 gives 20 GB, i.e. "unlimited". What
+  needs workspace is split-K / stream-K, whose partial sums take about splits x M x N x 4 bytes:
+  for the shapes where splitting helps (few output tiles: M x N up to ~1e6) that is tens of MiB
+  even at 64 splits, so 1 GiB excludes nothing useful, while for large M x N (where it would
+  exceed 1 GiB) the tile count already fills the GPU and splitting cannot help. The buffer used
+  while tuning is the largest any candidate asks for; the kept call holds exactly what the winner
+  needs;
+* correctness: each candidate runs once on fresh uniform [-1, 1] inputs of the problem's shape
+  (the harness's ``ctx.inputs`` may hold anything, e.g. zeros, on which wrong kernels look
+  right) and is kept only if its output is within ``lt_candidates.REL_TOL`` of the heuristic
+  top-1's output; a candidate that raises is dropped;
+* timing: ``ctx.time_candidates`` (the harness's timing core, on ``ctx.inputs``) times all valid
+  candidates, interleaved; the fastest median wins. This module times nothing itself.
+
+``Prepared.setup_s`` is the whole autotune (queries, validation, timing) in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from baselines import cuda_handles as ch
+from baselines.cublaslt import closer, inputs_alignment, lt_supports
+from baselines.lt_candidates import FMA_MAX_FLOP, merge_candidates, relative_error, REL_TOL
+from baselines.lt_plan import ALL_IMPLS, IMPL_FLAGS_FMA, LtPlan, algo_config
+from harness.method import PrepareContext, Prepared, Support
+from harness.problem import Problem
+
+DEFAULT_MAX_CANDIDATES = 100
+DEFAULT_MAX_WORKSPACE = 1 << 30
+PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
+
+
+def random_inputs(problem: Problem, device: int, seed: int = 0):
+    """Fresh (a, b) in the problem's storage layout, uniform in [-1, 1] (CUTLASS profiler style)."""
+    import torch
+
+    gen = torch.Generator(device=torch.device("cuda", device)).manual_seed(seed)
+    opts = dict(dtype=torch.float16, device=torch.device("cuda", device))
+    a = torch.empty(problem.m, problem.k, **opts).uniform_(-1, 1, generator=gen)
+    b = torch.empty(*problem.b_shape, **opts).uniform_(-1, 1, generator=gen)
+    return a, b
+
+
+class CublasLtAutotune:
+    family = "baseline"
+    source_hash = ""
+    is_baseline = True
+    devices = ("cuda",)
+
+    def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE):
+        if max_candidates < 1:
+            raise ValueError("max_candidates must be >= 1")
+        if max_workspace < 0:
+            raise ValueError("max_workspace must be >= 0")
+        self.max_candidates = max_candidates
+        self.max_workspace = max_workspace
+        knobs = []
+        if max_candidates != DEFAULT_MAX_CANDIDATES:
+            knobs.append(f"max_candidates={max_candidates}")
+        if max_workspace != DEFAULT_MAX_WORKSPACE:
+            knobs.append(f"max_workspace={max_workspace}")
+        self.name = "cublaslt-autotune" + (":" + ",".join(knobs) if knobs else "")
+        self.config: dict[str, Any] = {
+            "api": "cublasLtMatmul",
+            "compute_type": "CUBLAS_COMPUTE_32F",
+            "scale_type": "CUDA_R_32F",
+            "search": "BEST_FIT + LIMITED_BY_ALGO_ID per id, timed by the harness",
+            "max_candidates": max_candidates,
+            "max_workspace_bytes": max_workspace,
+            "rel_tol": REL_TOL,
+        }
+
+    def supports(self, problem: Problem, device: str) -> Support:
+        return lt_supports(problem, device)
+
+    def _candidates(self, plan: LtPlan, problem: Problem):
+        best = plan.best_fit(self.max_candidates, self.max_workspace)
+        impl_mask = ALL_IMPLS if problem.flops <= FMA_MAX_FLOP else ALL_IMPLS & ~IMPL_FLAGS_FMA
+        per_id = []
+        for algo_id in plan.algo_ids():
+            try:
+                per_id.append(plan.by_algo_id(algo_id, PER_ID_REQUEST, self.max_workspace, impl_mask))
+            except Exception:  # an id this problem cannot use
+                continue
+        return best, merge_candidates(best, per_id, self.max_candidates)
+
+    def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
+        import torch
+
+        t0 = time.perf_counter()
+        device = ch.current_device()
+        align = inputs_alignment(ctx)
+        plan = LtPlan(problem, device, align)
+        try:
+            best, cands = self._candidates(plan, problem)
+            if len(best) == 0:
+                raise RuntimeError(f"{problem}: cuBLASLt heuristic returned no algorithm")
+            tune_ws = ch.allocate_workspace(int(cands["workspace_size"].max()), device)
+            fns = [plan.make_fn(cands[i : i + 1].copy(), tune_ws) for i in range(len(cands))]
+
+            # Validate every candidate against the heuristic top-1 (candidate 0) on fresh inputs.
+            a, b = random_inputs(problem, device)
+            ref = torch.empty(problem.m, problem.n, dtype=torch.float16, device=a.device)
+            fns[0](a, b, ref)
+            out = torch.empty_like(ref)
+            valid, errors = [], {}
+            for i, fn in enumerate(fns):
+                try:
+                    out.fill_(float("nan"))
+                    fn(a, b, out)
+                    err = relative_error(out, ref)
+                except Exception:
+                    err = float("inf")
+                errors[i] = err
+                if err <= REL_TOL:
+                    valid.append(i)
+            del a, b, out, ref
+            if not valid:
+                raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")
+
+            medians = list(ctx.time_candidates([fns[i] for i in valid]))
+            if len(medians) != len(valid):
+                raise RuntimeError("time_candidates returned a wrong number of timings")
+            best_pos = min(range(len(valid)), key=lambda p: medians[p])
+            if medians[best_pos] == float("inf"):
+                raise RuntimeError(f"{problem}: every cuBLASLt candidate failed when timed")
+            chosen = valid[best_pos]
+            winner = cands[chosen : chosen + 1].copy()
+            ws_bytes = int(winner["workspace_size"][0])
+            fns.clear()
+            del tune_ws
+            fn = plan.make_fn(winner, ch.allocate_workspace(ws_bytes, device))
+            torch.cuda.synchronize(device)
+        except Exception:
+            plan.close()
+            raise
+        top1_us = medians[0] if valid[0] == 0 else float("nan")
+        info = {
+            "candidates": int(len(cands)),
+            "candidates_heuristic": int(len(best)),
+            "candidates_valid": len(valid),
+            "algo_index": chosen,
+            "workspace_bytes": ws_bytes,
+            "alignment_bytes": align,
+            "waves_count": float(winner["waves_count"][0]),
+            "tuned_us": float(medians[best_pos]),
+            "top1_us": float(top1_us),
+            "max_rel_err_valid": max(errors[i] for i in valid),
+            **algo_config(winner.ctypes.data),
+        }
+        return Prepared(fn=fn, setup_s=time.perf_counter() - t0, info=info, close=closer(plan, fn))

@@ -1,0 +1,77 @@
+"""Process-wide cuBLAS / cuBLASLt handles and the cuBLAS workspace, one per CUDA device.
+
+Handles are expensive to create and hold no per-problem state, so every prepared call on a device
+shares them (torch does the same). Everything here is imported lazily: on a machine without CUDA
+the baselines package still imports, registers its methods and answers ``supports()``.
+
+nvmath-python's bindings load libcublas through cuda-pathfinder, which first looks for a copy
+already loaded in the process. ``torch`` is imported before any binding is called, so nvmath uses
+the very libcublas that torch loaded (``baselines.versions`` records which file that was).
+"""
+
+from __future__ import annotations
+
+import threading
+
+# cudaDataType_t / cublasComputeType_t values (checked against nvmath's enums in the tests).
+CUDA_R_16F = 2
+CUDA_R_32F = 0
+CUBLAS_COMPUTE_32F = 68
+CUBLAS_GEMM_DEFAULT = -1
+
+DATA_TYPES = {"float16": CUDA_R_16F}
+
+# cuBLAS's documented workspace recommendation for Hopper is 32 MiB (4 MiB for older GPUs);
+# torch gives its cuBLAS handles the same on sm90. Used for cublasGemmEx and as the cuBLASLt
+# heuristic's MAX_WORKSPACE_BYTES so the "cublaslt" baseline sees what torch's cuBLASLt sees.
+CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024
+
+_lock = threading.Lock()
+_cublas: dict[int, tuple[int, object]] = {}  # device -> (handle, workspace tensor)
+_cublaslt: dict[int, int] = {}  # device -> handle
+
+
+def current_device() -> int:
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def current_stream_ptr() -> int:
+    """The raw cudaStream_t of torch's current stream (the capture stream inside torch.cuda.graph)."""
+    import torch
+
+    return torch.cuda.current_stream().cuda_stream
+
+
+def allocate_workspace(nbytes: int, device: int):
+    """A device buffer of ``nbytes`` (at least 1 byte so the pointer is real) owned by torch."""
+    import torch
+
+    return torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=torch.device("cuda", device))
+
+
+def cublas_handle(device: int) -> tuple[int, object]:
+    """(cublasHandle_t, its 32 MiB workspace tensor) for ``device``, created once."""
+    with _lock:
+        if device not in _cublas:
+            import torch
+            from nvmath.bindings import cublas
+
+            with torch.cuda.device(device):
+                handle = cublas.create()
+                workspace = allocate_workspace(CUBLAS_WORKSPACE_BYTES, device)
+            _cublas[device] = (handle, workspace)
+        return _cublas[device]
+
+
+def cublaslt_handle(device: int) -> int:
+    """cublasLtHandle_t for ``device``, created once (cuBLASLt takes stream and workspace per call)."""
+    with _lock:
+        if device not in _cublaslt:
+            import torch
+            from nvmath.bindings import cublasLt
+
+            with torch.cuda.device(device):
+                _cublaslt[device] = cublasLt.create()
+        return _cublaslt[device]
