@@ -1,0 +1,154 @@
+"""Speedups and leaderboard statistics, computed the only honest way: paired within one run.
+
+A speedup is ``baseline median / method median`` for the same (run, GPU, shape, mode, cache) and
+the same layout (a derived best-of-layouts row is paired with the baseline's best-of-layouts
+row). Absolute times are never compared across runs or GPUs. A method's score is the geometric
+mean of its per-shape speedups, with a percentile bootstrap CI that resamples shapes: it says how
+much the score depends on which shapes happened to be in the set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from reports.derive import BEST, PAIR_KEY, metric_column, rankable
+
+N_BOOT = 2000
+CI_LEVEL = 0.95
+
+
+def geomean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    if x.size == 0 or np.any(x <= 0):
+        return float("nan")
+    return float(np.exp(np.mean(np.log(x))))
+
+
+def bootstrap_geomean_ci(x, n_boot: int = N_BOOT, level: float = CI_LEVEL, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the geometric mean, resampling shapes with replacement.
+
+    The seed is fixed so that rebuilding a site from the same data gives the same page.
+    """
+    logs = np.log(np.asarray(x, dtype=float))
+    if logs.size == 0:
+        return float("nan"), float("nan")
+    if logs.size == 1:
+        v = float(np.exp(logs[0]))
+        return v, v
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, logs.size, size=(n_boot, logs.size))
+    means = logs[idx].mean(axis=1)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(means, [a, 1 - a])
+    return float(np.exp(lo)), float(np.exp(hi))
+
+
+def choose_baseline(view_rows: pd.DataFrame, requested: str) -> tuple[str | None, str]:
+    """The baseline this view is ranked against, and a note when it is not the one requested.
+
+    If the requested baseline was not measured in this run (a CPU run has no cuBLASLt), the
+    first baseline method that was is used instead, and the page says so.
+    """
+    methods = set(view_rows["method"])
+    if requested in methods:
+        return requested, ""
+    bases = sorted(view_rows.loc[view_rows["is_baseline"].fillna(False).astype(bool), "method"].unique())
+    if bases:
+        return bases[0], f"{requested!r} was not measured in this run; speedups are over {bases[0]!r} instead."
+    return None, f"{requested!r} was not measured in this run and no baseline method was; no speedups."
+
+
+def paired_speedups(rows: pd.DataFrame, baseline: str | None, metric: str) -> pd.DataFrame:
+    """``rows`` (rankable, with derived best rows) plus ``base_us`` and ``speedup`` columns.
+
+    Pairs on (run, GPU, shape, mode, cache, layout); a row whose shape has no rankable baseline
+    row gets NaN, so it is shown but not scored.
+    """
+    col = metric_column(metric)
+    out = rows.copy()
+    if baseline is None or out.empty:
+        out["base_us"] = np.nan
+        out["speedup"] = np.nan
+        return out
+    key = PAIR_KEY + ["layout"]
+    base = out.loc[out["method"] == baseline, key + [col]].rename(columns={col: "base_us"})
+    out = out.merge(base, on=key, how="left")
+    out["speedup"] = out["base_us"] / out[col]
+    return out
+
+
+@dataclass
+class Entry:
+    """One leaderboard line: a method in one layout (or its best-of-layouts row)."""
+
+    label: str
+    method: str
+    layout: str
+    is_baseline: bool
+    geomean: float
+    ci_lo: float
+    ci_hi: float
+    win_rate: float
+    wins: int
+    covered: int
+    shapes_total: int
+    gate_failures: int
+    suspect: int
+    median_us_geomean: float
+
+
+def leaderboard(sp: pd.DataFrame, view_raw: pd.DataFrame, baseline: str | None, metric: str) -> list[Entry]:
+    """Rank every (method, layout) entry of one view by geometric-mean speedup, best first.
+
+    ``sp`` is the output of ``paired_speedups`` for this view; ``view_raw`` all rows of the view
+    (ranked or not), used for the shape total and for counting gate failures and suspect rows.
+    Entries without any paired shape sort last.
+    """
+    col = metric_column(metric)
+    shapes_total = view_raw["shape"].nunique()
+    ok = rankable(view_raw)
+    below = view_raw["below_floor"].fillna(False).astype(bool)
+    failed = ~ok & ~below
+    entries = []
+    for (method, layout), g in sp.groupby(["method", "layout"], sort=True):
+        scored = g[g["speedup"].notna()]
+        s = scored["speedup"].to_numpy()
+        lo, hi = bootstrap_geomean_ci(s)
+        raw = view_raw["method"] == method
+        if layout != BEST:
+            raw = raw & (view_raw["layout"] == layout)
+        entries.append(
+            Entry(
+                label=g["label"].iloc[0],
+                method=method,
+                layout=layout,
+                is_baseline=method == baseline,
+                geomean=geomean(s),
+                ci_lo=lo,
+                ci_hi=hi,
+                win_rate=float(np.mean(s > 1.0)) if s.size else float("nan"),
+                wins=int(np.sum(s > 1.0)),
+                covered=int(scored["shape"].nunique()),
+                shapes_total=int(shapes_total),
+                gate_failures=int((raw & failed).sum()),
+                suspect=int((raw & below).sum()),
+                median_us_geomean=geomean(g[col].to_numpy()),
+            )
+        )
+    # Also list methods that never produced a rankable row: they failed everywhere.
+    seen = {(e.method, e.layout) for e in entries}
+    for (method, layout), g in view_raw.groupby(["method", "layout"], sort=True):
+        if (method, layout) in seen:
+            continue
+        entries.append(
+            Entry(f"{method} ({layout})", method, layout, method == baseline, float("nan"), float("nan"),
+                  float("nan"), float("nan"), 0, 0, int(shapes_total),
+                  int((failed & (view_raw["method"] == method) & (view_raw["layout"] == layout)).sum()),
+                  int((below & (view_raw["method"] == method) & (view_raw["layout"] == layout)).sum()),
+                  float("nan"))
+        )
+    entries.sort(key=lambda e: (np.isnan(e.geomean), -(e.geomean if not np.isnan(e.geomean) else 0), e.label))
+    return entries

@@ -1,0 +1,149 @@
+"""Split the data into views that are never mixed, and compute each view's content.
+
+A *run* is one (run_id, GPU) pair. Inside a run, a *view* is one (mode, cache, metric)
+combination: offline vs server, warm vs cold, device vs host time are separate rankings, so a
+leaderboard never averages numbers that measure different things.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from reports import plots
+from reports.derive import BEST, METRIC_LABELS, METRICS, excluded_reason, metric_column, rankable, with_best_of_layouts
+from reports.environment import environment, is_cpu, methodology
+from reports.stats import Entry, choose_baseline, leaderboard, paired_speedups
+from reports.svg import PALETTE
+
+MODE_ORDER = ["offline", "server"]
+CACHE_ORDER = ["warm", "cold"]
+METRIC_ORDER = ["device", "host"]
+VIEW_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#9c755f"]
+
+TABLE_COLUMNS = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops",
+                 "efficiency", "base_us"]
+
+
+@dataclass
+class View:
+    id: str
+    mode: str
+    cache: str
+    metric: str
+    metric_label: str
+    baseline: str | None
+    baseline_note: str
+    entries: list[Entry]
+    plots: dict[str, str]
+    maps: dict[str, str]
+    table: list[list]
+
+
+@dataclass
+class Run:
+    id: str
+    run_id: str
+    gpu_uuid: str | None
+    gpu_name: str
+    cpu: bool
+    label: str
+    sources: list[int]
+    env: list[tuple[str, str]]
+    methodology: list[str]
+    clocks_svg: str
+    excluded: list[dict]
+    views: list[View] = field(default_factory=list)
+
+
+def _order(values, preferred: list[str]) -> list[str]:
+    vals = list(pd.unique(values))
+    return [v for v in preferred if v in vals] + sorted(v for v in vals if v not in preferred)
+
+
+def _r(v, digits: int = 4):
+    """Round for the page's JSON; NaN becomes null."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return None
+    if isinstance(v, float):
+        return float(f"{v:.{digits}g}")
+    return v
+
+
+def method_colors(df: pd.DataFrame) -> dict[str, str]:
+    """One colour per method across the whole site, so a method looks the same in every plot."""
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(df["method"].unique()))}
+
+
+def _table(sp: pd.DataFrame, metric: str) -> list[list]:
+    col = metric_column(metric)
+    out = []
+    for _, r in sp.sort_values(["m", "n", "k", "method", "layout"]).iterrows():
+        t = r[col]
+        fl = 2.0 * r["m"] * r["n"] * r["k"]
+        lay = f"best ({r['best_of']})" if r["layout"] == BEST else r["layout"]
+        ci = (r["device_us_ci_lo"], r["device_us_ci_hi"]) if metric == "device" else (None, None)
+        eff = r["floor_us"] / t if pd.notna(r["floor_us"]) else None
+        out.append([int(r["m"]), int(r["n"]), int(r["k"]), lay, r["method"], _r(t), _r(ci[0]), _r(ci[1]),
+                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff), _r(r["base_us"])])
+    return out
+
+
+def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, baseline: str,
+               colors: dict[str, str]) -> View:
+    """Everything one view shows; ``raw`` is every row of one run/GPU in this mode and cache."""
+    base, note = choose_baseline(raw, baseline)
+    rows = with_best_of_layouts(raw, metric)
+    sp = paired_speedups(rows, base, metric)
+    entries = leaderboard(sp, raw, base, metric)
+    p = {
+        "size": plots.speedup_vs_size(sp, base, metric, colors),
+        "dist": plots.speedup_distribution(sp, base, metric, colors),
+        "roofline": plots.roofline_efficiency(sp, metric, colors),
+    }
+    ranked = [e.method for e in entries if e.layout == BEST and not math.isnan(e.geomean) and e.method != base]
+    maps = {m: plots.speedup_map(sp, m, metric) for m in ranked}
+    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, p, maps, _table(sp, metric))
+
+
+def _excluded(raw: pd.DataFrame) -> list[dict]:
+    bad = raw[~rankable(raw)].sort_values(["mode", "cache", "m", "n", "k", "method", "layout"])
+    out = []
+    for _, r in bad.iterrows():
+        out.append({
+            "mode": r["mode"], "cache": r["cache"], "shape": r["shape"], "layout": r["layout"],
+            "method": r["method"], "why": excluded_reason(r),
+            "suspect": bool(r["below_floor"]) if pd.notna(r["below_floor"]) else False,
+            "rel_fro": _r(r["gate_rel_fro_err"], 3), "tol_rel_fro": _r(r["gate_tol_rel_fro"], 3),
+            "max_norm": _r(r["gate_max_norm_err"], 3), "tol_max_norm": _r(r["gate_tol_max_norm"], 3),
+            "device_us": _r(r["device_us_median"]), "floor_us": _r(r["floor_us"]),
+        })
+    return out
+
+
+def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
+    """One Run per (run_id, GPU), each with its views; the requested metric's views come first."""
+    colors = method_colors(df)
+    metrics = [metric] + [m for m in METRIC_ORDER if m != metric]
+    runs = []
+    for i, ((run_id, uuid), raw) in enumerate(df.groupby(["run_id", "gpu_uuid"], dropna=False, sort=True)):
+        uuid = None if pd.isna(uuid) else uuid
+        cpu = is_cpu(raw)
+        gpu = "CPU" if cpu else (str(raw["gpu_name"].dropna().iloc[0]) if raw["gpu_name"].notna().any() else "unknown GPU")
+        day = str(raw["measured_at"].min())[:16].replace("T", " ")
+        label = f"{'CPU results' if cpu else gpu} · {run_id} · {day}"
+        keys = sorted({f"{m}/{c}" for m, c in zip(raw["mode"], raw["cache"])})
+        vcolors = {k: VIEW_COLORS[j % len(VIEW_COLORS)] for j, k in enumerate(keys)}
+        run = Run(f"r{i}", run_id, uuid, gpu, cpu, label, sorted(raw["source"].unique().tolist()),
+                  environment(raw), methodology(raw), plots.clocks_through_run(raw, vcolors), _excluded(raw))
+        for mode in _order(raw["mode"], MODE_ORDER):
+            for cache in _order(raw.loc[raw["mode"] == mode, "cache"], CACHE_ORDER):
+                sub = raw[(raw["mode"] == mode) & (raw["cache"] == cache)]
+                for met in metrics:
+                    if sub[METRICS[met]].notna().any():
+                        vid = f"{run.id}-{mode}-{cache}-{met}"
+                        run.views.append(build_view(vid, sub, mode, cache, met, baseline, colors))
+        runs.append(run)
+    return runs

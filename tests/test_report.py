@@ -1,0 +1,286 @@
+"""CPU tests for ``reports``: statistics, best-of-layouts, view separation, bad inputs, site build.
+
+The synthetic runs are written through the real ``ResultStore`` (same files, metadata and
+samples layout as ``compare``), with times built from known speedup ratios so that every
+statistic can be checked against a value computed here independently of the report code.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.results import (
+    META_KEY, RESULT_SCHEMA, SCHEMA_VERSION, ResultsError, ResultStore, atomic_write_table, rows_to_table,
+)
+from reports import build_site
+from reports.derive import rankable, with_best_of_layouts
+from reports.load import load_all
+from reports.stats import bootstrap_geomean_ci, geomean, leaderboard, paired_speedups
+from reports.views import build_runs
+
+SHAPES = [(m, n, k) for k in (256, 4096) for m in (128, 1024, 4096) for n in (128, 1024, 4096)]
+BASELINE = "cublaslt-autotune"
+FAILED = ("search-a", (1024, 1024, 4096), "tn")  # gate failure (offline, warm)
+SUSPECT = ("cublas", (4096, 4096, 4096), "nn")   # below the physical floor (offline, warm)
+
+
+def floor_us(m, n, k):
+    return max(2 * m * n * k / 990e6, 2 * (m * k + k * n + m * n) / 4.8e6)
+
+
+def true_speedup(method: str, layout: str, shape, mode: str) -> float:
+    """The ratio baseline/method that the synthetic times are built from (same layout)."""
+    m, n, k = shape
+    if method == BASELINE:
+        return 1.0
+    if method == "search-a":
+        # nn: 2x on small outputs, 0.8x on big ones; tn: flat 1.1x. Server mode: all halved.
+        s = (2.0 if m * n <= 1024 * 128 else 0.8) if layout == "nn" else 1.1
+        return s * (0.5 if mode == "server" else 1.0)
+    if method == "cublas":
+        return 0.9
+    return 0.7  # torch-matmul
+
+
+def base_us(shape, layout: str) -> float:
+    # the baseline's tn layout is 1.5x slower than nn, so best-of-layouts picks nn for it
+    return floor_us(*shape) * 3.0 * (1.5 if layout == "tn" else 1.0) + 5.0
+
+
+def make_row(run_id, gpu, shape, layout, method, mode, cache, t, i, device="cuda"):
+    m, n, k = shape
+    row = dict(
+        schema_version=SCHEMA_VERSION, run_id=run_id, measured_at=f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}Z",
+        device=device, gpu_name="NVIDIA H200" if device == "cuda" else None,
+        gpu_uuid=gpu if device == "cuda" else None, driver="570.1", cuda_version="12.8",
+        torch_version="2.9.0", cublas_version="12.8.4", cublaslt_version="12.8.4",
+        nvmath_version="0.6.0", hgemm_bench_version="0.1.0", hostname="h200-a",
+        shape=f"{m}_{n}_{k}", m=m, n=n, k=k, layout=layout, dtype="float16",
+        method=method, family=method.split("-")[0], is_baseline=method != "search-a",
+        config="{}", source_hash="abc", info="{}", setup_s=0.1,
+        mode=mode, cache=cache, timing_method="graph" if mode == "offline" else "events",
+        qps=1000.0 if mode == "server" else None, input_sets=1 if cache == "warm" else 8,
+        ci_target=0.01, stop_reason="ci", status="ok", status_reason=None, gate_passed=True,
+        gate_rel_fro_err=1e-4, gate_max_norm_err=1e-3, gate_tol_rel_fro=4e-4, gate_tol_max_norm=4e-3,
+        device_us_median=t, device_us_mean=t * 1.01, device_us_p10=t * 0.98, device_us_p90=t * 1.03,
+        device_us_p99=t * 1.1, device_us_ci_lo=t * 0.99, device_us_ci_hi=t * 1.01,
+        # host time: a flat 30 us launch overhead on top, so host speedups differ from device ones
+        host_us_median=t + 30.0, host_us_mean=t + 31.0, host_us_p90=t + 33.0, host_us_p99=t + 40.0,
+        calls_per_batch=100, rounds=20, calls_measured=2000,
+        tflops=2 * m * n * k / (t * 1e-6) / 1e12, floor_us=floor_us(m, n, k), below_floor=False,
+        sm_clock_mhz_mean=1980.0 - (i % 7), mem_clock_mhz_mean=3201.0, power_w_mean=300.0 + (i % 50),
+        temp_c_max=60.0, throttled=False, throttle_reasons="",
+    )
+    return row
+
+
+def write_run(path: Path, run_id="run-a", gpu="GPU-1", scale=1.0, device="cuda",
+              modes=(("offline", "warm"), ("offline", "cold"), ("server", "warm"))) -> Path:
+    """Write one synthetic run through ResultStore, group by group, with raw samples."""
+    store = ResultStore(path, run_id)
+    i = 0
+    for mode, cache in modes:
+        for shape in SHAPES:
+            rows, samples = [], []
+            for method in (BASELINE, "cublas", "torch-matmul", "search-a"):
+                for layout in ("nn", "tn"):
+                    t = scale * base_us(shape, layout) / true_speedup(method, layout, shape, mode)
+                    r = make_row(run_id, gpu, shape, layout, method, mode, cache, t, i, device)
+                    i += 1
+                    if (mode, cache) == ("offline", "warm") and (method, shape, layout) == FAILED:
+                        r.update(status="gate_failed", status_reason="rel_fro 0.2 > tol", gate_passed=False,
+                                 gate_rel_fro_err=0.2, device_us_median=None, host_us_median=None)
+                    if (mode, cache) == ("offline", "warm") and (method, shape, layout) == SUSPECT:
+                        r.update(device_us_median=r["floor_us"] * 0.5, below_floor=True)
+                    rows.append(r)
+                    samples += [dict(run_id=run_id, gpu_uuid=r["gpu_uuid"], shape=r["shape"], layout=layout,
+                                     method=method, mode=mode, cache=cache, round=j, metric="device_us",
+                                     value=t, sm_clock_mhz=1980.0) for j in range(3)]
+            store.add_group(rows, samples)
+    return path
+
+
+@pytest.fixture()
+def run_a(tmp_path) -> Path:
+    return write_run(tmp_path / "a" / "results.parquet")
+
+
+def view_speedups(path: Path, mode="offline", cache="warm", metric="device"):
+    _, df = load_all([path])
+    raw = df[(df["mode"] == mode) & (df["cache"] == cache)]
+    sp = paired_speedups(with_best_of_layouts(raw, metric), BASELINE, metric)
+    return raw, sp, {(e.method, e.layout): e for e in leaderboard(sp, raw, BASELINE, metric)}
+
+
+def test_geomean_and_win_rate_match_known_ratios(run_a):
+    """search-a's nn speedups are 2.0 on 6 of 18 shapes and 0.8 on the rest: check the score."""
+    _, _, lb = view_speedups(run_a)
+    e = lb[("search-a", "nn")]
+    want = [true_speedup("search-a", "nn", s, "offline") for s in SHAPES]
+    assert e.geomean == pytest.approx(math.exp(np.mean(np.log(want))), rel=1e-9)
+    assert e.wins == sum(w > 1 for w in want) == 6
+    assert e.win_rate == pytest.approx(6 / 18)
+    assert e.covered == e.shapes_total == 18
+    assert e.ci_lo <= e.geomean <= e.ci_hi and e.ci_lo < e.ci_hi
+    assert lb[("cublas", "tn")].geomean == pytest.approx(0.9)
+    assert lb[(BASELINE, "nn")].geomean == pytest.approx(1.0)
+
+
+def test_ranking_order_is_by_geomean(run_a):
+    _, df = load_all([run_a])
+    raw = df[(df["mode"] == "offline") & (df["cache"] == "cold")]
+    sp = paired_speedups(with_best_of_layouts(raw, "device"), BASELINE, "device")
+    scores = [e.geomean for e in leaderboard(sp, raw, BASELINE, "device")]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_best_of_layouts_pairs_best_with_best(run_a):
+    """Derived rows take each method's faster layout and pair with the baseline's faster layout."""
+    _, sp, lb = view_speedups(run_a, cache="cold")
+    shape = (128, 128, 256)  # search-a: nn 2x, tn 1.1x over a baseline whose tn is 1.5x slower
+    row = sp[(sp["method"] == "search-a") & (sp["layout"] == "best") & (sp["shape"] == "128_128_256")].iloc[0]
+    x_nn = base_us(shape, "nn") / 2.0
+    x_tn = base_us(shape, "tn") / 1.1
+    assert row["best_of"] == ("nn" if x_nn < x_tn else "tn")
+    assert row["speedup"] == pytest.approx(base_us(shape, "nn") / min(x_nn, x_tn))
+    assert row["label"] == "search-a [best layout]"
+    assert lb[("search-a", "best")].covered == 18
+    # every derived row is a copy of a measured row
+    assert sp.loc[sp["layout"] == "best", "derived"].all()
+
+
+def test_failed_and_suspect_rows_are_never_ranked(run_a):
+    raw, sp, lb = view_speedups(run_a)
+    assert (~rankable(raw)).sum() == 2
+    failed_method, failed_shape, failed_layout = FAILED
+    name = "_".join(map(str, failed_shape))
+    assert sp[(sp["method"] == failed_method) & (sp["shape"] == name) & (sp["layout"] == failed_layout)].empty
+    assert lb[(failed_method, "tn")].covered == 17 and lb[(failed_method, "tn")].gate_failures == 1
+    assert lb[(failed_method, "best")].gate_failures == 1
+    sus_method, sus_shape, sus_layout = SUSPECT
+    assert lb[(sus_method, sus_layout)].suspect == 1 and lb[(sus_method, sus_layout)].covered == 17
+    # the suspect row's impossible time must not win best-of-layouts either
+    best = sp[(sp["method"] == sus_method) & (sp["layout"] == "best") & (sp["shape"] == "_".join(map(str, sus_shape)))]
+    assert best.iloc[0]["best_of"] == "tn"
+
+
+def test_views_are_separate_and_host_metric_uses_host_time(run_a):
+    _, _, off = view_speedups(run_a, "offline", "cold")
+    _, _, srv = view_speedups(run_a, "server", "warm")
+    assert srv[("search-a", "tn")].geomean == pytest.approx(0.55)
+    assert off[("search-a", "tn")].geomean == pytest.approx(1.1)
+    _, sp, _ = view_speedups(run_a, "offline", "cold", "host")
+    r = sp[(sp["method"] == "search-a") & (sp["layout"] == "tn")].iloc[0]
+    assert r["speedup"] == pytest.approx((r["base_us"]) / r["host_us_median"])
+    assert r["base_us"] == pytest.approx(base_us((r["m"], r["n"], r["k"]), "tn") + 30.0)
+    runs = build_runs(load_all([run_a])[1], BASELINE, "device")
+    keys = [(v.mode, v.cache, v.metric) for v in runs[0].views]
+    assert len(keys) == len(set(keys)) == 6  # 3 (mode, cache) pairs x 2 metrics
+
+
+def test_speedups_never_pair_across_runs(tmp_path):
+    """Run B is 10x slower overall; paired within each run, both runs score the same."""
+    a = write_run(tmp_path / "a" / "results.parquet", run_id="run-a", gpu="GPU-1")
+    b = write_run(tmp_path / "b" / "results.parquet", run_id="run-b", gpu="GPU-2", scale=10.0)
+    runs = build_runs(load_all([a, b])[1], BASELINE, "device")
+    assert len(runs) == 2
+    scores = []
+    for r in runs:
+        v = next(v for v in r.views if (v.mode, v.cache, v.metric) == ("offline", "cold", "device"))
+        scores.append({(e.method, e.layout): e.geomean for e in v.entries})
+    assert scores[0].keys() == scores[1].keys()
+    for key in scores[0]:
+        assert scores[0][key] == pytest.approx(scores[1][key], rel=1e-6)
+
+
+def test_bootstrap_ci_brackets_and_narrows():
+    rng = np.random.default_rng(1)
+    small = np.exp(rng.normal(0.1, 0.3, 10))
+    big = np.exp(rng.normal(0.1, 0.3, 1000))
+    lo_s, hi_s = bootstrap_geomean_ci(small)
+    lo_b, hi_b = bootstrap_geomean_ci(big)
+    assert lo_s < geomean(small) < hi_s and lo_b < geomean(big) < hi_b
+    assert hi_b - lo_b < hi_s - lo_s
+    assert bootstrap_geomean_ci([1.5]) == (1.5, 1.5)
+
+
+def test_baseline_fallback_is_announced(run_a, tmp_path):
+    runs = build_runs(load_all([run_a])[1], "no-such-method", "device")
+    v = runs[0].views[0]
+    assert v.baseline == "cublas" and "no-such-method" in v.baseline_note
+
+
+# --- bad inputs ---------------------------------------------------------------------------------
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    p = tmp_path / "nope.parquet"
+    with pytest.raises(ResultsError, match="not found.*nope.parquet"):
+        build_site([p], tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
+def test_foreign_parquet_is_rejected(tmp_path):
+    p = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), p)
+    with pytest.raises(ResultsError, match="other.parquet.*not an hgemm-bench results file"):
+        build_site([p], tmp_path / "site")
+
+
+def test_wrong_schema_version_is_rejected(run_a, tmp_path):
+    t = pq.read_table(run_a)
+    p = tmp_path / "old.parquet"
+    pq.write_table(t.replace_schema_metadata({META_KEY: b"99"}), p)
+    with pytest.raises(ResultsError, match="old.parquet.*version 99"):
+        build_site([p], tmp_path / "site")
+
+
+def test_empty_results_are_rejected(tmp_path):
+    p = tmp_path / "empty.parquet"
+    atomic_write_table(rows_to_table([], RESULT_SCHEMA).replace_schema_metadata({META_KEY: str(SCHEMA_VERSION).encode()}), p)
+    with pytest.raises(ResultsError, match="empty.parquet.*no result rows"):
+        build_site([p], tmp_path / "site")
+
+
+def test_not_parquet_is_rejected(tmp_path):
+    p = tmp_path / "junk.parquet"
+    p.write_text("hello")
+    with pytest.raises(ResultsError, match="junk.parquet"):
+        build_site([p], tmp_path / "site")
+
+
+def test_same_measurement_in_two_files_is_rejected(run_a, tmp_path):
+    b = tmp_path / "b" / "results.parquet"
+    b.parent.mkdir()
+    b.write_bytes(run_a.read_bytes())
+    with pytest.raises(ResultsError, match="appears twice"):
+        build_site([run_a, b], tmp_path / "site")
+
+
+# --- the site ------------------------------------------------------------------------------------
+
+def test_site_is_self_contained_with_data(run_a, tmp_path):
+    cpu = write_run(tmp_path / "c" / "results.parquet", run_id="run-cpu", device="cpu",
+                    modes=(("offline", "warm"),))
+    index = build_site([run_a, cpu], tmp_path / "site")
+    html = index.read_text()
+    # no CDN or any network fetch: every src/href is relative or an in-page anchor
+    import re
+    refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert refs and all(not r.startswith(("http:", "https:", "//")) for r in refs)
+    for r in refs:
+        if not r.startswith("#"):
+            assert (index.parent / r).exists(), r
+    assert (index.parent / "static" / "report.js").exists()
+    copied = list((index.parent / "data").rglob("results.parquet"))
+    assert len(copied) == 2
+    assert len(list((index.parent / "data").rglob("*.samples/*.parquet"))) == 18 * 3 + 18  # run-a: 3 (mode, cache) x 18 shapes; CPU run: 18
+    assert "CPU results" in html
+    assert html.count('class="lb-row') > 0 and html.count("<svg") >= 4
+    assert "max(2·M·N·K / peak" in html
+    assert "rel_fro 0.2 &gt; tol" in html  # the gate failure is listed with its reason

@@ -1,0 +1,125 @@
+"""Load a built report in headless Chromium: no console errors, views switch, tables and plots render.
+
+Uses Python Playwright driving the system's Debian Chromium (``/usr/bin/chromium``; never a
+downloaded browser). Skipped, with the reason, only where Chromium or Playwright is absent; CI
+installs both (``.ci/install_chromium.sh``). The screenshot is kept in ``test-artifacts/``.
+
+By default the site is built from a synthetic run; set ``HGEMM_REPORT_RESULTS`` to one or more
+results files (``os.pathsep``-separated) to check a site built from a real ``compare`` run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reports import build_site
+
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = os.environ.get("HGEMM_REPORT_RESULTS")
+    if env:
+        paths = [Path(p) for p in env.split(os.pathsep) if p]
+    else:
+        from test_report import write_run
+
+        paths = [write_run(out / "in" / "results.parquet"),
+                 write_run(out / "cpu" / "results.parquet", run_id="run-cpu", device="cpu",
+                           modes=(("offline", "warm"), ("server", "warm")))]
+    return build_site(paths, out / "site")
+
+
+@pytest.fixture(scope="module")
+def page(site, tmp_path_factory):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (uses system Chromium)")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as p:
+        # a fresh profile dir (persistent context) and the network-free flags CI requires
+        ctx = p.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS[1:],
+            viewport={"width": 1400, "height": 1000},
+        )
+        pg = ctx.new_page()
+        errors: list[str] = []
+        pg.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        pg.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+        pg.goto(site.as_uri(), wait_until="load")
+        pg.wait_for_selector("section.view:not([hidden]) table.shapes tbody tr")
+        pg.errors = errors
+        yield pg
+        ctx.close()
+
+
+def visible_view(page):
+    return page.locator("section.run:not([hidden]) section.view:not([hidden])")
+
+
+def test_loads_without_console_errors(page):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=False)
+    page.screenshot(path=str(ARTIFACTS / "report-full.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_leaderboard_rows_and_plots_present(page):
+    v = visible_view(page)
+    assert v.count() == 1
+    rows = v.locator("table.leaderboard tr.lb-row:not([hidden])")
+    assert rows.count() >= 2
+    assert rows.first.locator("td.rank").inner_text() == "1"
+    assert v.locator("svg.chart").count() >= 3
+    assert v.locator("svg.chart circle, svg.chart rect.cell").count() > 0
+    # hover text names the shape
+    assert "M=" in v.locator("svg.chart circle title").first.text_content()
+
+
+def test_view_switching_never_mixes(page):
+    seen = set()
+    for dim in ("mode", "cache", "metric"):
+        for b in page.locator(f"nav .seg[data-dim={dim}] button").all():
+            b.click()
+            v = visible_view(page)
+            assert v.count() == 1
+            seen.add(v.get_attribute("id"))
+            assert page.errors == []
+    assert len(seen) >= 2
+
+
+def test_per_shape_table_filters_and_sorts(page):
+    v = visible_view(page)
+    body = v.locator("table.shapes tbody tr")
+    total = body.count()
+    assert total > 0
+    k_values = sorted({int(t) for t in v.locator("table.shapes tbody td:nth-child(3)").all_inner_texts()})
+    v.locator(".filters input[data-col=k]").fill(str(k_values[0]))
+    assert 0 < body.count() <= total
+    assert {int(t) for t in v.locator("table.shapes tbody td:nth-child(3)").all_inner_texts()} == {k_values[0]}
+    v.locator(".filters input[data-col=k]").fill("")
+    v.locator("table.shapes th[data-col=m]").click()
+    v.locator("table.shapes th[data-col=m]").click()  # descending
+    ms = [int(t) for t in v.locator("table.shapes tbody td:nth-child(1)").all_inner_texts()]
+    assert ms == sorted(ms, reverse=True)
+    assert page.errors == []
+
+
+def test_run_selector_switches_runs(page):
+    options = page.locator("#sel-run option")
+    for i in range(options.count()):
+        page.select_option("#sel-run", index=i)
+        run = page.locator("section.run:not([hidden])")
+        assert run.count() == 1
+        assert visible_view(page).locator("tr.lb-row").count() > 0
+    assert page.errors == []
