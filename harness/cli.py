@@ -98,8 +98,8 @@ def compare(
 ):
     """Gate and time methods on shapes; write Parquet; print paired speedups."""
     from harness import env as envmod
-    from harness.registry import UnknownMethodError, default_specs, resolve
-    from harness.results import ResultsError, ResultStore, read_samples, samples_dir
+    from harness.registry import MethodSpecError, default_specs, resolve
+    from harness.results import ResultsError, ResultStore, read_results, read_samples, samples_dir
     from harness.runner import CompareRunner, CompareSettings
     from harness.shapes import ShapeError, parse_shapes
     from harness.summary import print_summary
@@ -120,7 +120,7 @@ def compare(
         _fail(str(e))
     try:
         method_objs = resolve(_split(methods) or default_specs())
-    except UnknownMethodError as e:
+    except MethodSpecError as e:
         _fail(str(e))
     if not method_objs:
         _fail("no methods to run")
@@ -163,9 +163,7 @@ def compare(
     except KeyboardInterrupt:
         err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {out}; rerun the same command to resume")
         raise typer.Exit(130)
-    import pandas as pd
-
-    results = pd.DataFrame(store.rows)
+    results = read_results(out).to_pandas()
     samples = read_samples(out).to_pandas()
     if baseline not in set(results["method"]):
         console.print(f"[yellow]baseline {baseline!r} was not measured in this run; speedups are shown vs 'torch'[/]")

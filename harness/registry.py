@@ -23,7 +23,11 @@ Factory = Callable[[str | None], "Method | list[Method]"]
 BUILTIN_PLUGINS = ("baselines", "kernels_search")
 
 
-class UnknownMethodError(ValueError):
+class MethodSpecError(ValueError):
+    """A --methods entry cannot be turned into methods."""
+
+
+class UnknownMethodError(MethodSpecError):
     """A --methods entry names nothing that is registered."""
 
 
@@ -83,7 +87,10 @@ def resolve(specs: Sequence[str]) -> list[Method]:
         if entry is None:
             known = ", ".join(sorted(table)) or "(none registered)"
             raise UnknownMethodError(f"unknown method {name!r} in {spec!r}; known methods: {known}")
-        made = entry.factory(args or None)
+        try:
+            made = entry.factory(args or None)
+        except (ValueError, TypeError) as e:
+            raise MethodSpecError(f"bad method spec {spec!r}: {e}") from e
         for m in made if isinstance(made, list) else [made]:
             if m.name not in seen:
                 seen.add(m.name)

@@ -98,8 +98,8 @@ def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, c
             for c in ("shape", "method", "layout", "device us", "host us", "speedup [95% CI]", "status"):
                 t.add_column(c, justify="right" if c in ("device us", "host us") else "left")
             for r in rows:
-                if r.mode != mode or r.cache != cache:
-                    continue
+                if r.mode != mode or r.cache != cache or r.status == "unsupported":
+                    continue  # unsupported rows are counted once below, not listed per shape
                 sp = f"{r.speedup.ratio:.3f} [{r.speedup.lo:.3f}, {r.speedup.hi:.3f}]" if r.speedup else "-"
                 t.add_row(r.shape, r.method, r.layout, _fmt(r.device_us), _fmt(r.host_us), sp,
                           r.status if r.status == "ok" else f"[red]{r.status}[/]")

@@ -1,0 +1,105 @@
+"""The CLI end to end on the CPU path: compare -> Parquet -> summary, errors, and kill/resume."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from conftest import HAS_CUDA
+from harness.cli import app
+from harness.results import read_results, read_samples
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_compare_cpu_end_to_end(tmp_path):
+    out = tmp_path / "r.parquet"
+    res = run("compare", "--device", "cpu", "--shapes", "64_64_64,17_33_65", "--mode", "both", "--budget", "0.3",
+              "--server-calls", "5", "--qps", "2000", "--out", str(out), "--seed", "1")
+    assert res.exit_code == 0, res.output
+    assert "CPU path" in res.output and "geomean speedup" in res.output
+    df = read_results(out).to_pandas()
+    assert set(df["device"]) == {"cpu"}
+    # every default method x 2 layouts x 2 modes x 2 shapes is a row; GPU-only ones say so
+    assert len(df) == df["method"].nunique() * 2 * 2 * 2
+    torch_rows = df[df["method"] == "torch"]
+    assert (torch_rows["status"] == "ok").all() and torch_rows["gate_passed"].all()
+    assert (torch_rows["device_us_median"] > 0).all() and (torch_rows["host_us_median"] > 0).all()
+    gpu_only = df[df["method"] != "torch"]
+    assert len(gpu_only) and (gpu_only["status"] == "unsupported").all()
+    assert gpu_only["status_reason"].str.contains("unsupported on cpu").all()
+    srv = torch_rows[torch_rows["mode"] == "server"]
+    assert (srv["rounds"] == 5).all() and (srv["qps"] == 2000).all()
+    samples = read_samples(out).to_pandas()
+    assert set(samples["metric"]) == {"device_us", "host_us"}
+    # rerun: everything is done, nothing is measured again
+    res2 = run("compare", "--device", "cpu", "--shapes", "64_64_64,17_33_65", "--mode", "both", "--out", str(out))
+    assert res2.exit_code == 0 and "resuming" in res2.output
+    assert len(read_results(out).to_pandas()) == len(df)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--shapes", "64_64"], "malformed shape '64_64'"),
+    (["--shapes", "0_1_1"], "M=0"),
+    (["--methods", "nosuch"], "unknown method 'nosuch'"),
+    (["--methods", "cublaslt-autotune:frobnicate=1"], "bad method spec"),
+    (["--layouts", "nt"], "unknown layout"),
+    (["--qps", "0"], "must be > 0"),
+])
+def test_bad_input_is_one_clear_error(tmp_path, args, needle):
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--out", str(tmp_path / "r.parquet"), *args])
+    assert res.exit_code == 2
+    assert needle in res.output
+    assert "Traceback" not in res.output
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the error on a machine without a GPU")
+def test_device_cuda_without_gpu_is_a_clear_error(tmp_path):
+    res = runner.invoke(app, ["compare", "--device", "cuda", "--out", str(tmp_path / "r.parquet")])
+    assert res.exit_code == 2 and "--device cuda was requested" in res.output
+
+
+def test_corrupt_out_file_is_not_overwritten(tmp_path):
+    out = tmp_path / "r.parquet"
+    out.write_bytes(b"garbage")
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "8_8_8", "--out", str(out)])
+    assert res.exit_code == 2 and "not a readable Parquet" in res.output and "--fresh" in res.output
+    assert out.read_bytes() == b"garbage"
+
+
+def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "r.parquet"
+    shapes = ",".join(f"{16 + i}_{24 + i}_{32 + i}" for i in range(12))
+    cmd = [sys.executable, "-m", "harness.cli", "compare", "--device", "cpu", "--methods", "torch",
+           "--shapes", shapes, "--budget", "0.4", "--min-rounds", "3", "--ci-target", "0.0001", "--out", str(out)]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if out.exists() and len(read_results(out)) >= 6:  # at least 3 shapes x 2 layouts finished
+            break
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    before = read_results(out).to_pandas()
+    assert 6 <= len(before) < 24, "the kill should land mid-run"
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    after = read_results(out).to_pandas()
+    keys = ["shape", "layout", "method", "mode", "cache"]
+    assert len(after) == 24 and not after.duplicated(keys).any()
+    assert after["run_id"].nunique() == 1
+    # rows finished before the kill were kept as measured, not measured again
+    merged = before.merge(after, on=keys, suffixes=("_b", "_a"))
+    assert (merged["device_us_median_b"] == merged["device_us_median_a"]).all()
+    samples = read_samples(out).to_pandas()
+    assert not samples.duplicated(keys + ["round", "metric"]).any()
+    assert set(samples["shape"]) == set(after["shape"])

@@ -1,0 +1,81 @@
+"""Result schema round-trip, atomic writes, corrupt files, and resume bookkeeping."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.results import (RESULT_SCHEMA, SCHEMA_VERSION, ResultsError, ResultStore, read_results, read_samples,
+                             rows_to_table, samples_dir)
+
+
+def row(shape, method, layout="nn", mode="offline", cache="warm", **kw):
+    r = dict(schema_version=SCHEMA_VERSION, run_id="x", gpu_uuid="GPU-1", shape=shape, m=1, n=2, k=3, layout=layout,
+             method=method, mode=mode, cache=cache, status="ok", device_us_median=1.5, is_baseline=True,
+             gate_passed=True, rounds=7, calls_measured=70)
+    r.update(kw)
+    return r
+
+
+def sample(shape, method, i, v):
+    return dict(run_id="x", gpu_uuid="GPU-1", shape=shape, layout="nn", method=method, mode="offline",
+                cache="warm", round=i, metric="device_us", value=v, sm_clock_mhz=1980.0)
+
+
+def test_round_trip_keeps_types_and_values(tmp_path):
+    p = tmp_path / "r.parquet"
+    st = ResultStore(p, "run1")
+    st.add_group([row("1_2_3", "torch"), row("1_2_3", "cublas", layout="tn", below_floor=False)],
+                 [sample("1_2_3", "torch", i, 1.0 + i) for i in range(3)])
+    t = read_results(p)
+    assert t.schema.equals(RESULT_SCHEMA, check_metadata=False)
+    back = t.to_pylist()
+    assert [r["method"] for r in back] == ["torch", "cublas"]
+    assert back[1]["layout"] == "tn" and back[0]["device_us_median"] == 1.5 and back[0]["rounds"] == 7
+    assert back[0]["below_floor"] is None and back[1]["below_floor"] is False
+    s = read_samples(p)
+    assert s.num_rows == 3 and s.column("value").to_pylist() == [1.0, 2.0, 3.0]
+    assert samples_dir(p) == tmp_path / "r.samples"
+
+
+def test_unknown_column_is_rejected():
+    with pytest.raises(KeyError, match="not in the schema"):
+        rows_to_table([dict(row("1_2_3", "t"), bogus=1)], RESULT_SCHEMA)
+
+
+def test_resume_keeps_run_id_and_skips_done_groups(tmp_path):
+    p = tmp_path / "r.parquet"
+    st = ResultStore(p, "first")
+    st.add_group([row("1_2_3", "torch", run_id="first")], [])
+    st2 = ResultStore(p, "second")
+    assert st2.resumed and st2.run_id == "first"
+    assert ("GPU-1", "1_2_3", "offline", "warm") in st2.done_groups()
+    # a group whose rows all failed for a harness error is retried
+    st2.add_group([row("4_5_6", "torch", status="error", status_reason="harness error on this shape: OOM")], [])
+    assert ("GPU-1", "4_5_6", "offline", "warm") not in st2.done_groups(retry_reason_prefix="harness error")
+    # rewriting a group replaces it: no duplicates
+    st2.add_group([row("4_5_6", "torch")], [])
+    assert sum(r["shape"] == "4_5_6" for r in ResultStore(p, "z").rows) == 1
+
+
+def test_add_group_refuses_mixed_groups(tmp_path):
+    with pytest.raises(ValueError, match="one group"):
+        ResultStore(tmp_path / "r.parquet", "r").add_group([row("1_2_3", "a"), row("2_2_2", "a")], [])
+
+
+def test_bad_files_are_clear_errors(tmp_path):
+    with pytest.raises(ResultsError, match="not found"):
+        read_results(tmp_path / "missing.parquet")
+    junk = tmp_path / "junk.parquet"
+    junk.write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(ResultsError, match="not a readable Parquet"):
+        read_results(junk)
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1]}), other)
+    with pytest.raises(ResultsError, match="not an hgemm-bench results file"):
+        read_results(other)
+    future = tmp_path / "future.parquet"
+    t = rows_to_table([row("1_2_3", "t")], RESULT_SCHEMA).replace_schema_metadata(
+        {b"hgemm_bench.schema_version": b"99"})
+    pq.write_table(t, future)
+    with pytest.raises(ResultsError, match="schema version 99"):
+        read_results(future)
