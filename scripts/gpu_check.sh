@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One device call: install carried wheels, run the GPU tests, run short benchmarks, print a table.
+#
+#   scripts/gpu_check.sh [STAGE ...]      (default: env tests smoke)
+# STAGES
+#   env      nvidia-smi, `hgemm-bench env`
+#   tests    pytest -m gpu (every GPU test in the suite)
+#   smoke    compare --shapes smoke, offline, all baselines, both layouts
+#   server   compare --shapes smoke --mode server --qps 200
+#   repeat   the same shapes twice in one run (run-to-run agreement)
+#   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
+#   cold     compare --shapes smoke --cache cold
+# Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
+# so results directories are packed into one tarball.
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT" /tmp/hb
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} COLUMNS=160
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site || echo "wheel install failed"
+fi
+HB="python3 -m harness.cli"
+STAGES=${*:-env tests smoke}
+log() { echo "== $(date -u +%H:%M:%S) $*"; }
+for stage in $STAGES; do
+  case $stage in
+    env)
+      log env
+      nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
+      $HB env 2>&1 | tee "$OUT/env.txt" ;;
+    tests)
+      log "pytest -m gpu"
+      python3 -m pytest -m gpu -q -x --timeout 300 -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -25 ;;
+    smoke)
+      log "compare smoke offline"
+      $HB compare --shapes smoke --out /tmp/hb/smoke.parquet --fresh --seed 1 2>&1 | tee "$OUT/smoke.txt" | tail -60 ;;
+    server)
+      log "compare smoke server"
+      $HB compare --shapes smoke --mode server --qps 200 --out /tmp/hb/server.parquet --fresh --seed 2 2>&1 \
+        | tee "$OUT/server.txt" | tail -40 ;;
+    cold)
+      log "compare smoke cold"
+      $HB compare --shapes smoke --cache cold --out /tmp/hb/cold.parquet --fresh --seed 3 2>&1 | tee "$OUT/cold.txt" | tail -40 ;;
+    repeat)
+      log "repeat: 64_64_64,4096_4096_4096 measured twice in one run"
+      python3 scripts/repeat_check.py /tmp/hb/repeat.parquet 2>&1 | tee "$OUT/repeat.txt" | tail -20 ;;
+    grid50)
+      log "grid50"
+      start=$(date +%s)
+      $HB compare --shapes "$(python3 -c 'from harness.shapes import sample_grid; print(",".join(s.name for s in sample_grid(50)))')" \
+        --budget 1.0 --out /tmp/hb/grid50.parquet --fresh --seed 4 2>&1 | tee "$OUT/grid50.txt" | tail -25
+      end=$(date +%s); echo "grid50 wall: $((end - start)) s; x20 for 1,000 shapes: $(( (end - start) * 20 )) s" | tee -a "$OUT/grid50.txt" ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
+tar czf "$OUT/results.tgz" -C /tmp hb 2>/dev/null
+log done

@@ -1,0 +1,88 @@
+"""The timing core on the CPU path, with calls whose cost we control."""
+
+import random
+import time
+
+import pytest
+
+from harness.tensors import InputSet
+from harness.timing import Entry, OfflineSettings, measure_offline, measure_server, time_candidates
+from harness.timing.server import poisson_arrivals
+
+
+def busy(us):
+    def fn(a, b, c):
+        end = time.perf_counter() + us * 1e-6
+        while time.perf_counter() < end:
+            pass
+    return fn
+
+
+SETS = [InputSet(None, None, None)]
+
+
+def test_offline_ratio_order_and_stop_rule():
+    calls = []
+
+    def tagged(tag, us):
+        f = busy(us)
+        def fn(a, b, c):
+            calls.append(tag)
+            f(a, b, c)
+        return fn
+
+    entries = [Entry("slow", tagged("slow", 400), SETS), Entry("fast", tagged("fast", 200), SETS)]
+    res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.05, min_rounds=5, max_rounds=60, budget_s=20,
+                                                          target_batch_us=2000, seed=3))
+    slow, fast = res["slow"], res["fast"]
+    ratio = sorted(slow.device_us)[len(slow.device_us) // 2] / sorted(fast.device_us)[len(fast.device_us) // 2]
+    assert 1.7 < ratio < 2.3
+    assert slow.stop_reason == "ci" and 5 <= len(slow.device_us) < 60
+    assert len(slow.device_us) == len(fast.device_us) == len(slow.host_us)  # one sample of each per round
+    assert slow.timing_method == "host-clock" and slow.calls_per_batch == 5 and fast.calls_per_batch == 10
+    # interleaving: the order of first calls differs between rounds (not always slow-then-fast)
+    firsts = [calls[i] for i in range(len(calls)) if i == 0 or calls[i] != calls[i - 1]]
+    assert firsts.count("slow") > 1 and firsts.count("fast") > 1
+
+
+def test_offline_budget_stops_and_errors_are_isolated():
+    def broken(a, b, c):
+        raise RuntimeError("boom")
+
+    entries = [Entry("ok", busy(100), SETS), Entry("bad", broken, SETS)]
+    t0 = time.monotonic()
+    res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.0, min_rounds=3, max_rounds=10**6, budget_s=0.3))
+    assert time.monotonic() - t0 < 3
+    assert res["ok"].stop_reason == "budget" and res["ok"].device_us
+    assert res["bad"].error and "boom" in res["bad"].error and res["bad"].stop_reason == "error"
+
+
+def test_time_candidates_ranks_and_scores_failures_inf():
+    def broken(a, b, c):
+        raise ValueError("bad algo")
+    t = time_candidates([busy(300), busy(100), broken], (None, None, None), "cpu", rounds=3)
+    assert t[1] < t[0] and t[2] == float("inf")
+
+
+def test_poisson_arrivals_rate():
+    arr = poisson_arrivals(20000, 200.0, random.Random(0))
+    gaps = [b - a for a, b in zip([0.0] + arr, arr)]
+    mean = sum(gaps) / len(gaps)
+    assert mean == pytest.approx(1 / 200, rel=0.03)
+    assert sorted(gaps)[len(gaps) // 2] == pytest.approx(0.005 * 0.693, rel=0.05)  # exponential median
+
+
+def test_server_mode_paces_calls_and_measures_latency():
+    entries = [Entry("a", busy(50), SETS), Entry("b", busy(150), SETS)]
+    t0 = time.perf_counter()
+    res = measure_server(entries, "cpu", qps=400, calls_per_entry=40, seed=1)
+    wall = time.perf_counter() - t0
+    assert 80 / 400 * 0.6 < wall < 80 / 400 * 2.0  # paced by arrivals, not back to back
+    for key, us in (("a", 50), ("b", 150)):
+        m = res[key]
+        assert len(m.device_us) == len(m.host_us) == 40 and m.stop_reason == "calls"
+        med = sorted(m.device_us)[20]
+        assert us <= med < us * 3
+        assert all(h >= d * 0.9 for h, d in zip(m.host_us, m.device_us))  # latency includes the call
+    with pytest.raises(ValueError, match="qps"):
+        measure_server(entries, "cpu", qps=0, calls_per_entry=1)

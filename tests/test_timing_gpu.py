@@ -1,0 +1,74 @@
+"""The timing core on a real GPU: launch overhead must not leak into device time."""
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def _torch_fn(layout="nn"):
+    import torch
+
+    def fn(a, b, c):
+        torch.matmul(a, b if layout == "nn" else b.t(), out=c)
+    return fn
+
+
+def _sets(m, n, k, count=1):
+    from harness.problem import Problem, Shape
+    from harness.tensors import timing_sets
+    return timing_sets(Problem(Shape(m, n, k)), "cuda", count, seed=0)
+
+
+def test_small_gemm_device_time_excludes_launch_overhead():
+    from harness.timing import Entry, OfflineSettings, measure_offline
+
+    res = measure_offline([Entry("t", _torch_fn(), _sets(64, 64, 64))], "cuda",
+                          OfflineSettings(min_rounds=10, max_rounds=30, budget_s=5))["t"]
+    dev = sorted(res.device_us)[len(res.device_us) // 2]
+    host = sorted(res.host_us)[len(res.host_us) // 2]
+    assert res.timing_method == "graph" and res.calls_per_batch > 50
+    assert dev < 4.0, f"device time {dev:.2f} us: launch overhead leaked in"
+    assert host > 3 * dev, f"host {host:.1f} us should include the synchronous call's cost"
+
+
+def test_graph_and_spin_events_agree_on_a_mid_size_gemm():
+    from harness.timing.samplers import GraphSampler, SpinEventsSampler
+
+    sets = _sets(2048, 2048, 2048)
+    g = GraphSampler(_torch_fn(), sets, 20)
+    s = SpinEventsSampler(_torch_fn(), sets, 20)
+    gs = sorted(g.sample() for _ in range(15))[7]
+    ss = sorted(s.sample() for _ in range(15))[7]
+    assert abs(gs / ss - 1) < 0.03, (gs, ss)
+
+
+def test_per_call_time_does_not_depend_on_batch_size():
+    from harness.timing.samplers import GraphSampler
+
+    sets = _sets(1024, 1024, 1024)
+    t10 = sorted(GraphSampler(_torch_fn(), sets, 10).sample() for _ in range(11))[5]
+    t100 = sorted(GraphSampler(_torch_fn(), sets, 100).sample() for _ in range(11))[5]
+    assert abs(t10 / t100 - 1) < 0.05, (t10, t100)
+
+
+def test_cold_rotation_is_slower_than_warm_for_an_l2_resident_problem():
+    import torch
+    from harness.tensors import cold_set_count
+    from harness.problem import Problem, Shape
+    from harness.timing.samplers import GraphSampler
+
+    p = Problem(Shape(1024, 1024, 1024))
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    n = cold_set_count(p, l2)
+    assert n >= 2
+    warm = sorted(GraphSampler(_torch_fn(), _sets(1024, 1024, 1024), n).sample() for _ in range(9))[4]
+    cold = sorted(GraphSampler(_torch_fn(), _sets(1024, 1024, 1024, n), n).sample() for _ in range(9))[4]
+    assert cold > warm * 0.98, (warm, cold)  # never meaningfully faster than warm
+
+
+def test_server_mode_on_gpu():
+    from harness.timing import Entry, measure_server
+
+    res = measure_server([Entry("t", _torch_fn(), _sets(256, 256, 256))], "cuda", qps=500, calls_per_entry=30)["t"]
+    assert len(res.device_us) == 30 and res.timing_method == "events"
+    assert sorted(res.host_us)[15] > sorted(res.device_us)[15]
