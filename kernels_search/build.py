@@ -1,0 +1,189 @@
+"""Build pipeline: CUDA source -> nvcc -> shared library with the hgemm C ABI, content-addressed.
+
+``build(source)`` compiles one translation unit for sm_90a and returns a ``BuildResult``; it never
+raises for a compiler problem (a failed or timed-out compile is a result with ``ok=False`` and the
+log). Artifacts are cached under ``$HGEMM_BUILD_CACHE`` (default ``~/.cache/hgemm-bench/build``)
+keyed by sha256(source, flags, extra key, ``nvcc --version``), so an unchanged config costs one
+file read. ``build_many`` compiles a batch on a thread pool sized to the machine's cores (each
+worker just waits on an nvcc process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from kernels_search import ptxas, toolchain
+
+META = "meta.json"
+LIB = "kernel.so"
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("HGEMM_BUILD_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "hgemm-bench" / "build"
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+@dataclass
+class BuildResult:
+    """What one compile produced. ``ok`` False means ``lib_path`` is None and ``log`` says why."""
+
+    ok: bool
+    key: str
+    source_hash: str
+    lib_path: str | None = None
+    log: str = ""
+    compile_s: float = 0.0  # seconds nvcc took when it was built (not this lookup)
+    cached: bool = False  # served from the cache by this call
+    flags: list[str] = field(default_factory=list)
+    kernels: list[dict] = field(default_factory=list)  # ptxas figures per entry function
+    resources: dict = field(default_factory=dict)  # ptxas.summarize() of kernels
+
+    @property
+    def spill_bytes(self) -> int:
+        return int(self.resources.get("spill_bytes", 0))
+
+
+def cache_key(source: str, flags: Sequence[str], extra_key: str = "", nvcc: str | None = None) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(flags), extra_key, toolchain.nvcc_version(nvcc)):
+        h.update(part.encode())
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def _load_cached(entry: Path) -> BuildResult | None:
+    try:
+        meta = json.loads((entry / META).read_text())
+    except (OSError, ValueError):
+        return None
+    res = BuildResult(**meta)
+    if res.ok:
+        lib = entry / LIB
+        if not lib.is_file():
+            return None
+        res.lib_path = str(lib)
+    res.cached = True
+    return res
+
+
+def build(
+    source: str,
+    extra_flags: Sequence[str] = (),
+    *,
+    extra_key: str = "",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    use_cache: bool = True,
+    nvcc: str | None = None,
+) -> BuildResult:
+    """Compile ``source`` to a shared library (or fetch it from the cache)."""
+    nvcc = nvcc or toolchain.find_nvcc()
+    shash = source_hash(source)
+    flags = [*toolchain.BASE_FLAGS, *extra_flags]
+    if not nvcc:
+        return BuildResult(False, "", shash, log="nvcc not found (set HGEMM_NVCC or CUDA_HOME)", flags=flags)
+    try:
+        key = cache_key(source, flags, extra_key, nvcc)
+    except (toolchain.ToolchainError, OSError, subprocess.SubprocessError) as e:
+        return BuildResult(False, "", shash, log=f"toolchain error: {e}", flags=flags)
+    root = cache_dir()
+    entry = root / key[:2] / key
+    if use_cache:
+        hit = _load_cached(entry)
+        if hit is not None:
+            return hit
+
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=root))
+    try:
+        (work / "kernel.cu").write_text(source)
+        cmd = [nvcc, *flags, "kernel.cu", "-o", LIB]
+        t0 = time.perf_counter()
+        timed_out = False
+        try:
+            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout_s)
+            rc, log = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as e:
+            timed_out, rc = True, -1
+            out = (e.stdout or b"") + (e.stderr or b"")
+            log = (out.decode(errors="replace") if isinstance(out, bytes) else out)
+            log += f"\nnvcc timed out after {timeout_s:.0f} s"
+        compile_s = time.perf_counter() - t0
+        ok = rc == 0 and (work / LIB).is_file()
+        kernels = ptxas.parse_ptxas(log)
+        res = BuildResult(
+            ok=ok,
+            key=key,
+            source_hash=shash,
+            log=(" ".join(cmd) + "\n" + log) if not ok else log,
+            compile_s=compile_s,
+            flags=flags,
+            kernels=ptxas.as_dicts(kernels),
+            resources=ptxas.summarize(kernels),
+        )
+        if timed_out:  # not deterministic: never cache
+            return res
+        meta = asdict(res)
+        meta.pop("lib_path"), meta.pop("cached")
+        (work / META).write_text(json.dumps(meta, indent=1))
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(work, entry)  # atomic publish; loses to a concurrent identical build
+        except OSError:
+            if not entry.exists():
+                raise
+        else:
+            work = None  # type: ignore[assignment]
+        got = _load_cached(entry)
+        if got is None:
+            return res
+        got.cached = False
+        return got
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass
+class BuildJob:
+    source: str
+    extra_flags: tuple[str, ...] = ()
+    extra_key: str = ""
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def build_many(
+    jobs: Sequence[BuildJob], *, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> list[BuildResult]:
+    """Build every job, ``workers`` nvcc processes at a time; results in job order.
+
+    Identical jobs are compiled once.
+    """
+    uniq: dict[tuple, BuildJob] = {}
+    for j in jobs:
+        uniq.setdefault((j.source, tuple(j.extra_flags), j.extra_key), j)
+    n = min(workers or default_workers(), max(1, len(uniq)))
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        futs = {
+            k: pool.submit(build, j.source, j.extra_flags, extra_key=j.extra_key, timeout_s=timeout_s)
+            for k, j in uniq.items()
+        }
+        done = {k: f.result() for k, f in futs.items()}
+    return [done[(j.source, tuple(j.extra_flags), j.extra_key)] for j in jobs]

@@ -1,0 +1,5 @@
+"""Kernel families. Each module defines one Family instance, ``FAMILY``."""
+
+from kernels_search.families import hopper, smalltile, splitk
+
+ALL = {f.name: f for f in (splitk.FAMILY, smalltile.FAMILY, hopper.FAMILY)}

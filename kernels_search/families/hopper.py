@@ -1,0 +1,107 @@
+"""``hopper``: TMA + WGMMA warp-specialized persistent GEMM from CUTLASS 3 sm90 collectives.
+
+Compile-time knobs: tile M/N/K, cluster shape, schedule (cooperative: two consumer warpgroups
+share one tile; pingpong: they alternate tiles), pipeline stages (0 = as many as fit).
+Runtime options (one binary serves them all): raster order, max swizzle, SMs used by the
+persistent grid. Both B layouts are instantiated in one library. TMA needs every row stride
+16-byte aligned, so K and N must be multiples of 8; other shapes are declined (the library's
+dispatcher falls back to the mma.sync families, which serve any shape).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import SUPPORTED, Support, unsupported
+from harness.problem import Problem
+from kernels_search import toolchain
+from kernels_search.family import Family, Knob, render_defines, template
+
+SMEM_LIMIT = 227 * 1024
+# Per-stage barrier/bookkeeping and the TMA epilogue's staging buffer are approximated; the
+# builder's own static_asserts are the final word (a violation is a failed build, a result).
+EPILOGUE_SMEM = 32 * 1024
+
+
+def _stage_bytes(k: Mapping) -> int:
+    return (k["tile_m"] + k["tile_n"]) * k["tile_k"] * 2
+
+
+class Hopper(Family):
+    def check(self, k: Mapping) -> str:
+        tm, tn = k["tile_m"], k["tile_n"]
+        if k["schedule"] == "cooperative" and tm not in (128, 256):
+            return "cooperative splits the tile M over two consumer warpgroups: tile_m must be 128 or 256"
+        if k["schedule"] == "pingpong" and tm not in (64, 128):
+            return "pingpong gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
+        if tm * tn > 128 * 256:
+            return f"tile {tm}x{tn} needs more accumulator registers than two warpgroups hold"
+        if k["cluster_m"] * k["cluster_n"] > 4:
+            return "cluster larger than 4 CTAs"
+        stages = k["stages"] or 2
+        need = stages * _stage_bytes(k) + EPILOGUE_SMEM
+        if need > SMEM_LIMIT:
+            return f"{stages} stages need ~{need} bytes of shared memory > {SMEM_LIMIT}"
+        return ""
+
+    def render(self, k: Mapping) -> str:
+        defines = {
+            "HG_TILE_M": k["tile_m"],
+            "HG_TILE_N": k["tile_n"],
+            "HG_TILE_K": k["tile_k"],
+            "HG_CLUSTER_M": k["cluster_m"],
+            "HG_CLUSTER_N": k["cluster_n"],
+            "HG_COOPERATIVE": int(k["schedule"] == "cooperative"),
+            "HG_STAGES": k["stages"],
+        }
+        body = template("hopper_cutlass.cu")
+        head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
+        per, tail = rest.split("// @@PER_LAYOUT_END@@", 1)
+        per = per.split("\n", 1)[1]  # drop the marker line's comment
+        copies = [
+            per.replace("HG_NS", ns).replace("HG_LAYOUT_B", lay)
+            for ns, lay in (("nn", "cutlass::layout::RowMajor"), ("tn", "cutlass::layout::ColumnMajor"))
+        ]
+        return (
+            f"// hgemm-bench family {self.name}\n"
+            + template("hgemm_abi.cuh")
+            + "\n// ---- knobs ----\n"
+            + render_defines(defines)
+            + head
+            + "".join(copies)
+            + tail
+        )
+
+    def extra_flags(self, k: Mapping) -> tuple[str, ...]:
+        inc = tuple(f"-I{d}" for d in toolchain.cutlass_include_dirs())
+        return (*inc, "--expt-relaxed-constexpr", "-DNDEBUG")
+
+    def extra_key(self, k: Mapping) -> str:
+        return f"cutlass {toolchain.cutlass_version()}"
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        if problem.k % 8 or problem.n % 8:
+            return unsupported(
+                f"TMA needs 16-byte row strides: K ({problem.k}) and N ({problem.n}) must be multiples of 8"
+            )
+        return SUPPORTED
+
+    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+        return [int(k["raster"]), int(k["swizzle"]), int(k["sms"])]
+
+
+FAMILY = Hopper(
+    name="hopper",
+    knobs=(
+        Knob("tile_m", (128, 64, 256), 128),
+        Knob("tile_n", (256, 64, 128, 192), 256),
+        Knob("tile_k", (64, 32, 128), 64),
+        Knob("cluster_m", (2, 1, 4), 2),
+        Knob("cluster_n", (1, 2, 4), 1),
+        Knob("schedule", ("cooperative", "pingpong"), "cooperative"),
+        Knob("stages", (0, 2, 3, 4, 5, 6, 7), 0, help="0 = as many as fit"),
+        Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
+        Knob("swizzle", (1, 2, 4, 8), 1, runtime=True, help="max swizzle size"),
+        Knob("sms", (0,), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),
+    ),
+)

@@ -1,0 +1,47 @@
+"""``splitk``: mma.sync tiles with split-K for few-tile, large-K shapes (e.g. 256_128_16384).
+
+The K range is split ``splits`` ways (a runtime option, so one binary serves every split count);
+each CTA accumulates its slice in fp32, and the reduction plus fp16 cast happen inside the same
+``hgemm_run``: by the last CTA to finish each tile (``reduce=0``, one launch, arrival counters in
+the workspace) or by a second small kernel on the same stream (``reduce=1``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import SUPPORTED, Support
+from harness.problem import Problem
+from kernels_search.families import mma_sync
+from kernels_search.family import Family, Knob
+
+
+class SplitK(Family):
+    def check(self, k: Mapping) -> str:
+        return mma_sync.check_tile(k)
+
+    def render(self, k: Mapping) -> str:
+        return mma_sync.render(self.name, k, allow_split=True)
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        return SUPPORTED  # any M, N, K: 16-byte loads when aligned, scalar predicated loads otherwise
+
+    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+        return [int(k["splits"]), int(k["reduce"])]
+
+
+FAMILY = SplitK(
+    name="splitk",
+    knobs=(
+        Knob("bm", (64, 32, 128), 64, help="CTA tile rows"),
+        Knob("bn", (64, 32, 128), 64, help="CTA tile columns"),
+        Knob("bk", (64, 32, 128), 64, help="k-tile depth per pipeline stage"),
+        Knob("warps_m", (2, 1, 4), 2),
+        Knob("warps_n", (2, 1, 4), 2),
+        Knob("stages", (4, 2, 3, 5, 6), 4, help="cp.async pipeline depth"),
+        Knob("splits", (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64), 0, runtime=True,
+             help="K split count; 0 = enough CTAs for one wave"),
+        Knob("reduce", (0, 1), 0, runtime=True,
+             help="0: last CTA per tile reduces (one launch); 1: second reduce kernel"),
+    ),
+)

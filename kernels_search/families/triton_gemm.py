@@ -1,0 +1,1 @@
+"""Placeholder so the package imports; replaced below."""

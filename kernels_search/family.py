@@ -1,0 +1,140 @@
+"""What a kernel family is: a knob space, validity rules and ``render(knobs) -> source``.
+
+Knobs come in two kinds. *Compile-time* knobs change the rendered source (a new build);
+*runtime* knobs are passed to ``hgemm_run`` in ``opts`` and share one binary. Both are result
+columns. A method spec names a family and some knobs, ``<family>:k=v,k=v``; knobs not named
+take the family's defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.method import SUPPORTED, Support, unsupported
+from harness.problem import Problem
+
+
+class KnobError(ValueError):
+    """A spec names an unknown knob, a value outside its space, or an invalid combination."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    values: tuple  # the allowed values, in search order
+    default: Any
+    runtime: bool = False  # passed in opts (same binary) rather than rendered
+    help: str = ""
+
+
+def template(name: str) -> str:
+    """Text of ``kernels_search/templates/<name>``."""
+    return (Path(__file__).parent / "templates" / name).read_text()
+
+
+@dataclass
+class Family:
+    """Base class; subclasses define ``knobs``, ``check``, ``render_body`` and ``opts``."""
+
+    name: str = ""
+    knobs: tuple[Knob, ...] = field(default_factory=tuple)
+    backend: str = "cuda"  # "cuda": rendered to an hgemm C-ABI library; "triton": Python-side
+
+    # ---- knob handling ---------------------------------------------------------------------
+    def knob(self, name: str) -> Knob:
+        for k in self.knobs:
+            if k.name == name:
+                return k
+        raise KnobError(f"{self.name}: unknown knob {name!r}; knobs: {', '.join(k.name for k in self.knobs)}")
+
+    def defaults(self) -> dict[str, Any]:
+        return {k.name: k.default for k in self.knobs}
+
+    def compile_knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
+        return {k.name: knobs[k.name] for k in self.knobs if not k.runtime}
+
+    def parse(self, spec: str | None) -> dict[str, Any]:
+        """``"bm=64,bn=32"`` -> full knob dict (defaults filled in), validated."""
+        knobs = self.defaults()
+        for part in (spec or "").split(","):
+            part = part.strip()
+            if not part:
+                continue
+            key, sep, raw = part.partition("=")
+            if not sep:
+                raise KnobError(f"{self.name}: expected k=v, got {part!r}")
+            k = self.knob(key.strip())
+            knobs[k.name] = _coerce(raw.strip(), k)
+        self.validate(knobs)
+        return knobs
+
+    def validate(self, knobs: Mapping[str, Any]) -> None:
+        """Raise KnobError unless every knob is in its space and ``check`` accepts the set."""
+        for k in self.knobs:
+            if k.name not in knobs:
+                raise KnobError(f"{self.name}: knob {k.name!r} missing")
+            if knobs[k.name] not in k.values:
+                raise KnobError(f"{self.name}: {k.name}={knobs[k.name]!r} not in {list(k.values)}")
+        extra = set(knobs) - {k.name for k in self.knobs}
+        if extra:
+            raise KnobError(f"{self.name}: unknown knobs {sorted(extra)}")
+        reason = self.check(knobs)
+        if reason:
+            raise KnobError(f"{self.name}: {reason}")
+
+    def is_valid(self, knobs: Mapping[str, Any]) -> Support:
+        try:
+            self.validate(knobs)
+        except KnobError as e:
+            return unsupported(str(e))
+        return SUPPORTED
+
+    def spec(self, knobs: Mapping[str, Any]) -> str:
+        """Canonical ``family:k=v,...`` (every knob, in declaration order): the method name."""
+        return f"{self.name}:" + ",".join(f"{k.name}={knobs[k.name]}" for k in self.knobs)
+
+    # ---- what subclasses provide -------------------------------------------------------------
+    def check(self, knobs: Mapping[str, Any]) -> str:
+        """Validity rules beyond each knob's space: '' when valid, else the reason."""
+        return ""
+
+    def render(self, knobs: Mapping[str, Any]) -> str:
+        """Complete, self-contained CUDA source for the compile-time knobs."""
+        raise NotImplementedError
+
+    def extra_flags(self, knobs: Mapping[str, Any]) -> tuple[str, ...]:
+        return ()
+
+    def extra_key(self, knobs: Mapping[str, Any]) -> str:
+        return ""
+
+    def supports(self, knobs: Mapping[str, Any], problem: Problem) -> Support:
+        return SUPPORTED
+
+    def opts(self, knobs: Mapping[str, Any], problem: Problem) -> list[int]:
+        return []
+
+
+def _coerce(raw: str, knob: Knob) -> Any:
+    for v in knob.values:
+        if str(v) == raw:
+            return v
+    raise KnobError(f"{knob.name}={raw!r} not in {list(knob.values)}")
+
+
+def render_defines(defines: Mapping[str, Any]) -> str:
+    return "".join(f"#define {k} {int(v) if isinstance(v, bool) else v}\n" for k, v in defines.items())
+
+
+def cuda_source(header_comment: str, defines: Mapping[str, Any], body_template: str) -> str:
+    """ABI header + knob #defines + body: one self-contained translation unit."""
+    return (
+        f"// {header_comment}\n"
+        + template("hgemm_abi.cuh")
+        + "\n// ---- knobs ----\n"
+        + render_defines(defines)
+        + "\n"
+        + template(body_template)
+    )

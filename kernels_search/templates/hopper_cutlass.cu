@@ -1,0 +1,152 @@
+// hopper family: TMA + WGMMA warp-specialized persistent GEMM built from CUTLASS 3 sm90
+// collectives (CollectiveBuilder). One library serves both B layouts; raster order, swizzle
+// and the SM limit of the persistent grid are runtime options:
+//   opts[0] raster: 0 heuristic, 1 along M, 2 along N
+//   opts[1] max swizzle size: 1, 2, 4 or 8
+//   opts[2] SMs to use for the persistent grid: 0 = all
+// Compile-time knobs (rendered above this file): HG_TILE_M/N/K, HG_CLUSTER_M/N,
+// HG_COOPERATIVE (1 cooperative, 0 ping-pong), HG_STAGES (0 = as many as fit).
+#include "cutlass/cutlass.h"
+#include "cute/tensor.hpp"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler_params.h"
+#include "cutlass/util/packed_stride.hpp"
+
+namespace hg {
+using namespace cute;
+
+using TileShape = Shape<Int<HG_TILE_M>, Int<HG_TILE_N>, Int<HG_TILE_K>>;
+using ClusterShape = Shape<Int<HG_CLUSTER_M>, Int<HG_CLUSTER_N>, _1>;
+#if HG_COOPERATIVE
+using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#else
+using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+#endif
+
+using Half = cutlass::half_t;
+constexpr int kAlign = 8;  // 16 bytes of fp16: what TMA needs of every row stride
+
+}  // namespace hg
+
+// @@PER_LAYOUT_BEGIN@@  (rendered once per B layout: HG_NS / HG_LAYOUT_B substituted)
+namespace hg { namespace HG_NS {
+using namespace cute;
+using LayoutB = HG_LAYOUT_B;
+
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, cutlass::layout::RowMajor, kAlign,  // no source C: beta is always 0
+      Half, cutlass::layout::RowMajor, kAlign, EpilogueSchedule>::CollectiveOp;
+
+#if HG_STAGES > 0
+  using Stages = cutlass::gemm::collective::StageCount<HG_STAGES>;
+#else
+  using Stages = cutlass::gemm::collective::StageCountAutoCarveout<
+      static_cast<int>(sizeof(Epilogue::SharedStorage))>;
+#endif
+
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+      Half, cutlass::layout::RowMajor, kAlign,
+      Half, LayoutB, kAlign,
+      float, TileShape, ClusterShape, Stages, KernelSchedule>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
+                                                      cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Raster = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrderOptions;
+
+  inline int sm_count() {
+    static int cached[64] = {0};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+    if (cached[dev] == 0) {
+      int n = 0;
+      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+      cached[dev] = n;
+    }
+    return cached[dev];
+  }
+
+  static bool make_args(const void* A, const void* B, void* C, int M, int N, int K,
+                        const int* opts, int n_opts, Gemm::Arguments& args) {
+    int raster = hgemm_opt(opts, n_opts, 0, 0);
+    int swizzle = hgemm_opt(opts, n_opts, 1, 1);
+    int sms = hgemm_opt(opts, n_opts, 2, 0);
+    if (raster < 0 || raster > 2) return false;
+    if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) return false;
+    int total = sm_count();
+    if (total <= 0 || sms < 0) return false;
+    if (sms == 0 || sms > total) sms = total;
+
+    auto sA = cutlass::make_cute_packed_stride(Kernel::StrideA{}, make_shape(M, K, 1));
+    auto sB = cutlass::make_cute_packed_stride(Kernel::StrideB{}, make_shape(N, K, 1));
+    auto sC = cutlass::make_cute_packed_stride(Kernel::StrideC{}, make_shape(M, N, 1));
+    auto sD = cutlass::make_cute_packed_stride(Kernel::StrideD{}, make_shape(M, N, 1));
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = 0;
+    cudaGetDevice(&hw.device_id);
+    hw.sm_count = sms;
+    args = Gemm::Arguments{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {M, N, K, 1},
+        {static_cast<const Half*>(A), sA, static_cast<const Half*>(B), sB},
+        {{1.0f, 0.0f}, nullptr, sC, static_cast<Half*>(C), sD},
+        hw};
+    args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
+    args.scheduler.max_swizzle_size = swizzle;
+    return true;
+  }
+
+  static size_t workspace(int M, int N, int K, const int* opts, int n_opts) {
+    Gemm::Arguments args;
+    if (!make_args(nullptr, nullptr, nullptr, M, N, K, opts, n_opts, args)) return 0;
+    return Gemm::get_workspace_size(args);
+  }
+
+  static int run(const void* A, const void* B, void* C, int M, int N, int K, const int* opts,
+                 int n_opts, void* ws, size_t ws_bytes, cudaStream_t stream) {
+    Gemm::Arguments args;
+    if (!make_args(A, B, C, M, N, K, opts, n_opts, args)) return HGEMM_ERR_OPTS;
+    if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return HGEMM_ERR_UNSUPPORTED;
+    if (ws_bytes < Gemm::get_workspace_size(args)) return HGEMM_ERR_WORKSPACE;
+    Gemm gemm;
+    if (gemm.initialize(args, ws, stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
+    if (gemm.run(stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
+    return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
+  }
+}}  // namespace hg::HG_NS
+// @@PER_LAYOUT_END@@
+
+// B "nn": row-major K x N (N contiguous, MN-major); "tn": N x K row-major (K contiguous).
+static bool hg_shape_ok(int M, int N, int K, int layout) {
+  // TMA: every row stride 16-byte aligned. A: K, C: N, B: N (nn) or K (tn).
+  (void)M; (void)layout;
+  return K % hg::kAlign == 0 && N % hg::kAlign == 0;
+}
+
+extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* opts, int n_opts) {
+  if (M < 1 || N < 1 || K < 1 || !hg_shape_ok(M, N, K, layout)) return 0;
+  if (layout == HGEMM_LAYOUT_NN) return hg::nn::workspace(M, N, K, opts, n_opts);
+  if (layout == HGEMM_LAYOUT_TN) return hg::tn::workspace(M, N, K, opts, n_opts);
+  return 0;
+}
+
+extern "C" int hgemm_run(const void* A, const void* B, void* C, int M, int N, int K, int layout,
+                         const int* opts, int n_opts, void* workspace, size_t ws_bytes,
+                         cudaStream_t stream) {
+  if (M < 1 || N < 1 || K < 1 || !A || !B || !C) return HGEMM_ERR_ARGS;
+  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
+  if (!hg_shape_ok(M, N, K, layout) || !hgemm_aligned16(A) || !hgemm_aligned16(B) || !hgemm_aligned16(C))
+    return HGEMM_ERR_UNSUPPORTED;
+  if (layout == HGEMM_LAYOUT_NN)
+    return hg::nn::run(A, B, C, M, N, K, opts, n_opts, workspace, ws_bytes, stream);
+  return hg::tn::run(A, B, C, M, N, K, opts, n_opts, workspace, ws_bytes, stream);
+}

@@ -1,0 +1,421 @@
+// mma.sync (m16n8k16, fp16 in, fp32 accumulate) tiled GEMM with optional split-K, for the
+// `splitk` and `smalltile` families. Compile-time knobs (rendered above this file):
+//   MS_BM, MS_BN, MS_BK      CTA tile
+//   MS_WARPS_M, MS_WARPS_N   warp grid (warp tile = BM/WARPS_M x BN/WARPS_N)
+//   MS_STAGES                shared-memory pipeline depth (cp.async)
+//   MS_ALLOW_SPLIT           0: one launch, no split-K code at all
+// Runtime options (opts):
+//   opts[0] splits: 0 = automatic, 1 = no split, s > 1 = split K s ways
+//   opts[1] reduce: 0 = the last CTA of each tile sums the fp32 partials (one launch),
+//                   1 = a second small kernel on the same stream sums them
+// Loads are 16-byte cp.async with zero fill at the edges when K (and N for "nn") are multiples
+// of 8 and A/B are 16-byte aligned; otherwise a scalar, fully predicated load path is used.
+// Split-K partials live in the workspace; per-tile arrival counters (also in the workspace)
+// must be zero when the workspace is first handed over, and every call leaves them at zero.
+
+#ifndef MS_ALLOW_SPLIT
+#define MS_ALLOW_SPLIT 1
+#endif
+
+namespace ms {
+constexpr int BM = MS_BM, BN = MS_BN, BK = MS_BK;
+constexpr int WARPS_M = MS_WARPS_M, WARPS_N = MS_WARPS_N, STAGES = MS_STAGES;
+constexpr int NT = WARPS_M * WARPS_N * 32;
+constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;
+constexpr int MI = WTM / 16, NI = WTN / 8;
+constexpr int PAD = 8;  // halves of padding per smem row: ldmatrix rows land in distinct banks
+constexpr int A_LD = BK + PAD;
+constexpr int A_STAGE = BM * A_LD;
+constexpr int BNN_LD = BN + PAD;  // "nn": smem B is [BK][BN]
+constexpr int BTN_LD = BK + PAD;  // "tn": smem B is [BN][BK]
+constexpr int B_STAGE = (BK * BNN_LD > BN * BTN_LD) ? BK * BNN_LD : BN * BTN_LD;
+constexpr int SMEM_BYTES = STAGES * (A_STAGE + B_STAGE) * 2;
+constexpr int MAX_SPLITS = 64;
+static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0, "warp tile must be 16x16 multiples");
+static_assert(BK % 16 == 0, "BK must be a multiple of 16");
+static_assert((BM * BK / 8) % NT == 0 && (BN * BK / 8) % NT == 0, "tile chunks must divide among threads");
+static_assert(STAGES >= 2, "need at least two stages");
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Row/column inside the CTA tile of accumulator element (mi, ni, r) held by thread tid.
+__device__ __forceinline__ void frag_coord(int tid, int mi, int ni, int r, int& row, int& col) {
+  int warp = tid >> 5, lane = tid & 31;
+  int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  row = wm * WTM + mi * 16 + (lane >> 2) + ((r & 2) ? 8 : 0);
+  col = wn * WTN + ni * 8 + (lane & 3) * 2 + (r & 1);
+}
+
+// Load one k-tile (global k in [kt0, kt0+BK), clipped to k_end) of A and B into a stage.
+template <int LAYOUT, bool VEC>
+__device__ __forceinline__ void load_tile(half* sA, half* sB, const half* __restrict__ A,
+                                          const half* __restrict__ B, int M, int N, int K, int m0,
+                                          int n0, int kt0, int k_end, int tid) {
+  constexpr int ACH = BK / 8;  // 8-half chunks per A row
+#pragma unroll
+  for (int i = 0; i < (BM * BK / 8) / NT; ++i) {
+    int c = tid + i * NT;
+    int row = c / ACH, col = (c % ACH) * 8;
+    int gm = m0 + row, gk = kt0 + col;
+    half* dst = sA + row * A_LD + col;
+    if (VEC) {
+      int bytes = (gm < M) ? max(0, min(16, (k_end - gk) * 2)) : 0;
+      const half* src = bytes ? A + (size_t)gm * K + gk : A;
+      cp_async16(smem_u32(dst), src, bytes);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        dst[e] = (gm < M && gk + e < k_end) ? A[(size_t)gm * K + gk + e] : __float2half(0.f);
+    }
+  }
+  if (LAYOUT == HGEMM_LAYOUT_NN) {
+    constexpr int BCH = BN / 8;
+#pragma unroll
+    for (int i = 0; i < (BN * BK / 8) / NT; ++i) {
+      int c = tid + i * NT;
+      int row = c / BCH, col = (c % BCH) * 8;  // row: k, col: n
+      int gk = kt0 + row, gn = n0 + col;
+      half* dst = sB + row * BNN_LD + col;
+      if (VEC) {
+        int bytes = (gk < k_end) ? max(0, min(16, (N - gn) * 2)) : 0;
+        const half* src = bytes ? B + (size_t)gk * N + gn : B;
+        cp_async16(smem_u32(dst), src, bytes);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          dst[e] = (gk < k_end && gn + e < N) ? B[(size_t)gk * N + gn + e] : __float2half(0.f);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < (BN * BK / 8) / NT; ++i) {
+      int c = tid + i * NT;
+      int row = c / ACH, col = (c % ACH) * 8;  // row: n, col: k
+      int gn = n0 + row, gk = kt0 + col;
+      half* dst = sB + row * BTN_LD + col;
+      if (VEC) {
+        int bytes = (gn < N) ? max(0, min(16, (k_end - gk) * 2)) : 0;
+        const half* src = bytes ? B + (size_t)gn * K + gk : B;
+        cp_async16(smem_u32(dst), src, bytes);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          dst[e] = (gn < N && gk + e < k_end) ? B[(size_t)gn * K + gk + e] : __float2half(0.f);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void store_c(half* __restrict__ C, int M, int N, int m0, int n0, int tid,
+                                        float (&acc)[MI][NI][4]) {
+  const bool pair_ok = (N % 2 == 0) && ((reinterpret_cast<uintptr_t>(C) & 3u) == 0);
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int row, col;
+        frag_coord(tid, mi, ni, 2 * h, row, col);
+        int gm = m0 + row, gn = n0 + col;
+        if (gm >= M) continue;
+        half* p = C + (size_t)gm * N + gn;
+        if (pair_ok && gn + 1 < N) {
+          *reinterpret_cast<half2*>(p) = __floats2half2_rn(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        } else {
+          if (gn < N) p[0] = __float2half_rn(acc[mi][ni][2 * h]);
+          if (gn + 1 < N) p[1] = __float2half_rn(acc[mi][ni][2 * h + 1]);
+        }
+      }
+}
+
+// Partials are stored per tile in fragment order: float2 index ((mi*NI+ni)*2+h)*NT + tid.
+constexpr int TILE_F2 = MI * NI * 2 * NT;  // float2 per tile per split
+
+template <int LAYOUT, bool VEC, int MODE>  // MODE 0: no split, 1: last CTA reduces, 2: partials only
+__global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A, const half* __restrict__ B,
+                                                  half* __restrict__ C, int M, int N, int K, int k_chunk,
+                                                  int splits, float2* __restrict__ partial,
+                                                  int* __restrict__ counters) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  half* sA = reinterpret_cast<half*>(smem_raw);
+  half* sB = sA + STAGES * A_STAGE;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int k_begin = blockIdx.z * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  const int ntiles = (k_end - k_begin + BK - 1) / BK;
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ntiles)
+      load_tile<LAYOUT, VEC>(sA + s * A_STAGE, sB + s * B_STAGE, A, B, M, N, K, m0, n0, k_begin + s * BK, k_end, tid);
+    cp_commit();
+  }
+
+  for (int kt = 0; kt < ntiles; ++kt) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      int nk = kt + STAGES - 1;
+      if (nk < ntiles) {
+        int st = nk % STAGES;
+        load_tile<LAYOUT, VEC>(sA + st * A_STAGE, sB + st * B_STAGE, A, B, M, N, K, m0, n0, k_begin + nk * BK, k_end, tid);
+      }
+      cp_commit();
+    }
+    const half* a_s = sA + (kt % STAGES) * A_STAGE;
+    const half* b_s = sB + (kt % STAGES) * B_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t af[MI][4];
+      uint32_t bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        int r = wm * WTM + mi * 16 + (lane & 15);
+        int c = kk + (lane >> 4) * 8;
+        ldsm_x4(smem_u32(a_s + r * A_LD + c), af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+      }
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        int nb = wn * WTN + nj * 16;
+        if (LAYOUT == HGEMM_LAYOUT_NN) {
+          int k = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+          int n = nb + (lane >> 4) * 8;
+          ldsm_x4_t(smem_u32(b_s + k * BNN_LD + n), bf[2 * nj][0], bf[2 * nj][1], bf[2 * nj + 1][0], bf[2 * nj + 1][1]);
+        } else {
+          int n = nb + (lane & 7) + (lane >> 4) * 8;
+          int k = kk + ((lane >> 3) & 1) * 8;
+          ldsm_x4(smem_u32(b_s + n * BTN_LD + k), bf[2 * nj][0], bf[2 * nj][1], bf[2 * nj + 1][0], bf[2 * nj + 1][1]);
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+    }
+  }
+  cp_wait<0>();
+
+  if (MODE == 0) {
+    store_c(C, M, N, m0, n0, tid, acc);
+    return;
+  }
+#if MS_ALLOW_SPLIT
+  const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+  const int ntile = gridDim.x * gridDim.y;
+  float2* mine = partial + ((size_t)blockIdx.z * ntile + tile) * TILE_F2;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        __stcg(mine + ((mi * NI + ni) * 2 + h) * NT + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+  if (MODE == 2) return;
+
+  // MODE 1: the last CTA to arrive at this tile sums every split in split order (deterministic).
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int prev = atomicAdd(counters + tile, 1);
+    s_last = (prev == splits - 1);
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+  for (int z = 0; z < splits; ++z) {
+    const float2* p = partial + ((size_t)z * ntile + tile) * TILE_F2;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2 v = __ldcg(p + ((mi * NI + ni) * 2 + h) * NT + tid);
+          acc[mi][ni][2 * h] += v.x;
+          acc[mi][ni][2 * h + 1] += v.y;
+        }
+  }
+  store_c(C, M, N, m0, n0, tid, acc);
+  if (tid == 0) counters[tile] = 0;  // leave the workspace as we found it
+#endif
+}
+
+#if MS_ALLOW_SPLIT
+// Second-kernel reduction: one thread per float2 of every tile; sums splits in order, casts, stores.
+__global__ void reduce_kernel(const float2* __restrict__ partial, half* __restrict__ C, int M, int N,
+                              int tiles_n, int ntile, int splits) {
+  size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (size_t)ntile * TILE_F2) return;
+  int tile = (int)(idx / TILE_F2);
+  int off = (int)(idx % TILE_F2);
+  int tid = off % NT, f = off / NT;  // f = (mi*NI+ni)*2 + h
+  int h = f & 1, mn = f >> 1, mi = mn / NI, ni = mn % NI;
+  int row, col;
+  frag_coord(tid, mi, ni, 2 * h, row, col);
+  int gm = (tile / tiles_n) * BM + row, gn = (tile % tiles_n) * BN + col;
+  if (gm >= M || gn >= N) return;
+  float x = 0.f, y = 0.f;
+  for (int z = 0; z < splits; ++z) {
+    float2 v = __ldcg(partial + ((size_t)z * ntile + tile) * TILE_F2 + off);
+    x += v.x;
+    y += v.y;
+  }
+  half* p = C + (size_t)gm * N + gn;
+  p[0] = __float2half_rn(x);
+  if (gn + 1 < N) p[1] = __float2half_rn(y);
+}
+#endif
+
+struct Plan {
+  int tiles_m, tiles_n, splits, k_chunk, mode;  // mode as gemm_kernel MODE
+};
+
+static int auto_splits(int tiles, int ktiles) {
+  // Enough CTAs to cover ~one wave of 132 SMs, each split keeping at least 4 k-tiles.
+  int s = (132 + tiles - 1) / tiles;
+  s = min(s, max(1, ktiles / 4));
+  return max(1, min(s, MAX_SPLITS));
+}
+
+static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
+  p.tiles_m = (M + BM - 1) / BM;
+  p.tiles_n = (N + BN - 1) / BN;
+  int ktiles = (K + BK - 1) / BK;
+  int want = hgemm_opt(opts, n_opts, 0, 0);
+  int reduce = hgemm_opt(opts, n_opts, 1, 0);
+  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 1) return false;
+#if !MS_ALLOW_SPLIT
+  if (want > 1) return false;
+  want = 1;
+#endif
+  int s = want == 0 ? auto_splits(p.tiles_m * p.tiles_n, ktiles) : want;
+  s = min(s, ktiles);
+  int per = (ktiles + s - 1) / s;  // k-tiles per split; every split gets at least one
+  p.k_chunk = per * BK;
+  p.splits = (ktiles + per - 1) / per;
+  p.mode = p.splits == 1 ? 0 : (reduce == 0 ? 1 : 2);
+  return true;
+}
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static size_t workspace_bytes(const Plan& p) {
+  if (p.mode == 0) return 0;
+  size_t ntile = (size_t)p.tiles_m * p.tiles_n;
+  return align256((size_t)p.splits * ntile * TILE_F2 * sizeof(float2)) + align256(ntile * sizeof(int));
+}
+
+template <int LAYOUT, bool VEC, int MODE>
+static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p,
+                  float2* partial, int* counters, cudaStream_t stream) {
+  auto kern = gemm_kernel<LAYOUT, VEC, MODE>;
+  if (SMEM_BYTES > 48 * 1024) {
+    static bool attr_done = false;  // one attribute call per instantiation and process
+    if (!attr_done) {
+      if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) != cudaSuccess)
+        return HGEMM_ERR_LAUNCH;
+      attr_done = true;
+    }
+  }
+  dim3 grid(p.tiles_n, p.tiles_m, p.splits);
+  kern<<<grid, NT, SMEM_BYTES, stream>>>(A, B, C, M, N, K, p.k_chunk, p.splits, partial, counters);
+  if (cudaGetLastError() != cudaSuccess) return HGEMM_ERR_LAUNCH;
+#if MS_ALLOW_SPLIT
+  if (MODE == 2) {
+    size_t total = (size_t)p.tiles_m * p.tiles_n * TILE_F2;
+    int threads = 256;
+    reduce_kernel<<<(unsigned)((total + threads - 1) / threads), threads, 0, stream>>>(
+        partial, C, M, N, p.tiles_n, p.tiles_m * p.tiles_n, p.splits);
+    if (cudaGetLastError() != cudaSuccess) return HGEMM_ERR_LAUNCH;
+  }
+#endif
+  return HGEMM_OK;
+}
+
+template <int LAYOUT, bool VEC>
+static int dispatch_mode(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p,
+                         float2* partial, int* counters, cudaStream_t stream) {
+#if MS_ALLOW_SPLIT
+  if (p.mode == 1) return launch<LAYOUT, VEC, 1>(A, B, C, M, N, K, p, partial, counters, stream);
+  if (p.mode == 2) return launch<LAYOUT, VEC, 2>(A, B, C, M, N, K, p, partial, counters, stream);
+#endif
+  return launch<LAYOUT, VEC, 0>(A, B, C, M, N, K, p, partial, counters, stream);
+}
+}  // namespace ms
+
+extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* opts, int n_opts) {
+  (void)layout;
+  ms::Plan p;
+  if (M < 1 || N < 1 || K < 1 || !ms::make_plan(M, N, K, opts, n_opts, p)) return 0;
+  return ms::workspace_bytes(p);
+}
+
+extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
+                         const int* opts, int n_opts, void* workspace, size_t ws_bytes,
+                         cudaStream_t stream) {
+  if (M < 1 || N < 1 || K < 1 || !A_ || !B_ || !C_) return HGEMM_ERR_ARGS;
+  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
+  ms::Plan p;
+  if (!ms::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
+  if (p.tiles_m > 65535 || p.splits > 65535) return HGEMM_ERR_UNSUPPORTED;
+  size_t need = ms::workspace_bytes(p);
+  if (need > 0 && (workspace == nullptr || ws_bytes < need)) return HGEMM_ERR_WORKSPACE;
+  const half* A = static_cast<const half*>(A_);
+  const half* B = static_cast<const half*>(B_);
+  half* C = static_cast<half*>(C_);
+  float2* partial = static_cast<float2*>(workspace);
+  int* counters = nullptr;
+  if (need > 0) {
+    size_t ntile = (size_t)p.tiles_m * p.tiles_n;
+    counters = reinterpret_cast<int*>(static_cast<char*>(workspace) +
+                                      ms::align256((size_t)p.splits * ntile * ms::TILE_F2 * sizeof(float2)));
+  }
+  bool vec = (K % 8 == 0) && (layout == HGEMM_LAYOUT_TN || N % 8 == 0) && hgemm_aligned16(A) && hgemm_aligned16(B);
+  if (layout == HGEMM_LAYOUT_NN)
+    return vec ? ms::dispatch_mode<HGEMM_LAYOUT_NN, true>(A, B, C, M, N, K, p, partial, counters, stream)
+               : ms::dispatch_mode<HGEMM_LAYOUT_NN, false>(A, B, C, M, N, K, p, partial, counters, stream);
+  return vec ? ms::dispatch_mode<HGEMM_LAYOUT_TN, true>(A, B, C, M, N, K, p, partial, counters, stream)
+             : ms::dispatch_mode<HGEMM_LAYOUT_TN, false>(A, B, C, M, N, K, p, partial, counters, stream);
+}

@@ -1,0 +1,237 @@
+"""CPU tests of the kernel build pipeline and the family knob rules (no GPU needed).
+
+What they guard: every CUDA family's default config really compiles for sm_90a with the local
+nvcc and ptxas reports no register spills (a spill would silently cost performance); the
+tensor-core instructions we rely on are in the SASS (HMMA for mma.sync, HGMMA for WGMMA), so a
+refactor cannot quietly fall back to CUDA-core math; the content-addressed cache returns an
+unchanged config in under a second; compile errors come back as results carrying the compiler's
+message rather than exceptions; and invalid knob combinations are refused with a reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import pytest
+
+from harness.problem import Problem, Shape
+from kernels_search import build, ptxas, toolchain
+from kernels_search.families import ALL as FAMILIES
+from kernels_search.family import KnobError
+
+NVCC = toolchain.find_nvcc()
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+
+
+def _has_cutlass() -> bool:
+    try:
+        toolchain.cutlass_include_dirs()
+        return True
+    except toolchain.ToolchainError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One build cache for the module, so each config compiles once however many tests use it."""
+    d = tmp_path_factory.mktemp("hgemm-build-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HGEMM_BUILD_CACHE", str(d))
+    yield d
+    mp.undo()
+
+
+def _build_default(name: str) -> build.BuildResult:
+    fam = FAMILIES[name]
+    k = fam.defaults()
+    return build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+
+
+def _sass(lib_path: str) -> str:
+    if not toolchain.find_cuobjdump():
+        pytest.skip("cuobjdump not installed (set HGEMM_CUOBJDUMP)")
+    return toolchain.dump_sass(lib_path)
+
+
+# ---- ptxas parsing ------------------------------------------------------------------------------
+
+PTXAS_SAMPLE = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z4gemmv' for 'sm_90a'
+ptxas info    : Function properties for _Z4gemmv
+    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 1024 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compile time = 12.550 ms
+ptxas info    : Compiling entry function 'reduce' for 'sm_90a'
+ptxas info    : Function properties for reduce
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 34 registers, used 0 barriers
+ptxas info    : Function properties for _Z6helperf
+    8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+"""
+
+
+def test_ptxas_parser_reads_registers_spills_smem_and_stack():
+    """The metadata columns come from this parser: a format slip would report 0 spills forever."""
+    ks = ptxas.parse_ptxas(PTXAS_SAMPLE)
+    assert [k.name for k in ks] == ["_Z4gemmv", "reduce"]  # device functions are not kernels
+    g = ks[0]
+    assert (g.registers, g.spill_stores, g.spill_loads, g.stack_bytes, g.smem_bytes) == (168, 8, 12, 16, 1024)
+    s = ptxas.summarize(ks)
+    assert s["spill_bytes"] == 20 and s["max_registers"] == 168 and s["n_kernels"] == 2
+
+
+# ---- knob rules ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "family, spec, reason",
+    [
+        ("splitk", "bm=128,bn=128,warps_m=1,warps_n=1", "accumulator registers"),
+        ("splitk", "bm=32,warps_m=4", r"multiple of 16\*warps_m"),
+        ("splitk", "bm=128,bn=128,bk=128,stages=6", "shared memory"),
+        ("splitk", "bogus=1", "unknown knob"),
+        ("splitk", "bm=48", "not in"),
+        ("smalltile", "bm=128", "not in"),
+        ("hopper", "schedule=pingpong,tile_m=256", "tile_m must be 64 or 128"),
+        ("hopper", "schedule=cooperative,tile_m=64", "tile_m must be 128 or 256"),
+        ("hopper", "cluster_m=4,cluster_n=2", "cluster larger"),
+        ("hopper", "tile_m=256,tile_n=256", "accumulator"),
+        ("hopper", "tile_k=128,stages=7", "shared memory"),
+    ],
+)
+def test_invalid_knobs_are_rejected_with_a_reason(family, spec, reason):
+    """Each validity rule must fire, and say why, before anything reaches the compiler."""
+    with pytest.raises(KnobError, match=reason):
+        FAMILIES[family].parse(spec)
+    assert not FAMILIES[family].is_valid({**FAMILIES[family].defaults()} | {"bogus": 1})
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_defaults_are_valid_and_spec_round_trips(name):
+    """The canonical name (a result column and resume key) parses back to the same knobs."""
+    fam = FAMILIES[name]
+    k = fam.defaults()
+    fam.validate(k)
+    spec = fam.spec(k)
+    assert spec.startswith(f"{name}:")
+    assert fam.parse(spec.partition(":")[2]) == k
+
+
+def test_families_register_as_non_default_methods():
+    """--methods splitk:... resolves through the plug-in registry; no family is a default method."""
+    from harness import registry
+
+    import kernels_search  # noqa: F401  (registers)
+
+    for name in FAMILIES:
+        assert name in registry.entries() and not registry.entries()[name].default
+    (m,) = registry.resolve(["splitk:splits=16,bm=32"])
+    assert m.name.startswith("splitk:bm=32,") and "splits=16" in m.name
+    assert m.config["splits"] == 16 and m.family == "splitk" and not m.is_baseline
+    assert len(m.source_hash) == 64
+    with pytest.raises(ValueError):
+        registry.resolve(["splitk:bm=7"])
+
+
+def test_runtime_knobs_share_one_source():
+    """Split count is a runtime option: changing it must not change the source (no rebuild)."""
+    fam = FAMILIES["splitk"]
+    a, b = fam.parse("splits=2"), fam.parse("splits=32,reduce=1")
+    assert fam.render(a) == fam.render(b)
+    assert fam.render(a) != fam.render(fam.parse("bk=32"))
+
+
+def test_hopper_declines_unaligned_shapes():
+    """TMA needs 16-byte strides; the family must say so instead of crashing at run time."""
+    fam = FAMILIES["hopper"]
+    k = fam.defaults()
+    assert not fam.supports(k, Problem(Shape(64, 64, 100)))
+    assert "multiples of 8" in fam.supports(k, Problem(Shape(64, 100, 64))).reason
+    assert fam.supports(k, Problem(Shape(17, 64, 64), "tn"))
+
+
+# ---- compiling ----------------------------------------------------------------------------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["splitk", "smalltile"])
+def test_mma_sync_family_default_compiles_without_spills(cache, name):
+    """Default config builds for sm_90a, exports the C ABI, has no spills and uses HMMA."""
+    res = _build_default(name)
+    assert res.ok, res.log[-3000:]
+    assert res.kernels, "ptxas reported no kernels: -Xptxas -v output not parsed"
+    assert res.spill_bytes == 0, res.kernels
+    lib = ctypes.CDLL(res.lib_path)
+    assert hasattr(lib, "hgemm_run") and hasattr(lib, "hgemm_workspace")
+    assert "HMMA.16816.F32" in _sass(res.lib_path)
+
+
+@needs_nvcc
+def test_splitk_workspace_is_sized_on_the_host(cache):
+    """hgemm_workspace is pure host code: 0 without a split, splits*tiles*tile*4 bytes (+counters) with."""
+    res = _build_default("splitk")
+    assert res.ok, res.log[-3000:]
+    lib = ctypes.CDLL(res.lib_path)
+    lib.hgemm_workspace.restype = ctypes.c_size_t
+    ws = lambda m, n, k, *opts: lib.hgemm_workspace(m, n, k, 0, (ctypes.c_int * 2)(*opts), len(opts))
+    assert ws(256, 128, 16384, 1, 0) == 0
+    # 64x64 tiles: 4 x 2 tiles, 16 splits, 64*64 fp32 each, then 8 int counters padded to 256 bytes
+    assert ws(256, 128, 16384, 16, 0) == 16 * 8 * 64 * 64 * 4 + 256
+    # K = 100 has 2 k-tiles of 64: a request for 16 splits is clamped to 2
+    assert ws(256, 128, 100, 16, 1) == 2 * 8 * 64 * 64 * 4 + 256
+    assert ws(256, 128, 16384, 999, 0) == 0  # out-of-range option
+
+
+@needs_nvcc
+def test_cache_hit_is_under_a_second(cache):
+    """A second build of an unchanged config must be a cache lookup, not a compile."""
+    fam = FAMILIES["smalltile"]
+    k = fam.parse("bk=32")
+    src = fam.render(k)
+    first = build.build(src)
+    assert first.ok and not first.cached, first.log[-2000:]
+    t0 = time.perf_counter()
+    again = build.build(src)
+    dt = time.perf_counter() - t0
+    assert again.cached and again.ok and again.lib_path == first.lib_path
+    assert again.kernels == first.kernels
+    assert dt < 1.0, f"cache hit took {dt:.2f} s"
+    assert build.build(src + "\n// changed\n").key != first.key  # content-addressed
+
+
+@needs_nvcc
+def test_compile_failure_is_a_result_with_the_compiler_error(cache):
+    """A broken candidate must come back ok=False with nvcc's message, never raise."""
+    src = 'extern "C" int hgemm_run() { return undefined_symbol_xyz; }\n'
+    res = build.build(src)
+    assert not res.ok and res.lib_path is None
+    assert "undefined_symbol_xyz" in res.log and "error" in res.log
+    again = build.build(src)  # deterministic failures are cached too
+    assert again.cached and not again.ok
+
+
+@needs_nvcc
+def test_build_many_compiles_in_parallel_and_dedupes(cache):
+    """The pool returns one result per job in order; identical jobs share a build."""
+    srcs = [f'extern "C" __global__ void k{i}(float* x) {{ x[threadIdx.x] += {i}; }}\n' for i in range(3)]
+    jobs = [build.BuildJob(s) for s in srcs] + [build.BuildJob(srcs[0])]
+    res = build.build_many(jobs, workers=2)
+    assert [r.ok for r in res] == [True] * 4
+    assert res[0].key == res[3].key and len({r.key for r in res}) == 3
+    assert [r.kernels[0]["name"] for r in res[:3]] == ["k0", "k1", "k2"]
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_hopper_default_compiles_with_wgmma_and_no_spills(cache):
+    """The CUTLASS sm90 config (~1-2 min on one core) builds, has no spills and issues HGMMA."""
+    res = _build_default("hopper")
+    assert res.ok, res.log[-5000:]
+    assert res.kernels and res.spill_bytes == 0, res.kernels
+    sass = _sass(res.lib_path)
+    assert "HGMMA" in sass
+    lib = ctypes.CDLL(res.lib_path)
+    assert hasattr(lib, "hgemm_run") and hasattr(lib, "hgemm_workspace")
