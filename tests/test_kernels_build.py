@@ -181,7 +181,10 @@ def test_splitk_workspace_is_sized_on_the_host(cache):
     assert ws(256, 128, 16384, 16, 0) == 16 * 8 * 64 * 64 * 4 + 256
     # K = 100 has 2 k-tiles of 64: a request for 16 splits is clamped to 2
     assert ws(256, 128, 100, 16, 1) == 2 * 8 * 64 * 64 * 4 + 256
+    # atomic reduction keeps a single fp32 tile set whatever the split count
+    assert ws(256, 128, 16384, 16, 2) == 8 * 64 * 64 * 4 + 256
     assert ws(256, 128, 16384, 999, 0) == 0  # out-of-range option
+    assert ws(256, 128, 16384, 16, 3) == 0
 
 
 @needs_nvcc

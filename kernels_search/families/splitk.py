@@ -3,7 +3,9 @@
 The K range is split ``splits`` ways (a runtime option, so one binary serves every split count);
 each CTA accumulates its slice in fp32, and the reduction plus fp16 cast happen inside the same
 ``hgemm_run``: by the last CTA to finish each tile (``reduce=0``, one launch, arrival counters in
-the workspace) or by a second small kernel on the same stream (``reduce=1``).
+the workspace) or by a second small kernel on the same stream (``reduce=1``), or every split
+adds into one fp32 tile with atomics and the last CTA casts and re-zeroes it (``reduce=2``).
+Modes 0 and 2 need the workspace zero-filled once when allocated; every call leaves it so.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ FAMILY = SplitK(
         Knob("stages", (4, 2, 3, 5, 6), 4, help="cp.async pipeline depth"),
         Knob("splits", (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64), 0, runtime=True,
              help="K split count; 0 = enough CTAs for one wave"),
-        Knob("reduce", (0, 1), 0, runtime=True,
-             help="0: last CTA per tile reduces (one launch); 1: second reduce kernel"),
+        Knob("reduce", (0, 1, 2), 0, runtime=True,
+             help="0: slices, last CTA per tile sums them (one launch); 1: slices, second reduce "
+                  "kernel; 2: fp32 atomics into one tile, last CTA casts (one launch)"),
     ),
 )

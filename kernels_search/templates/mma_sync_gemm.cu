@@ -6,8 +6,13 @@
 //   MS_ALLOW_SPLIT           0: one launch, no split-K code at all
 // Runtime options (opts):
 //   opts[0] splits: 0 = automatic, 1 = no split, s > 1 = split K s ways
-//   opts[1] reduce: 0 = the last CTA of each tile sums the fp32 partials (one launch),
-//                   1 = a second small kernel on the same stream sums them
+//   opts[1] reduce: 0 = each split stores its fp32 slice; the last CTA of each tile sums the
+//                       slices in split order (one launch, deterministic),
+//                   1 = each split stores its slice; a second small kernel on the same stream
+//                       sums them (two launches, deterministic, no counters),
+//                   2 = each split atomically adds into one fp32 tile; the last CTA casts it to
+//                       fp16 and zeroes it again (one launch, least traffic, summation order
+//                       varies run to run)
 // Loads are 16-byte cp.async with zero fill at the edges when K (and N for "nn") are multiples
 // of 8 and A/B are 16-byte aligned; otherwise a scalar, fully predicated load path is used.
 // Split-K partials live in the workspace; per-tile arrival counters (also in the workspace)
@@ -156,7 +161,9 @@ __device__ __forceinline__ void store_c(half* __restrict__ C, int M, int N, int 
 // Partials are stored per tile in fragment order: float2 index ((mi*NI+ni)*2+h)*NT + tid.
 constexpr int TILE_F2 = MI * NI * 2 * NT;  // float2 per tile per split
 
-template <int LAYOUT, bool VEC, int MODE>  // MODE 0: no split, 1: last CTA reduces, 2: partials only
+// MODE 0: no split; 1: slices + last CTA reduces; 2: slices only (reduce_kernel follows);
+// 3: atomic accumulation + last CTA casts.
+template <int LAYOUT, bool VEC, int MODE>
 __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                                   half* __restrict__ C, int M, int N, int K, int k_chunk,
                                                   int splits, float2* __restrict__ partial,
@@ -237,17 +244,29 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
 #if MS_ALLOW_SPLIT
   const int tile = blockIdx.y * gridDim.x + blockIdx.x;
   const int ntile = gridDim.x * gridDim.y;
-  float2* mine = partial + ((size_t)blockIdx.z * ntile + tile) * TILE_F2;
+  if (MODE == 3) {
+    float2* acc_tile = partial + (size_t)tile * TILE_F2;
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        __stcg(mine + ((mi * NI + ni) * 2 + h) * NT + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+        for (int h = 0; h < 2; ++h)
+          atomicAdd(acc_tile + ((mi * NI + ni) * 2 + h) * NT + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+  } else {
+    float2* mine = partial + ((size_t)blockIdx.z * ntile + tile) * TILE_F2;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          __stcg(mine + ((mi * NI + ni) * 2 + h) * NT + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+  }
   if (MODE == 2) return;
 
   // MODE 1: the last CTA to arrive at this tile sums every split in split order (deterministic).
+  // MODE 3: the last CTA reads the atomically accumulated tile, then zeroes it for the next call.
   __shared__ int s_last;
   __threadfence();
   __syncthreads();
@@ -264,15 +283,18 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
-  for (int z = 0; z < splits; ++z) {
-    const float2* p = partial + ((size_t)z * ntile + tile) * TILE_F2;
+  const int nsum = MODE == 3 ? 1 : splits;
+  for (int z = 0; z < nsum; ++z) {
+    float2* p = partial + ((size_t)z * ntile + tile) * TILE_F2;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float2 v = __ldcg(p + ((mi * NI + ni) * 2 + h) * NT + tid);
+          float2* q = p + ((mi * NI + ni) * 2 + h) * NT + tid;
+          float2 v = __ldcg(q);
+          if (MODE == 3) __stcg(q, make_float2(0.f, 0.f));
           acc[mi][ni][2 * h] += v.x;
           acc[mi][ni][2 * h + 1] += v.y;
         }
@@ -325,7 +347,7 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   int ktiles = (K + BK - 1) / BK;
   int want = hgemm_opt(opts, n_opts, 0, 0);
   int reduce = hgemm_opt(opts, n_opts, 1, 0);
-  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 1) return false;
+  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 2) return false;
 #if !MS_ALLOW_SPLIT
   if (want > 1) return false;
   want = 1;
@@ -335,16 +357,20 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   int per = (ktiles + s - 1) / s;  // k-tiles per split; every split gets at least one
   p.k_chunk = per * BK;
   p.splits = (ktiles + per - 1) / per;
-  p.mode = p.splits == 1 ? 0 : (reduce == 0 ? 1 : 2);
+  p.mode = p.splits == 1 ? 0 : (reduce == 0 ? 1 : reduce == 1 ? 2 : 3);
   return true;
 }
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
+static size_t partial_bytes(const Plan& p) {
+  size_t slices = p.mode == 3 ? 1 : (size_t)p.splits;  // atomic mode keeps one fp32 tile
+  return align256(slices * p.tiles_m * p.tiles_n * TILE_F2 * sizeof(float2));
+}
+
 static size_t workspace_bytes(const Plan& p) {
   if (p.mode == 0) return 0;
-  size_t ntile = (size_t)p.tiles_m * p.tiles_n;
-  return align256((size_t)p.splits * ntile * TILE_F2 * sizeof(float2)) + align256(ntile * sizeof(int));
+  return partial_bytes(p) + align256((size_t)p.tiles_m * p.tiles_n * sizeof(int));
 }
 
 template <int LAYOUT, bool VEC, int MODE>
@@ -380,6 +406,7 @@ static int dispatch_mode(const half* A, const half* B, half* C, int M, int N, in
 #if MS_ALLOW_SPLIT
   if (p.mode == 1) return launch<LAYOUT, VEC, 1>(A, B, C, M, N, K, p, partial, counters, stream);
   if (p.mode == 2) return launch<LAYOUT, VEC, 2>(A, B, C, M, N, K, p, partial, counters, stream);
+  if (p.mode == 3) return launch<LAYOUT, VEC, 3>(A, B, C, M, N, K, p, partial, counters, stream);
 #endif
   return launch<LAYOUT, VEC, 0>(A, B, C, M, N, K, p, partial, counters, stream);
 }
@@ -408,9 +435,7 @@ extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N,
   float2* partial = static_cast<float2*>(workspace);
   int* counters = nullptr;
   if (need > 0) {
-    size_t ntile = (size_t)p.tiles_m * p.tiles_n;
-    counters = reinterpret_cast<int*>(static_cast<char*>(workspace) +
-                                      ms::align256((size_t)p.splits * ntile * ms::TILE_F2 * sizeof(float2)));
+    counters = reinterpret_cast<int*>(static_cast<char*>(workspace) + ms::partial_bytes(p));
   }
   bool vec = (K % 8 == 0) && (layout == HGEMM_LAYOUT_TN || N % 8 == 0) && hgemm_aligned16(A) && hgemm_aligned16(B);
   if (layout == HGEMM_LAYOUT_NN)
