@@ -1,0 +1,190 @@
+"""GPU tests of the kernel families (run on the H200; skipped where CUDA is absent).
+
+Each family config is checked against an fp32 torch reference on smoke-like and ragged shapes
+(M, N, K not multiples of the tile, K not a multiple of 8 where the family serves it), in both B
+layouts. Each call writes into a C that sits between guard bands and starts NaN-filled, so an
+unwritten element or an out-of-bounds write fails the test. Calls are repeated (split-K arrival
+counters and the atomic accumulator must be left at zero by every call) and captured in a CUDA
+graph whose replay must track new input values (no caching, no host work in the call).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from harness.method import PrepareContext  # noqa: E402
+from harness.problem import Problem, Shape  # noqa: E402
+from kernels_search import make_method  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+GUARD = 4096  # elements of guard band each side of C
+SENTINEL = 1234.0
+
+
+def _inputs(p: Problem, seed: int = 0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.rand(p.m, p.k, device="cuda", generator=g, dtype=torch.float32).sub_(0.5).half()
+    b = torch.rand(*p.b_shape, device="cuda", generator=g, dtype=torch.float32).sub_(0.5).half()
+    buf = torch.full((GUARD + p.m * p.n + GUARD,), SENTINEL, device="cuda", dtype=torch.float16)
+    c = buf[GUARD : GUARD + p.m * p.n].view(p.m, p.n)
+    c.fill_(float("nan"))
+    return a, b, c, buf
+
+
+def _reference(p: Problem, a, b):
+    torch.backends.cuda.matmul.allow_tf32 = False  # a true fp32 reference
+    bk = b.float() if p.layout == "nn" else b.float().t()
+    return a.float() @ bk
+
+
+def _check(p: Problem, a, b, c, buf):
+    ref = _reference(p, a, b)
+    out = c.float()
+    assert not torch.isnan(out).any(), "unwritten (NaN) elements in C"
+    assert torch.all(buf[:GUARD] == SENTINEL) and torch.all(buf[GUARD + p.m * p.n :] == SENTINEL), (
+        "write outside C"
+    )
+    # fp32 accumulation, one fp16 rounding of the result: error ~ 2^-11 of |C|. fp16
+    # accumulation over large K would be off by far more than this bound.
+    tol = 2e-3 * ref.abs().max().item() + 1e-3
+    err = (out - ref).abs().max().item()
+    assert err <= tol, f"{p}: max abs error {err:.4g} > {tol:.4g}"
+
+
+def _ctx(inputs):
+    return PrepareContext(device="cuda", inputs=inputs[:3], time_candidates=lambda fns: [0.0] * len(fns))
+
+
+def _run_case(spec: str, p: Problem, calls: int = 3):
+    (family, _, args) = spec.partition(":")
+    m = make_method(family, args or None)
+    sup = m.supports(p, "cuda")
+    if not sup:
+        return sup
+    ins = _inputs(p)
+    prep = m.prepare(p, _ctx(ins))
+    for i in range(calls):  # repeated calls: leftover split-K state would corrupt the 2nd/3rd
+        a, b, c, buf = _inputs(p, seed=i)
+        prep.fn(a, b, c)
+        torch.cuda.synchronize()
+        _check(p, a, b, c, buf)
+    return sup
+
+
+def _graph_case(spec: str, p: Problem):
+    family, _, args = spec.partition(":")
+    m = make_method(family, args or None)
+    a, b, c, buf = _inputs(p)
+    prep = m.prepare(p, _ctx((a, b, c)))
+    assert prep.capturable
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        prep.fn(a, b, c)  # warm-up outside capture (one-time attribute calls)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(3):
+            prep.fn(a, b, c)
+    for seed in (7, 8):  # new values in the same buffers must change the output
+        a2, b2, _, _ = _inputs(p, seed=seed)
+        a.copy_(a2)
+        b.copy_(b2)
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        _check(p, a, b, c, buf)
+
+
+RAGGED = ["17_33_65", "100_200_300", "1_1_1", "33_47_129", "64_64_64", "256_256_256"]
+SPLITK_SHAPES = RAGGED + ["256_128_16384", "64_1024_16384", "1024_1024_1024", "130_66_4097"]
+
+
+def _shape(s: str) -> Shape:
+    return Shape(*map(int, s.split("_")))
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", SPLITK_SHAPES)
+@pytest.mark.parametrize("opts", ["splits=0", "splits=1", "splits=16,reduce=0", "splits=16,reduce=1", "splits=16,reduce=2"])
+def test_splitk_matches_reference(shape, layout, opts):
+    """Every reduction mode and split count gives the fp32-accumulated answer on any shape."""
+    assert _run_case(f"splitk:{opts}", Problem(_shape(shape), layout))
+
+
+@pytest.mark.parametrize("cfg", ["bm=128,bn=128,bk=32,warps_m=2,warps_n=2,stages=3", "bm=32,bn=64,bk=128,warps_m=1,warps_n=2,stages=2"])
+@pytest.mark.parametrize("shape", ["100_200_300", "256_128_16384", "33_47_129"])
+def test_splitk_other_tiles(cfg, shape):
+    """Non-default tiles (bigger warp tiles, deep BK) index fragments and smem correctly."""
+    for layout in ("nn", "tn"):
+        assert _run_case(f"splitk:{cfg},splits=8,reduce=2", Problem(_shape(shape), layout), calls=2)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", RAGGED + ["64_4096_64", "512_512_512"])
+@pytest.mark.parametrize("cfg", ["", "bm=16,bn=16,bk=32,warps_m=1,warps_n=1", "bm=64,bn=64,warps_m=2,warps_n=2,stages=3"])
+def test_smalltile_matches_reference(shape, layout, cfg):
+    assert _run_case(f"smalltile:{cfg}", Problem(_shape(shape), layout))
+
+
+HOPPER_SHAPES = ["64_64_64", "256_256_256", "1024_1024_1024", "100_200_304", "17_40_72", "4096_4096_4096",
+                 "256_128_16384", "12288_1024_64"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", HOPPER_SHAPES)
+@pytest.mark.parametrize("rt", ["", "raster=1,swizzle=2", "raster=2,swizzle=8"])
+def test_hopper_matches_reference(shape, layout, rt):
+    """Default CUTLASS sm90 config (one build, cached) with several runtime options."""
+    assert _run_case(f"hopper:{rt}", Problem(_shape(shape), layout), calls=2)
+
+
+@pytest.mark.slow
+def test_hopper_declines_k_not_multiple_of_8():
+    sup = make_method("hopper", None).supports(Problem(Shape(17, 33, 65)), "cuda")
+    assert not sup and "multiples of 8" in sup.reason
+
+
+@pytest.mark.parametrize(
+    "spec, shape",
+    [
+        ("splitk:splits=16,reduce=0", "256_128_16384"),
+        ("splitk:splits=16,reduce=1", "256_128_16384"),
+        ("splitk:splits=16,reduce=2", "256_128_16384"),
+        ("splitk:splits=4", "17_33_65"),
+        ("smalltile:", "64_64_64"),
+        ("smalltile:", "17_33_65"),
+        pytest.param("hopper:", "1024_1024_1024", marks=pytest.mark.slow),
+    ],
+)
+def test_graph_capture_tracks_new_inputs(spec, shape):
+    """The call is capturable and a replay recomputes from the buffers' current values."""
+    for layout in ("nn", "tn"):
+        _graph_case(spec, Problem(_shape(shape), layout))
+
+
+def test_bad_runtime_option_raises_not_crashes():
+    """An opts value outside the range the library accepts is a clean error, not a launch."""
+    from kernels_search.cuda_method import HgemmError
+    from kernels_search.families import ALL
+
+    fam = ALL["splitk"]
+    p = Problem(Shape(64, 64, 64))
+    m = make_method("splitk", None)
+    prep = m.prepare(p, _ctx(_inputs(p)))
+    a, b, c, _ = _inputs(p)
+    orig = fam.opts
+    try:
+        fam.opts = lambda k, pr: [999, 0]  # type: ignore[method-assign]
+        prep2 = make_method("splitk", None).prepare(p, _ctx((a, b, c)))
+        with pytest.raises(HgemmError, match="out of range|option"):
+            prep2.fn(a, b, c)
+    finally:
+        fam.opts = orig  # type: ignore[method-assign]
+    prep.fn(a, b, c)
+    torch.cuda.synchronize()
