@@ -35,6 +35,17 @@ def rankable(df: pd.DataFrame) -> pd.Series:
     return ok & gate & ~below
 
 
+def gate_failed(df: pd.DataFrame) -> pd.Series:
+    """Rows the correctness gate rejected (as opposed to methods that could not run a shape)."""
+    return df["status"].eq("gate_failed").fillna(False) | (
+        df["status"].eq("ok").fillna(False) & ~df["gate_passed"].fillna(False).astype(bool))
+
+
+def not_run(df: pd.DataFrame) -> pd.Series:
+    """Rows of methods that did not produce a measurement: unsupported shape/device, or an error."""
+    return df["status"].isin(["unsupported", "error"]).fillna(False) | df["status"].isna()
+
+
 def excluded_reason(row: pd.Series) -> str:
     """Why a row is not ranked, in words a reader can act on."""
     if row.get("status") != "ok":

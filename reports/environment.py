@@ -29,13 +29,14 @@ def _values(s: pd.Series) -> str:
     return ", ".join(sorted(vals)) if vals else "not recorded"
 
 
-def _range(s: pd.Series, unit: str, digits: int = 0) -> str:
+def _range(s: pd.Series, unit: str = "") -> str:
+    """'v unit' or 'lo - hi unit' with 4 significant digits."""
     s = s.dropna()
     if s.empty:
         return "not recorded"
-    lo, hi = s.min(), s.max()
-    f = f"{{:.{digits}f}}"
-    return f"{f.format(lo)} {unit}" if round(lo, digits) == round(hi, digits) else f"{f.format(lo)} - {f.format(hi)} {unit}"
+    lo, hi = f"{s.min():.4g}", f"{s.max():.4g}"
+    text = lo if lo == hi else f"{lo} - {hi}"
+    return f"{text} {unit}".strip()
 
 
 def is_cpu(raw: pd.DataFrame) -> bool:
@@ -71,12 +72,13 @@ def methodology(raw: pd.DataFrame) -> list[str]:
         f"on {_values(raw['gpu_name'])}"
     paras.append(
         f"{len(methods)} methods ({', '.join(methods)}) were run on {shapes} shapes in layouts {layouts} "
-        f"{where}, dtype {_values(raw['dtype'])}. Every method first passed through the correctness gate "
-        f"(relative Frobenius error tolerance {_range(raw['gate_tol_rel_fro'], '', 3 if raw['gate_tol_rel_fro'].max() >= 1e-3 else 6).strip()}, "
-        f"max normalized error tolerance {_range(raw['gate_tol_max_norm'], '', 3 if raw['gate_tol_max_norm'].max() >= 1e-3 else 6).strip()}); "
+        f"{where}, dtype {_values(raw['dtype'])}. Every method went through the correctness gate on every shape before timing "
+        f"(relative Frobenius error tolerance {_range(raw['gate_tol_rel_fro'])}, "
+        f"max normalized error tolerance {_range(raw['gate_tol_max_norm'])}); "
         f"rows that failed it, did not run, or were faster than the physical floor are listed separately and never ranked."
     )
-    for mode, g in raw.groupby("mode"):
+    ran = raw[~raw["status"].eq("unsupported").fillna(False)]  # unsupported rows measured nothing
+    for mode, g in ran.groupby("mode"):
         if mode == "offline":
             s = ("Offline mode: calls run back to back; rounds interleave methods in a fresh random order. "
                  f"Device time was measured by {_count_phrase(g['timing_method'])}, as the batch's GPU time "
@@ -86,11 +88,15 @@ def methodology(raw: pd.DataFrame) -> list[str]:
                  f"between calls as in a real service; per call, device time by {_count_phrase(g['timing_method'])}. ")
         else:
             s = f"Mode {mode}: timing method {_count_phrase(g['timing_method'])}. "
-        s += (f"Measurement stopped when the relative CI half-width of each median fell under "
-              f"{_pct(g['ci_target'])} or a limit was reached; stop reasons: {_count_phrase(g['stop_reason'])}. "
-              f"Rounds per row: {_range(g['rounds'], '')}; calls measured per row: {_range(g['calls_measured'], '')}.")
+        if g["ci_target"].notna().any():
+            s += (f"Measurement stopped when the relative 95% CI half-width of each median fell under "
+                  f"{_pct(g['ci_target'])}, or at the time budget or round cap; ")
+        else:
+            s += "Each row measured a fixed number of calls; "
+        s += (f"stop reasons: {_count_phrase(g['stop_reason'])}. "
+              f"Rounds per row: {_range(g['rounds'])}; calls measured per row: {_range(g['calls_measured'])}.")
         paras.append(s)
-    for cache, g in raw.groupby("cache"):
+    for cache, g in ran.groupby("cache"):
         if cache == "cold":
             paras.append(f"Cold cache: inputs rotate through {_range(g['input_sets'], 'buffer sets')} so the working set "
                          "is at least twice the L2 cache (or L2 is flushed between calls).")

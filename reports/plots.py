@@ -58,9 +58,30 @@ def speedup_vs_size(sp: pd.DataFrame, baseline: str | None, metric: str, colors:
     c.axes(xs, ys, "problem size: 2·M·N·K FLOP (log)", f"speedup over {baseline} (log)")
     c.hline(ys(1.0), text=f"= {baseline}")
     methods = sorted(d["method"].unique())
-    for (_, r), fl in zip(d.iterrows(), f):
+    for r, fl in zip(d.to_dict("records"), f):
         c.point(xs(fl), ys(r["speedup"]), colors.get(r["method"], "#888"), _tip(r, col))
     c.legend([(m, colors.get(m, "#888")) for m in methods])
+    return c.render()
+
+
+def throughput_vs_size(sp: pd.DataFrame, metric: str, colors: dict[str, str]) -> str:
+    """Log-log scatter: achieved TFLOP/s against problem FLOPs, every method including the baseline
+    (absolute numbers of one run on one machine; compare methods within it, not across runs)."""
+    col = metric_column(metric)
+    d = _best(sp)
+    d = d[d[col] > 0]
+    title = "Throughput vs problem size"
+    if d.empty:
+        return _empty(title, "no rankable rows in this view", "throughput")
+    f = _flops(d)
+    tf = f / (d[col] * 1e-6) / 1e12
+    c = Chart(title=title, kind="throughput")
+    xs = c.xscale(*padded(f.min(), f.max(), True), log=True)
+    ys = c.yscale(*padded(tf.min(), tf.max(), True), log=True)
+    c.axes(xs, ys, "problem size: 2·M·N·K FLOP (log)", "TFLOP/s (log)")
+    for r, fl, t in zip(d.to_dict("records"), f, tf):
+        c.point(xs(fl), ys(t), colors.get(r["method"], "#888"), _tip(r, col, f"{t:.3g} TFLOP/s"))
+    c.legend([(m, colors.get(m, "#888")) for m in sorted(d["method"].unique())])
     return c.render()
 
 
@@ -93,7 +114,7 @@ def speedup_distribution(sp: pd.DataFrame, baseline: str | None, metric: str, co
         gm = float(np.exp(np.log(g["speedup"]).mean()))
         c.parts.append(f'<line class="gm" x1="{xs(gm):.1f}" x2="{xs(gm):.1f}" y1="{yc - 12:.1f}" y2="{yc + 12:.1f}">'
                        f'<title>{m}: geometric mean {gm:.3f}x</title></line>')
-        for _, r in g.iterrows():
+        for r in g.to_dict("records"):
             c.point(xs(r["speedup"]), yc + rng.uniform(-7, 7), color, _tip(r, col), r=3)
         c.text(c.x0 - 8, yc + 4, f"{m}", anchor="end", cls="label")
     return c.render()
@@ -124,48 +145,57 @@ def speedup_map(sp: pd.DataFrame, method: str, metric: str) -> str:
     xs = c.xscale(*padded(mn.min(), mn.max(), True, 0.08), log=True)
     ys = c.yscale(*padded(d["k"].min(), d["k"].max(), True, 0.08), log=True)
     c.axes(xs, ys, "output size M·N (log)", "K (log)")
-    for (_, r), v in zip(d.iterrows(), mn):
+    for r, v in zip(d.to_dict("records"), mn):
         c.point(xs(v), ys(r["k"]), diverging(math.log2(r["speedup"]), SPAN_LOG2), _tip(r, col), r=7, cls="pt dot")
     _colorbar(c)
     return c.render()
 
 
 def _colorbar(c: Chart) -> None:
-    x, w = c.x1 - 200, 200
+    x, w = c.w - 236, 200
     for i in range(40):
         v = -SPAN_LOG2 + 2 * SPAN_LOG2 * (i + 0.5) / 40
-        c.rect(x + i * w / 40, 6, w / 40 + 0.5, 10, diverging(v, SPAN_LOG2), cls="bar")
-    c.text(x - 4, 15, f"{2 ** -SPAN_LOG2:g}x", anchor="end", cls="tick")
+        c.rect(x + i * w / 40, 6, w / 40 + 0.5, 10, diverging(v, SPAN_LOG2), cls="cbar")
+    c.text(x - 4, 15, f"{2 ** -SPAN_LOG2:g}x slower", anchor="end", cls="tick")
     c.text(x + w + 4, 15, f"{2 ** SPAN_LOG2:g}x", cls="tick")
-    c.text(x + w / 2, 26, "1x", anchor="middle", cls="tick")
+    c.text(x + w / 2, 28, "1x", anchor="middle", cls="tick")
 
 
 def _heatmaps(d: pd.DataFrame, method: str, col: str, title: str) -> str:
     ks = sorted(d["k"].unique())
     ms = sorted(d["m"].unique())
     ns = sorted(d["n"].unique())
-    cell = max(8, min(22, 200 // max(len(ms), len(ns))))
-    pw, ph = cell * len(ns) + 60, cell * len(ms) + 40
-    per_row = max(1, 900 // pw)
+    cell = max(12, min(34, 320 // max(len(ms), len(ns))))
+    lab = 44  # room for the M labels left of each panel
+    pw, ph = lab + cell * len(ns) + 24, cell * len(ms) + 58
+    per_row = max(1, 1000 // pw)
     rows = math.ceil(len(ks) / per_row)
-    c = Chart(width=per_row * pw + 20, height=rows * ph + 50, left=0, right=0, top=36, bottom=0,
+    c = Chart(width=max(per_row * pw, 420) + 10, height=rows * ph + 44, left=0, right=0, top=40, bottom=0,
               title=title, kind="speedup-map")
     _colorbar(c)
+    c.text(4, 15, "rows: M, columns: N; one panel per K", cls="label")
+    cells = {(r["m"], r["n"], r["k"]): r for r in d.to_dict("records")}
     for i, k in enumerate(ks):
-        ox = 50 + (i % per_row) * pw
-        oy = 40 + (i // per_row) * ph
-        c.text(ox, oy + 8, f"K = {k}  (rows M, columns N)", cls="label")
-        g = d[d["k"] == k].set_index(["m", "n"], drop=False)
+        ox = lab + (i % per_row) * pw
+        oy = 44 + (i // per_row) * ph
+        c.text(ox, oy + 10, f"K = {k}", cls="label")
+        for b, n in enumerate(ns):
+            c.text(ox + b * cell + cell / 2, oy + 26, _short(n), anchor="middle", cls="tick")
         for a, m in enumerate(ms):
+            y = oy + 32 + a * cell
+            c.text(ox - 4, y + cell / 2 + 3, _short(m), anchor="end", cls="tick")
             for b, n in enumerate(ns):
-                x, y = ox + b * cell, oy + 14 + a * cell
-                if (m, n) in g.index:
-                    r = g.loc[(m, n)]
-                    c.rect(x, y, cell - 1, cell - 1, diverging(math.log2(r["speedup"]), SPAN_LOG2),
-                           _tip(r, col))
+                x = ox + b * cell
+                r = cells.get((m, n, k))
+                if r is not None:
+                    c.rect(x, y, cell - 1, cell - 1, diverging(math.log2(r["speedup"]), SPAN_LOG2), _tip(r, col))
                 else:
-                    c.rect(x, y, cell - 1, cell - 1, "#ffffff", f"M={m} N={n} K={k}: not measured", cls="cell na")
+                    c.rect(x, y, cell - 1, cell - 1, "#ffffff", f"M={m} N={n} K={k}: no paired result", cls="cell na")
     return c.render()
+
+
+def _short(v: int) -> str:
+    return f"{v // 1024}k" if v >= 1024 and v % 1024 == 0 else str(v)
 
 
 def roofline_efficiency(sp: pd.DataFrame, metric: str, colors: dict[str, str]) -> str:
@@ -183,7 +213,7 @@ def roofline_efficiency(sp: pd.DataFrame, metric: str, colors: dict[str, str]) -
     ys = c.yscale(*padded(max(eff.min(), 1e-4), max(eff.max(), 1.0), True), log=True)
     c.axes(xs, ys, "arithmetic intensity: FLOP per minimum byte moved (log)", "efficiency (log; 1 = at the floor)")
     c.hline(ys(1.0), text="physical floor")
-    for (_, r), e, a in zip(d.iterrows(), eff, ai):
+    for r, e, a in zip(d.to_dict("records"), eff, ai):
         c.point(xs(a), ys(e), colors.get(r["method"], "#888"), _tip(r, col, f"efficiency {e:.1%}"))
     c.legend([(m, colors.get(m, "#888")) for m in sorted(d["method"].unique())])
     return c.render()
@@ -212,7 +242,7 @@ def clocks_through_run(raw: pd.DataFrame, colors_by_view: dict[str, str]) -> str
             c.parts.append(f'<line class="grid" x1="{c.x0}" x2="{c.x1}" y1="{ys(t):.1f}" y2="{ys(t):.1f}"/>')
             c.text(c.x0 - 6, ys(t) + 4, f"{t:g}", anchor="end")
         c.text(c.x0 + 6, py1 + 12, name, cls="label")
-        for i, r in d.iterrows():
+        for i, r in enumerate(d.to_dict("records")):
             if pd.isna(r[colname]):
                 continue
             key = f"{r['mode']}/{r['cache']}"

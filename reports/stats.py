@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reports.derive import BEST, PAIR_KEY, metric_column, rankable
+from reports.derive import BEST, PAIR_KEY, gate_failed, metric_column, not_run, rankable
 
 N_BOOT = 2000
 CI_LEVEL = 0.95
@@ -46,19 +46,28 @@ def bootstrap_geomean_ci(x, n_boot: int = N_BOOT, level: float = CI_LEVEL, seed:
     return float(np.exp(lo)), float(np.exp(hi))
 
 
-def choose_baseline(view_rows: pd.DataFrame, requested: str) -> tuple[str | None, str]:
+FALLBACK_BASELINES = ("cublaslt-autotune", "cublaslt", "cublas", "torch")
+
+
+def choose_baseline(view_rows: pd.DataFrame, requested: str, metric: str = "device") -> tuple[str | None, str]:
     """The baseline this view is ranked against, and a note when it is not the one requested.
 
-    If the requested baseline was not measured in this run (a CPU run has no cuBLASLt), the
-    first baseline method that was is used instead, and the page says so.
+    A baseline must have rankable rows in this view: on a CPU run the cuBLAS methods are recorded
+    as unsupported, so the strongest baseline that did run is used instead (the cuBLAS family in
+    order, then torch, then any other baseline), and the page says so.
     """
-    methods = set(view_rows["method"])
+    col = metric_column(metric)
+    ok = view_rows[rankable(view_rows) & view_rows[col].notna()]
+    methods = set(ok["method"])
     if requested in methods:
         return requested, ""
-    bases = sorted(view_rows.loc[view_rows["is_baseline"].fillna(False).astype(bool), "method"].unique())
-    if bases:
-        return bases[0], f"{requested!r} was not measured in this run; speedups are over {bases[0]!r} instead."
-    return None, f"{requested!r} was not measured in this run and no baseline method was; no speedups."
+    bases = set(ok.loc[ok["is_baseline"].fillna(False).astype(bool), "method"])
+    order = [b for b in FALLBACK_BASELINES if b in bases] + sorted(bases - set(FALLBACK_BASELINES))
+    why = "was not measured in this view" if requested not in set(view_rows["method"]) else \
+        "has no rankable rows in this view"
+    if order:
+        return order[0], f"Baseline {requested!r} {why}; speedups are over {order[0]!r} instead."
+    return None, f"Baseline {requested!r} {why} and no other baseline has; no speedups in this view."
 
 
 def paired_speedups(rows: pd.DataFrame, baseline: str | None, metric: str) -> pd.DataFrame:
@@ -109,9 +118,8 @@ def leaderboard(sp: pd.DataFrame, view_raw: pd.DataFrame, baseline: str | None, 
     """
     col = metric_column(metric)
     shapes_total = view_raw["shape"].nunique()
-    ok = rankable(view_raw)
     below = view_raw["below_floor"].fillna(False).astype(bool)
-    failed = ~ok & ~below
+    failed = gate_failed(view_raw)
     entries = []
     for (method, layout), g in sp.groupby(["method", "layout"], sort=True):
         scored = g[g["speedup"].notna()]
@@ -138,10 +146,12 @@ def leaderboard(sp: pd.DataFrame, view_raw: pd.DataFrame, baseline: str | None, 
                 median_us_geomean=geomean(g[col].to_numpy()),
             )
         )
-    # Also list methods that never produced a rankable row: they failed everywhere.
+    # Also list methods that ran but never produced a rankable row (they failed the gate or were
+    # suspect everywhere); methods that ran nothing (unsupported) are in the "not run" table.
     seen = {(e.method, e.layout) for e in entries}
+    skip = not_run(view_raw)
     for (method, layout), g in view_raw.groupby(["method", "layout"], sort=True):
-        if (method, layout) in seen:
+        if (method, layout) in seen or skip[g.index].all():
             continue
         entries.append(
             Entry(f"{method} ({layout})", method, layout, method == baseline, float("nan"), float("nan"),

@@ -53,9 +53,13 @@ class Scale:
         if self.log:
             a, b = math.floor(math.log10(self.lo)), math.ceil(math.log10(self.hi))
             decades = [10.0**e for e in range(a, b + 1)]
-            if len(decades) <= 3:  # narrow range: 1-2-5 steps
-                decades = [d * m for d in decades for m in (1, 2, 5)]
-            return [t for t in decades if self.lo * 0.999 <= t <= self.hi * 1.001]
+            ticks: list[float] = []
+            # the coarsest mantissa set that still gives a few ticks (narrow ranges need more)
+            for mant in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
+                ticks = [d * m for d in decades for m in mant if self.lo * 0.999 <= d * m <= self.hi * 1.001]
+                if len(ticks) >= 3:
+                    break
+            return ticks
         step = _nice((self.hi - self.lo) / max(n, 1))
         t = math.ceil(self.lo / step) * step
         out = []

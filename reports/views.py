@@ -55,6 +55,7 @@ class Run:
     methodology: list[str]
     clocks_svg: str
     excluded: list[dict]
+    unsupported: list[dict]
     views: list[View] = field(default_factory=list)
 
 
@@ -80,7 +81,7 @@ def method_colors(df: pd.DataFrame) -> dict[str, str]:
 def _table(sp: pd.DataFrame, metric: str) -> list[list]:
     col = metric_column(metric)
     out = []
-    for _, r in sp.sort_values(["m", "n", "k", "method", "layout"]).iterrows():
+    for r in sp.sort_values(["m", "n", "k", "method", "layout"]).to_dict("records"):
         t = r[col]
         fl = 2.0 * r["m"] * r["n"] * r["k"]
         lay = f"best ({r['best_of']})" if r["layout"] == BEST else r["layout"]
@@ -94,7 +95,7 @@ def _table(sp: pd.DataFrame, metric: str) -> list[list]:
 def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, baseline: str,
                colors: dict[str, str]) -> View:
     """Everything one view shows; ``raw`` is every row of one run/GPU in this mode and cache."""
-    base, note = choose_baseline(raw, baseline)
+    base, note = choose_baseline(raw, baseline, metric)
     rows = with_best_of_layouts(raw, metric)
     sp = paired_speedups(rows, base, metric)
     entries = leaderboard(sp, raw, base, metric)
@@ -102,17 +103,21 @@ def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, 
         "size": plots.speedup_vs_size(sp, base, metric, colors),
         "dist": plots.speedup_distribution(sp, base, metric, colors),
         "roofline": plots.roofline_efficiency(sp, metric, colors),
+        "throughput": plots.throughput_vs_size(sp, metric, colors),
     }
     ranked = [e.method for e in entries if e.layout == BEST and not math.isnan(e.geomean) and e.method != base]
     maps = {m: plots.speedup_map(sp, m, metric) for m in ranked}
     return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, p, maps, _table(sp, metric))
 
 
-def _excluded(raw: pd.DataFrame) -> list[dict]:
+def _excluded(raw: pd.DataFrame) -> tuple[list[dict], list[dict]]:
+    """Gate failures, errors and suspect rows one by one; unsupported rows summarized per method
+    (a CPU run marks every GPU-only method unsupported on every shape: one line each is enough)."""
     bad = raw[~rankable(raw)].sort_values(["mode", "cache", "m", "n", "k", "method", "layout"])
-    out = []
-    for _, r in bad.iterrows():
-        out.append({
+    unsup = bad["status"].eq("unsupported").fillna(False)
+    rows = []
+    for r in bad[~unsup].to_dict("records"):
+        rows.append({
             "mode": r["mode"], "cache": r["cache"], "shape": r["shape"], "layout": r["layout"],
             "method": r["method"], "why": excluded_reason(r),
             "suspect": bool(r["below_floor"]) if pd.notna(r["below_floor"]) else False,
@@ -120,11 +125,17 @@ def _excluded(raw: pd.DataFrame) -> list[dict]:
             "max_norm": _r(r["gate_max_norm_err"], 3), "tol_max_norm": _r(r["gate_tol_max_norm"], 3),
             "device_us": _r(r["device_us_median"]), "floor_us": _r(r["floor_us"]),
         })
-    return out
+    summary = []
+    for (method, reason), g in bad[unsup].groupby(["method", bad.loc[unsup, "status_reason"].fillna("")]):
+        summary.append({"method": method, "reason": reason or "unsupported", "rows": len(g),
+                        "shapes": g["shape"].nunique(), "layouts": ", ".join(sorted(g["layout"].unique()))})
+    return rows, summary
 
 
 def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
-    """One Run per (run_id, GPU), each with its views; the requested metric's views come first."""
+    """One Run per (run_id, GPU), each with its views; the requested metric's views come first.
+
+    Runs are listed GPU runs first, newest first, so the page opens on the latest GPU result."""
     colors = method_colors(df)
     metrics = [metric] + [m for m in METRIC_ORDER if m != metric]
     runs = []
@@ -137,7 +148,7 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
         keys = sorted({f"{m}/{c}" for m, c in zip(raw["mode"], raw["cache"])})
         vcolors = {k: VIEW_COLORS[j % len(VIEW_COLORS)] for j, k in enumerate(keys)}
         run = Run(f"r{i}", run_id, uuid, gpu, cpu, label, sorted(raw["source"].unique().tolist()),
-                  environment(raw), methodology(raw), plots.clocks_through_run(raw, vcolors), _excluded(raw))
+                  environment(raw), methodology(raw), plots.clocks_through_run(raw, vcolors), *_excluded(raw))
         for mode in _order(raw["mode"], MODE_ORDER):
             for cache in _order(raw.loc[raw["mode"] == mode, "cache"], CACHE_ORDER):
                 sub = raw[(raw["mode"] == mode) & (raw["cache"] == cache)]
@@ -145,5 +156,7 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
                     if sub[METRICS[met]].notna().any():
                         vid = f"{run.id}-{mode}-{cache}-{met}"
                         run.views.append(build_view(vid, sub, mode, cache, met, baseline, colors))
-        runs.append(run)
-    return runs
+        runs.append((cpu, str(raw["measured_at"].max()), run))
+    # GPU runs before CPU runs, newest first; ids stay in the order of discovery
+    runs.sort(key=lambda t: (t[0], [-ord(ch) for ch in t[1]]))
+    return [r for _, _, r in runs]

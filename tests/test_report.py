@@ -210,10 +210,16 @@ def test_bootstrap_ci_brackets_and_narrows():
     assert bootstrap_geomean_ci([1.5]) == (1.5, 1.5)
 
 
-def test_baseline_fallback_is_announced(run_a, tmp_path):
-    runs = build_runs(load_all([run_a])[1], "no-such-method", "device")
-    v = runs[0].views[0]
-    assert v.baseline == "cublas" and "no-such-method" in v.baseline_note
+def test_baseline_fallback_is_announced(run_a):
+    """An unmeasured or never-rankable baseline falls back to one that ran, and the page says so."""
+    _, df = load_all([run_a])
+    v = build_runs(df, "no-such-method", "device")[0].views[0]
+    assert v.baseline == BASELINE and "no-such-method" in v.baseline_note
+    # as on a CPU run: the requested baseline exists but every row of it is unsupported
+    df.loc[df["method"] == BASELINE, "status"] = "unsupported"
+    v = build_runs(df, BASELINE, "device")[0].views[0]
+    assert v.baseline == "cublas" and "no rankable rows" in v.baseline_note
+    assert all(e.method != BASELINE for e in v.entries)  # listed under "not run" instead
 
 
 # --- bad inputs ---------------------------------------------------------------------------------

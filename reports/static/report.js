@@ -86,7 +86,10 @@
 
   function fmt(v, digits) {
     if (v === null || v === undefined) return "—";
-    return Number(v).toPrecision(digits || 4).replace(/\.?0+$/, function (s) { return s.indexOf(".") >= 0 ? "" : s; });
+    v = Number(v);
+    if (Math.abs(v) >= 1e4) return Math.round(v).toLocaleString("en-US");
+    var s = v.toPrecision(digits || 4);
+    return s.indexOf("e") >= 0 ? String(v) : s;
   }
 
   function renderTable(view) {
