@@ -238,3 +238,18 @@ def test_hopper_default_compiles_with_wgmma_and_no_spills(cache):
     assert "HGMMA" in sass
     lib = ctypes.CDLL(res.lib_path)
     assert hasattr(lib, "hgemm_run") and hasattr(lib, "hgemm_workspace")
+
+
+def test_triton_family_says_when_triton_is_missing(monkeypatch):
+    """Without triton the family must decline politely (a reason), not fail at import."""
+    import sys
+
+    from harness.problem import Problem, Shape
+    from kernels_search import make_method
+
+    monkeypatch.setitem(sys.modules, "triton", None)  # makes `import triton` raise ImportError
+    m = make_method("triton", "block_m=64,split_k=4")
+    sup = m.supports(Problem(Shape(17, 33, 65)), "cuda")
+    assert not sup and "triton not installed" in sup.reason
+    assert m.config["split_k"] == 4 and len(m.source_hash) == 64
+    assert not m.supports(Problem(Shape(1, 1, 1)), "cpu")
