@@ -3,7 +3,8 @@
 This is the strongest cuBLAS-family baseline and the one searched kernels must beat, so it is
 given every advantage cuBLASLt offers:
 
-* candidates: the BEST_FIT list plus every algorithm id's configurations (see
+* candidates: the BEST_FIT list, the BEST_FIT lists restricted to each split-K reduction scheme,
+  and every algorithm id's configurations (see
   ``baselines.lt_candidates`` for what limits the count and why), up to ``max_candidates``;
 * workspace: up to ``max_workspace`` (default 1 GiB). CUDA-L2 gives 20 GB, i.e. "unlimited". What
   needs workspace is split-K / stream-K, whose partial sums take about splits x M x N x 4 bytes:
@@ -36,18 +37,26 @@ from harness.problem import Problem
 
 DEFAULT_MAX_CANDIDATES = 100
 DEFAULT_MAX_WORKSPACE = 1 << 30
+# CUBLASLT_REDUCTION_SCHEME_NONE (no split-K), INPLACE, COMPUTE_TYPE, OUTPUT_TYPE.
+REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
 
 
-def random_inputs(problem: Problem, device: int, seed: int = 0):
-    """Fresh (a, b) in the problem's storage layout, uniform in [-1, 1] (CUTLASS profiler style)."""
+def validation_buffers(problem: Problem, device: int, seed: int = 0):
+    """Fresh (a, b, ref, out) for validation: a, b uniform in [-1, 1] in the problem's layout.
+
+    Fresh CUDA allocations are 256-byte aligned, as the candidates (chosen for the alignment of
+    the harness's buffers, at most 256) require.
+    """
     import torch
 
     gen = torch.Generator(device=torch.device("cuda", device)).manual_seed(seed)
     opts = dict(dtype=torch.float16, device=torch.device("cuda", device))
     a = torch.empty(problem.m, problem.k, **opts).uniform_(-1, 1, generator=gen)
     b = torch.empty(*problem.b_shape, **opts).uniform_(-1, 1, generator=gen)
-    return a, b
+    ref = torch.empty(problem.m, problem.n, **opts)
+    out = torch.empty(problem.m, problem.n, **opts)
+    return a, b, ref, out
 
 
 class CublasLtAutotune:
@@ -84,6 +93,12 @@ class CublasLtAutotune:
 
     def _candidates(self, plan: LtPlan, problem: Problem):
         best = plan.best_fit(self.max_candidates, self.max_workspace)
+        # The same ranked query restricted to one reduction scheme at a time surfaces
+        # configurations the default ranking cuts off (e.g. the best non-split-K kernels).
+        filtered = [
+            plan.best_fit(self.max_candidates, self.max_workspace, reduction_mask=mask)
+            for mask in REDUCTION_MASKS
+        ]
         impl_mask = ALL_IMPLS if problem.flops <= FMA_MAX_FLOP else ALL_IMPLS & ~IMPL_FLAGS_FMA
         per_id = []
         for algo_id in plan.algo_ids():
@@ -91,7 +106,7 @@ class CublasLtAutotune:
                 per_id.append(plan.by_algo_id(algo_id, PER_ID_REQUEST, self.max_workspace, impl_mask))
             except Exception:  # an id this problem cannot use
                 continue
-        return best, merge_candidates(best, per_id, self.max_candidates)
+        return best, merge_candidates(best, filtered + per_id, self.max_candidates)
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         import torch
@@ -105,13 +120,11 @@ class CublasLtAutotune:
             if len(best) == 0:
                 raise RuntimeError(f"{problem}: cuBLASLt heuristic returned no algorithm")
             tune_ws = ch.allocate_workspace(int(cands["workspace_size"].max()), device)
-            fns = [plan.make_fn(cands[i : i + 1].copy(), tune_ws) for i in range(len(cands))]
+            fns = [plan.make_fn(cands[i : i + 1].copy(), tune_ws, fallback=False) for i in range(len(cands))]
 
             # Validate every candidate against the heuristic top-1 (candidate 0) on fresh inputs.
-            a, b = random_inputs(problem, device)
-            ref = torch.empty(problem.m, problem.n, dtype=torch.float16, device=a.device)
+            a, b, ref, out = validation_buffers(problem, device)
             fns[0](a, b, ref)
-            out = torch.empty_like(ref)
             valid, errors = [], {}
             for i, fn in enumerate(fns):
                 try:

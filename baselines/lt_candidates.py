@@ -13,9 +13,11 @@ BEST_FIT results returned only 3 to 8 per shape, with nvmath's default workspace
   applicable configuration. LIMITED_BY_ALGO_ID asks for configurations of one algorithm id
   (tiles, stages, split-K, swizzle, cluster shapes) and is how a wider set is reached.
 
-So the autotuner takes the BEST_FIT list (top-1 first) and adds, for every algorithm id that
-``cublasLtMatmulAlgoGetIds`` lists for fp16/32F, that id's configurations, round-robin across ids
-so that no single id crowds out the rest, de-duplicated by the 64-byte algo struct, up to 100.
+So the autotuner takes the BEST_FIT list (top-1 first), then round-robin over further lists so
+that no single list crowds out the rest: BEST_FIT restricted to each reduction scheme (none,
+in-place, compute-type, output-type), and for every algorithm id that
+``cublasLtMatmulAlgoGetIds`` lists for fp16/32F, that id's configurations; de-duplicated by the
+64-byte algo struct, up to 100.
 Non-tensor-core (FMA) ids are left out of that expansion for problems above ``FMA_MAX_FLOP``: such
 kernels cannot win there, and one call of them at 16384^3 costs seconds of timing each.
 """

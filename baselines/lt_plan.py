@@ -102,7 +102,14 @@ class LtPlan:
 
     # -- heuristic queries -------------------------------------------------------------------
 
-    def _preference(self, max_workspace: int, align: int, search_mode: int = 0, impl_mask: int = ALL_IMPLS) -> int:
+    def _preference(
+        self,
+        max_workspace: int,
+        align: int,
+        search_mode: int = 0,
+        impl_mask: int = ALL_IMPLS,
+        reduction_mask: int | None = None,
+    ) -> int:
         lt = self.lt
         pref = lt.matmul_preference_create()
         try:
@@ -115,6 +122,8 @@ class LtPlan:
                 _set(setp, dtypep, pref, P.SEARCH_MODE, search_mode)
             if impl_mask != ALL_IMPLS:
                 _set(setp, dtypep, pref, P.IMPL_MASK, impl_mask)
+            if reduction_mask is not None:
+                _set(setp, dtypep, pref, P.REDUCTION_SCHEME_MASK, reduction_mask)
         except Exception:
             lt.matmul_preference_destroy(pref)
             raise
@@ -157,9 +166,15 @@ class LtPlan:
         found = results[: int(returned[0])]
         return found[found["state"] == 0]
 
-    def best_fit(self, count: int, max_workspace: int, align: int | None = None) -> np.ndarray:
-        """The heuristic's ranked list (``CUBLASLT_SEARCH_BEST_FIT``), up to ``count`` results."""
-        pref = self._preference(max_workspace, align or self.alignment)
+    def best_fit(
+        self, count: int, max_workspace: int, align: int | None = None, reduction_mask: int | None = None
+    ) -> np.ndarray:
+        """The heuristic's ranked list (``CUBLASLT_SEARCH_BEST_FIT``), up to ``count`` results.
+
+        ``reduction_mask`` restricts split-K reduction schemes (``CUBLASLT_REDUCTION_SCHEME_*``;
+        0 = no split-K); None keeps cuBLASLt's default (all schemes).
+        """
+        pref = self._preference(max_workspace, align or self.alignment, reduction_mask=reduction_mask)
         try:
             return self._query(pref, count)
         finally:
@@ -194,11 +209,13 @@ class LtPlan:
             self._fallbacks[key] = found
         return self._fallbacks[key]
 
-    def make_fn(self, result: np.ndarray, workspace) -> Callable[[Any, Any, Any], None]:
+    def make_fn(self, result: np.ndarray, workspace, fallback: bool = True) -> Callable[[Any, Any, Any], None]:
         """The timed call for one heuristic result (a 1-element results array) and a workspace tensor.
 
         ``workspace`` must hold at least ``result['workspace_size']`` bytes; the call passes its
-        full size. Both are kept alive by the returned function.
+        full size. Both are kept alive by the returned function. With ``fallback=False`` (autotune
+        candidates, which must run as themselves) pointers less aligned than the plan's raise
+        ValueError instead of switching algorithm.
         """
         need = int(result["workspace_size"][0])
         ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel()
@@ -215,7 +232,10 @@ class LtPlan:
             a_ptr, b_ptr, c_ptr = a.data_ptr(), b.data_ptr(), c.data_ptr()
             algo = algo_ptr
             if alignment(a_ptr | b_ptr | c_ptr) < align:
-                algo = plan._fallback(alignment(a_ptr | b_ptr | c_ptr), ws_bytes).ctypes.data
+                got = alignment(a_ptr | b_ptr | c_ptr)
+                if not fallback:
+                    raise ValueError(f"pointers aligned to {got} bytes; this algorithm was chosen for {align}")
+                algo = plan._fallback(got, ws_bytes).ctypes.data
             arg_a, arg_b = lt_operand_ptrs(g, a_ptr, b_ptr)
             matmul(
                 handle, desc,

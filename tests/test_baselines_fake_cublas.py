@@ -1,0 +1,404 @@
+"""The cuBLAS baselines' Python plumbing, run on CPU against a fake cuBLAS / cuBLASLt.
+
+The fake implements the nvmath binding functions the baselines call, with the same names and
+argument order, on host memory: descriptors and preferences are recorded, ``matmul``/``gemm_ex``
+emulate column-major BLAS in numpy on the raw pointers of CPU tensors, and the heuristic hands out
+made-up algorithms, one of which computes a wrong result and one of which raises. This cannot say
+anything about real cuBLAS (the GPU tests do), but it runs every line of the prepared calls and of
+the autotuner's bookkeeping: operand swap, layouts, alignment fallback, candidate validation,
+choice by the harness's timings, and that ``close()`` destroys every descriptor it created.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from baselines import cuda_handles as ch
+from harness.method import PrepareContext
+from harness.problem import Problem, Shape
+
+OP_N, OP_T = 0, 1
+WRONG_ALGO, RAISING_ALGO, SLOW_ALGO = 3, 12, 11
+
+
+def mem(ptr: int, nbytes: int, dtype) -> np.ndarray:
+    """A writable numpy view of ``nbytes`` of host memory at ``ptr``."""
+    return np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype=dtype)
+
+
+def colmajor_read(ptr, rows, cols, ld) -> np.ndarray:
+    n = ld * (cols - 1) + rows
+    buf = mem(ptr, 2 * n, np.float16)
+    return buf[np.arange(rows)[:, None] + np.arange(cols)[None, :] * ld].astype(np.float64)
+
+
+def colmajor_write(ptr, value: np.ndarray, ld) -> None:
+    rows, cols = value.shape
+    buf = mem(ptr, 2 * (ld * (cols - 1) + rows), np.float16)
+    buf[np.arange(rows)[:, None] + np.arange(cols)[None, :] * ld] = value.astype(np.float16)
+
+
+class FakeLtError(Exception):
+    pass
+
+
+class FakeLt:
+    """Just enough of ``nvmath.bindings.cublasLt`` for the baselines, on host memory."""
+
+    cuBLASLtError = FakeLtError
+
+    def __init__(self):
+        import nvmath.bindings.cublasLt as real
+
+        self.real = real
+        self.ids = itertools.count(100)
+        self.descs, self.layouts, self.prefs = {}, {}, {}
+        self.calls = []
+
+    def __getattr__(self, name):  # enums and attribute dtype queries: the real (pure) ones
+        return getattr(self.real, name)
+
+    def _read_attr(self, dtype_of, attr, buf, size):
+        dt = np.dtype(dtype_of(attr))
+        assert size == dt.itemsize, f"attribute {attr!r}: size {size} != {dt.itemsize}"
+        return mem(buf, size, dt)[0].item()
+
+    def create(self):
+        return 1
+
+    def matmul_desc_create(self, compute_type, scale_type):
+        assert (compute_type, scale_type) == (ch.CUBLAS_COMPUTE_32F, ch.CUDA_R_32F)
+        h = next(self.ids)
+        self.descs[h] = {"transa": OP_N, "transb": OP_N}
+        return h
+
+    def matmul_desc_set_attribute(self, desc, attr, buf, size):
+        A = self.real.MatmulDescAttribute
+        key = {int(A.TRANSA): "transa", int(A.TRANSB): "transb"}[attr]
+        self.descs[desc][key] = self._read_attr(self.real.get_matmul_desc_attribute_dtype, attr, buf, size)
+
+    def matmul_desc_destroy(self, desc):
+        del self.descs[desc]
+
+    def matrix_layout_create(self, type, rows, cols, ld):
+        assert type == ch.CUDA_R_16F and ld >= max(1, rows)
+        h = next(self.ids)
+        self.layouts[h] = (rows, cols, ld)
+        return h
+
+    def matrix_layout_destroy(self, layout):
+        del self.layouts[layout]
+
+    def matmul_preference_create(self):
+        h = next(self.ids)
+        self.prefs[h] = {}
+        return h
+
+    def matmul_preference_set_attribute(self, pref, attr, buf, size):
+        name = self.real.MatmulPreferenceAttribute(attr).name
+        self.prefs[pref][name] = self._read_attr(self.real.get_matmul_preference_attribute_dtype, attr, buf, size)
+
+    def matmul_preference_destroy(self, pref):
+        del self.prefs[pref]
+
+    def matmul_algo_get_ids(self, handle, compute, scale, at, bt, ct, dt, limit):
+        return (10, SLOW_ALGO, RAISING_ALGO)
+
+    def matmul_algo_init(self, handle, compute, scale, at, bt, ct, dt, algo_id, algo_ptr):
+        mem(algo_ptr, 64, np.uint64)[:] = 0
+        mem(algo_ptr, 64, np.uint64)[0] = algo_id
+
+    def matmul_algo_get_heuristic(self, handle, desc, a, b, c, d, pref, count, results_ptr, returned_ptr):
+        p = self.prefs[pref]
+        dtype = self.real.matmul_heuristic_result_dtype
+        res = mem(results_ptr, count * dtype.itemsize, dtype)
+        if p.get("SEARCH_MODE", 0) == int(self.real.MatmulSearch.LIMITED_BY_ALGO_ID):
+            algo_id = int(res[0]["algo"]["data_"][0])
+            found = [(algo_id, cfg, 0) for cfg in (1, 2)]
+        else:
+            found = [(1, 0, 0), (2, 0, 4096), (WRONG_ALGO, 0, 0)]  # (id, config, workspace bytes)
+            if p.get("REDUCTION_SCHEME_MASK") == 0:
+                found = [(1, 0, 0), (4, 0, 0)]
+        if p.get("MIN_ALIGNMENT_A_BYTES", 256) < 16:
+            found = [(5, 0, 0)]  # only a "non-TMA" kernel works on poorly aligned pointers
+        found = [f for f in found if f[2] <= p.get("MAX_WORKSPACE_BYTES", 0)][:count]
+        if not found:
+            raise FakeLtError("CUBLAS_STATUS_NOT_SUPPORTED")
+        for i, (algo_id, cfg, ws) in enumerate(found):
+            res[i]["algo"]["data_"][:] = 0
+            res[i]["algo"]["data_"][0] = algo_id
+            res[i]["algo"]["data_"][1] = cfg
+            res[i]["workspace_size"] = ws
+            res[i]["state"] = 0
+            res[i]["waves_count"] = 1.0
+        mem(returned_ptr, 4, np.int32)[0] = len(found)
+
+    def matmul_algo_config_get_attribute(self, algo_ptr, attr, buf, size, written):
+        dt = np.dtype(self.real.get_matmul_algo_config_attribute_dtype(attr))
+        value = int(mem(algo_ptr, 64, np.uint64)[0]) if attr == int(self.real.MatmulAlgoConfigAttribute.ID) else 0
+        mem(buf, dt.itemsize, dt)[0] = value
+
+    def matmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws, ws_size, stream):
+        algo_id = int(mem(algo, 64, np.uint64)[0])
+        self.calls.append(algo_id)
+        if algo_id == RAISING_ALGO:
+            raise FakeLtError("CUBLAS_STATUS_EXECUTION_FAILED")
+        if algo_id == 2:
+            assert ws_size >= 4096 and ws != 0
+        dsc = self.descs[desc]
+        A = colmajor_read(a, *self.layouts[adesc])
+        B = colmajor_read(b, *self.layouts[bdesc])
+        opA = A if dsc["transa"] == OP_N else A.T
+        opB = B if dsc["transb"] == OP_N else B.T
+        al, be = mem(alpha, 4, np.float32)[0], mem(beta, 4, np.float32)[0]
+        assert (al, be) == (1.0, 0.0) and c == d and cdesc == ddesc
+        out = al * (opA @ opB)
+        if algo_id == WRONG_ALGO:
+            out = out * 1.1
+        rows, cols, ldc = self.layouts[ddesc]
+        assert out.shape == (rows, cols)
+        colmajor_write(d, out, ldc)
+
+
+class FakeCublas:
+    def __init__(self):
+        self.state = {}
+
+    def set_stream(self, handle, stream):
+        self.state["stream"] = stream
+        self.state.pop("workspace", None)  # as the real cublasSetStream: back to the default pool
+
+    def set_workspace(self, handle, ptr, size):
+        self.state["workspace"] = (ptr, size)
+
+    def gemm_ex(self, handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc,
+                compute_type, algo):  # fmt: skip
+        assert "workspace" in self.state, "workspace not set after set_stream (graph capture would allocate)"
+        assert atype == btype == ctype == ch.CUDA_R_16F and compute_type == ch.CUBLAS_COMPUTE_32F
+        A = colmajor_read(a, *((m, k) if transa == OP_N else (k, m)), lda)
+        B = colmajor_read(b, *((k, n) if transb == OP_N else (n, k)), ldb)
+        out = (A if transa == OP_N else A.T) @ (B if transb == OP_N else B.T)
+        colmajor_write(c, out, ldc)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import nvmath.bindings
+    import sys
+
+    from baselines import cublaslt_autotune
+
+    lt, cb = FakeLt(), FakeCublas()
+    monkeypatch.setattr(nvmath.bindings, "cublasLt", lt, raising=False)
+    monkeypatch.setattr(nvmath.bindings, "cublas", cb, raising=False)
+    monkeypatch.setitem(sys.modules, "nvmath.bindings.cublasLt", lt)
+    monkeypatch.setitem(sys.modules, "nvmath.bindings.cublas", cb)
+    monkeypatch.setattr(ch, "current_device", lambda: 0)
+    monkeypatch.setattr(ch, "current_stream_ptr", lambda: 0)
+    monkeypatch.setattr(ch, "cublaslt_handle", lambda device: 1)
+    monkeypatch.setattr(ch, "cublas_handle", lambda device: (1, torch.empty(64, dtype=torch.uint8)))
+    monkeypatch.setattr(ch, "allocate_workspace", lambda n, device: torch.empty(max(n, 1), dtype=torch.uint8))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+
+    def cpu_buffers(problem, device, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        a = aligned((torch.rand(problem.m, problem.k, generator=g) * 2 - 1).half())
+        b = aligned((torch.rand(*problem.b_shape, generator=g) * 2 - 1).half())
+        ref = aligned(torch.empty(problem.m, problem.n, dtype=torch.float16))
+        out = aligned(torch.empty(problem.m, problem.n, dtype=torch.float16))
+        return a, b, ref, out
+
+    monkeypatch.setattr(cublaslt_autotune, "validation_buffers", cpu_buffers)
+    return lt
+
+
+def aligned(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` at a 256-byte aligned address, as CUDA allocations are (CPU ones need not be)."""
+    buf = torch.empty(t.numel() + 128, dtype=t.dtype)
+    skip = (-buf.data_ptr() % 256) // t.element_size()
+    out = buf[skip : skip + t.numel()].view(t.shape)
+    out.copy_(t)
+    assert out.data_ptr() % 256 == 0
+    return out
+
+
+def cpu_case(p: Problem, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    a = aligned((torch.rand(p.m, p.k, generator=g) * 2 - 1).half())
+    b = aligned((torch.rand(*p.b_shape, generator=g) * 2 - 1).half())
+    c = aligned(torch.full((p.m, p.n), float("nan"), dtype=torch.float16))
+    ref = a.double() @ (b.double() if p.layout == "nn" else b.double().t())
+    return a, b, c, ref
+
+
+def assert_close(c, ref):
+    assert torch.isfinite(c).all()
+    err = torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref)
+    assert err < 2e-3, float(err)
+
+
+def ctx_for(fake, inputs, timings=None):
+    """A PrepareContext whose timer returns the given per-algo-id medians (default: by call order)."""
+    seen = []
+
+    def time_candidates(fns):
+        seen.append(len(fns))
+        out = []
+        for fn in fns:
+            before = len(fake.calls)
+            try:
+                fn(*inputs)
+            except Exception:
+                out.append(float("inf"))
+                continue
+            algo_id = fake.calls[before]
+            out.append((timings or {}).get(algo_id, 10.0))
+        return out
+
+    return PrepareContext("cuda", inputs, time_candidates), seen
+
+
+PROBLEMS = [Problem(Shape(*s), lay) for s in [(1, 1, 1), (5, 7, 3), (17, 33, 65)] for lay in ("nn", "tn")]
+
+
+@pytest.mark.parametrize("p", PROBLEMS, ids=str)
+def test_cublas_gemmex_plumbing(fake, p):
+    from baselines.cublas_gemmex import CublasGemmEx
+
+    a, b, c, ref = cpu_case(p)
+    prep = CublasGemmEx().prepare(p, PrepareContext("cuda", (a, b, c), None))
+    prep.fn(a, b, c)
+    assert_close(c, ref)
+
+
+@pytest.mark.parametrize("p", PROBLEMS, ids=str)
+def test_cublaslt_heuristic_plumbing_and_close(fake, p):
+    from baselines.cublaslt import CublasLtHeuristic
+
+    a, b, c, ref = cpu_case(p)
+    prep = CublasLtHeuristic().prepare(p, PrepareContext("cuda", (a, b, c), None))
+    assert prep.info["algo_id"] == 1 and prep.info["workspace_bytes"] == 0
+    assert prep.info["alignment_bytes"] >= 16
+    prep.fn(a, b, c)
+    assert_close(c, ref)
+    assert fake.descs and fake.layouts
+    prep.close()
+    assert not fake.descs and not fake.layouts and not fake.prefs, "descriptors leaked"
+
+
+def test_cublaslt_falls_back_on_misaligned_pointers(fake):
+    from baselines.cublaslt import CublasLtHeuristic
+
+    p = Problem(Shape(6, 10, 4), "tn")
+    a, b, c, ref = cpu_case(p)
+    prep = CublasLtHeuristic().prepare(p, PrepareContext("cuda", (a, b, c), None))
+    buf = torch.empty(a.numel() + 1, dtype=torch.float16)
+    a_off = buf[1:].view(a.shape)
+    a_off.copy_(a)
+    fake.calls.clear()
+    prep.fn(a_off, b, c)
+    assert fake.calls == [5], "a 2-byte aligned call must use an algorithm chosen for that alignment"
+    assert_close(c, ref)
+    fake.calls.clear()
+    prep.fn(a, b, c)
+    assert fake.calls == [1]
+    prep.close()
+
+
+def test_prepared_call_rejects_wrong_operands(fake):
+    from baselines.cublaslt import CublasLtHeuristic
+
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    prep = CublasLtHeuristic().prepare(p, PrepareContext("cuda", (a, b, c), None))
+    with pytest.raises(ValueError):
+        prep.fn(a, b.t().contiguous(), c)
+    prep.close()
+
+
+@pytest.mark.parametrize("p", PROBLEMS, ids=str)
+def test_autotune_validates_times_and_picks_fastest(fake, p):
+    from baselines.cublaslt_autotune import CublasLtAutotune
+
+    a, b, c, ref = cpu_case(p)
+    # Algo 10's second configuration (config 2) is the fastest in these made-up timings.
+    timings = {1: 9.0, 2: 8.0, 4: 7.5, 10: 5.0, SLOW_ALGO: 50.0}
+    ctx, seen = ctx_for(fake, (a, b, c), timings)
+    prep = CublasLtAutotune().prepare(p, ctx)
+    info = prep.info
+    # best-fit {1, 2, 3}; reduction-filtered adds {4}; ids 10, 11 give 2 configs each; 12 raises.
+    assert info["candidates_heuristic"] == 3
+    assert info["candidates"] == 3 + 1 + 2 + 2 + 2
+    assert info["candidates_valid"] == info["candidates"] - 1 - 2  # wrong algo 3, raising 12 x2
+    assert info["algo_id"] == 10
+    assert info["tuned_us"] == 5.0 and info["top1_us"] == 9.0
+    assert seen == [info["candidates_valid"]]
+    assert prep.setup_s > 0
+    fake.calls.clear()
+    c.fill_(float("nan"))
+    prep.fn(a, b, c)
+    assert fake.calls == [10]
+    assert_close(c, ref)
+    prep.close()
+    assert not fake.descs and not fake.layouts and not fake.prefs
+
+
+def test_autotune_respects_max_candidates(fake):
+    from baselines.cublaslt_autotune import CublasLtAutotune
+
+    p = Problem(Shape(8, 8, 8), "nn")
+    a, b, c, ref = cpu_case(p)
+    ctx, seen = ctx_for(fake, (a, b, c))
+    prep = CublasLtAutotune(max_candidates=2).prepare(p, ctx)
+    assert prep.info["candidates"] == 2 and prep.info["candidates_valid"] == 2
+    prep.close()
+
+
+def test_autotune_with_small_workspace_drops_candidates_that_need_more(fake):
+    from baselines.cublaslt_autotune import CublasLtAutotune
+
+    p = Problem(Shape(8, 8, 8), "nn")
+    a, b, c, ref = cpu_case(p)
+    ctx, _ = ctx_for(fake, (a, b, c))
+    prep = CublasLtAutotune(max_workspace=1024).prepare(p, ctx)
+    assert prep.info["candidates_heuristic"] == 2  # algo 2 needs 4096 bytes
+    prep.close()
+
+
+def test_autotune_candidates_run_as_themselves_or_raise(fake):
+    """A candidate call never swaps in another algorithm: misaligned pointers raise instead."""
+    from baselines.lt_plan import LtPlan
+
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    plan = LtPlan(p, 0, 256)
+    top = plan.best_fit(1, 1 << 20)
+    strict = plan.make_fn(top[:1].copy(), torch.empty(1, dtype=torch.uint8), fallback=False)
+    strict(a, b, c)
+    assert_close(c, ref)
+    a_off = torch.empty(a.numel() + 1, dtype=torch.float16)[1:].view(a.shape)
+    a_off.copy_(a)
+    with pytest.raises(ValueError):
+        strict(a_off, b, c)
+    plan.close()
+
+
+def test_autotuned_call_falls_back_on_misaligned_pointers(fake):
+    from baselines.cublaslt_autotune import CublasLtAutotune
+
+    p = Problem(Shape(6, 10, 4), "tn")
+    a, b, c, ref = cpu_case(p)
+    ctx, _ = ctx_for(fake, (a, b, c), {10: 1.0})
+    prep = CublasLtAutotune().prepare(p, ctx)
+    a_off = torch.empty(a.numel() + 1, dtype=torch.float16)[1:].view(a.shape)
+    a_off.copy_(a)
+    fake.calls.clear()
+    prep.fn(a_off, b, c)
+    assert fake.calls == [5]
+    assert_close(c, ref)
+    prep.close()
