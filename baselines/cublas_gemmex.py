@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from baselines import cuda_handles as ch
-from baselines.mapping import colmajor_gemm, gemm_ex_kwargs
-from baselines.operands import check_operands, fits_int32
+from baselines.mapping import colmajor_gemm, gemm_ex_template
+from baselines.operands import fits_int32, make_checker
 from harness.method import SUPPORTED, PrepareContext, Prepared, Support, unsupported
 from harness.problem import Problem
 
@@ -60,31 +60,28 @@ class CublasGemmEx:
         handle, workspace = ch.cublas_handle(device)
         ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel()
         g = colmajor_gemm(problem)
-        scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta; kept alive by the closure
+        scalars = np.array([1.0, 0.0], dtype=np.float32)  # host alpha, beta
         alpha_ptr = scalars.ctypes.data
-        beta_ptr = alpha_ptr + scalars.itemsize
-        data_type = ch.DATA_TYPES[problem.dtype]
+        template, ia, ib, ic = gemm_ex_template(
+            g,
+            cublas.gemm_ex,
+            handle=handle,
+            alpha_ptr=alpha_ptr,
+            beta_ptr=alpha_ptr + scalars.itemsize,
+            data_type=ch.DATA_TYPES[problem.dtype],
+            compute_type=ch.CUBLAS_COMPUTE_32F,
+            algo=ch.CUBLAS_GEMM_DEFAULT,
+        )
         gemm_ex, set_stream, set_workspace = cublas.gemm_ex, cublas.set_stream, cublas.set_workspace
-        stream_ptr = ch.current_stream_ptr
+        stream_ptr, check = ch.current_stream_ptr, make_checker(problem)
 
         def fn(a, b, c) -> None:
-            check_operands(problem, a, b, c)
+            check(a, b, c)
+            args = template.copy()
+            args[ia], args[ib], args[ic] = a.data_ptr(), b.data_ptr(), c.data_ptr()
             set_stream(handle, stream_ptr())
-            set_workspace(handle, ws_ptr, ws_bytes)
-            gemm_ex(
-                **gemm_ex_kwargs(
-                    g,
-                    handle=handle,
-                    a_ptr=a.data_ptr(),
-                    b_ptr=b.data_ptr(),
-                    c_ptr=c.data_ptr(),
-                    alpha_ptr=alpha_ptr,
-                    beta_ptr=beta_ptr,
-                    data_type=data_type,
-                    compute_type=ch.CUBLAS_COMPUTE_32F,
-                    algo=ch.CUBLAS_GEMM_DEFAULT,
-                )
-            )
+            set_workspace(handle, ws_ptr, ws_bytes)  # after set_stream, which resets it
+            gemm_ex(*args)
 
         fn._keepalive = (scalars, workspace)  # type: ignore[attr-defined]
         torch.cuda.synchronize(device)

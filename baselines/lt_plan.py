@@ -22,7 +22,7 @@ import numpy as np
 
 from baselines import cuda_handles as ch
 from baselines.mapping import colmajor_gemm, lt_operand_ptrs
-from baselines.operands import MAX_ALIGNMENT, alignment, check_operands
+from baselines.operands import MAX_ALIGNMENT, alignment, make_checker
 from harness.problem import Problem
 
 # CUBLASLT_NUMERICAL_IMPL_FLAGS_FMA: non-tensor-core (SIMT FMA) implementations.
@@ -224,11 +224,11 @@ class LtPlan:
         algo_ptr = result.ctypes.data  # algo is the struct's first field
         matmul, stream_ptr = self.lt.matmul, ch.current_stream_ptr
         handle, desc, adesc, bdesc, cdesc = self.handle, self.desc, self.adesc, self.bdesc, self.cdesc
-        alpha_ptr, beta_ptr, g, problem, align = self.alpha_ptr, self.beta_ptr, self.g, self.problem, self.alignment
-        plan = self
+        alpha_ptr, beta_ptr, g, align = self.alpha_ptr, self.beta_ptr, self.g, self.alignment
+        plan, check = self, make_checker(self.problem)
 
         def fn(a, b, c) -> None:
-            check_operands(problem, a, b, c)
+            check(a, b, c)
             a_ptr, b_ptr, c_ptr = a.data_ptr(), b.data_ptr(), c.data_ptr()
             algo = algo_ptr
             if alignment(a_ptr | b_ptr | c_ptr) < align:

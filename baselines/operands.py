@@ -47,3 +47,33 @@ def alignment(ptr: int) -> int:
 
 def fits_int32(problem: Problem) -> bool:
     return max(problem.m, problem.n, problem.k) <= INT32_MAX
+
+
+def make_checker(problem: Problem):
+    """A fast ``check_operands`` for the timed call: one combined test, details only on failure.
+
+    It runs inside every timed call, so it avoids building tuples and device objects on the
+    passing path (about 1 us instead of 2-3 us of host time per call).
+    """
+    import torch
+
+    sa, sb, sc = (torch.Size(s) for s in expected_shapes(problem))
+    dt = torch_dtype(problem)
+
+    def check(a, b, c) -> None:
+        if not (
+            a.shape == sa
+            and b.shape == sb
+            and c.shape == sc
+            and a.dtype == dt
+            and b.dtype == dt
+            and c.dtype == dt
+            and a.is_contiguous()
+            and b.is_contiguous()
+            and c.is_contiguous()
+            and a.get_device() == b.get_device() == c.get_device()
+        ):
+            check_operands(problem, a, b, c)  # raises with the reason
+            raise ValueError(f"{problem}: operands on different devices")
+
+    return check

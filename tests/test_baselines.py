@@ -292,3 +292,20 @@ def test_torch_method_cpu_is_correct(p):
     a.neg_()
     prepared.fn(a, b, c)
     torch.testing.assert_close(c.double(), -ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+def test_gemm_ex_template_puts_pointers_where_nvmath_expects_them(layout):
+    from nvmath.bindings import cublas
+
+    from baselines.mapping import gemm_ex_template
+
+    p = Problem(Shape(3, 5, 7), layout)
+    g = colmajor_gemm(p)
+    fixed = dict(handle=7, alpha_ptr=4, beta_ptr=5, data_type=ch.CUDA_R_16F,
+                 compute_type=ch.CUBLAS_COMPUTE_32F, algo=ch.CUBLAS_GEMM_DEFAULT)  # fmt: skip
+    args, ia, ib, ic = gemm_ex_template(g, cublas.gemm_ex, **fixed)
+    args[ia], args[ib], args[ic] = 1, 2, 3
+    names = list(inspect.signature(cublas.gemm_ex).parameters)
+    assert dict(zip(names, args)) == gemm_ex_kwargs(g, a_ptr=1, b_ptr=2, c_ptr=3, **fixed)
+    assert len(args) == len(names)

@@ -402,3 +402,19 @@ def test_autotuned_call_falls_back_on_misaligned_pointers(fake):
     assert fake.calls == [5]
     assert_close(c, ref)
     prep.close()
+
+
+def test_fakes_have_nvmaths_signatures():
+    """The fakes take the real bindings' parameters in the real order, or these tests prove nothing."""
+    import inspect
+
+    from nvmath.bindings import cublas, cublasLt
+
+    def names(f):
+        return list(inspect.signature(f).parameters)
+
+    assert names(FakeCublas().gemm_ex) == names(cublas.gemm_ex)
+    for fn in ("matmul", "matmul_algo_get_heuristic", "matmul_algo_init", "matrix_layout_create",
+               "matmul_desc_create", "matmul_algo_get_ids", "matmul_algo_config_get_attribute"):  # fmt: skip
+        fake_params, real_params = names(getattr(FakeLt(), fn)), names(getattr(cublasLt, fn))
+        assert len(fake_params) == len(real_params), fn
