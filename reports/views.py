@@ -159,4 +159,9 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
         runs.append((cpu, str(raw["measured_at"].max()), run))
     # GPU runs before CPU runs, newest first; ids stay in the order of discovery
     runs.sort(key=lambda t: (t[0], [-ord(ch) for ch in t[1]]))
-    return [r for _, _, r in runs]
+    out = [r for _, _, r in runs]
+    for i, r in enumerate(out):  # ids follow the page order
+        for v in r.views:
+            v.id = v.id.replace(f"{r.id}-", f"r{i}-", 1)
+        r.id = f"r{i}"
+    return out

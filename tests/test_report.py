@@ -188,7 +188,17 @@ def test_speedups_never_pair_across_runs(tmp_path):
     """Run B is 10x slower overall; paired within each run, both runs score the same."""
     a = write_run(tmp_path / "a" / "results.parquet", run_id="run-a", gpu="GPU-1")
     b = write_run(tmp_path / "b" / "results.parquet", run_id="run-b", gpu="GPU-2", scale=10.0)
-    runs = build_runs(load_all([a, b])[1], BASELINE, "device")
+    _, df = load_all([a, b])
+    # the pairing itself keys on run and GPU, even when handed rows of several runs at once
+    raw = df[(df["mode"] == "offline") & (df["cache"] == "cold")]
+    rows = with_best_of_layouts(raw, "device")
+    sp = paired_speedups(rows, BASELINE, "device")
+    assert len(sp) == len(rows)
+    measured = sp[sp["layout"] != "best"]
+    want = [true_speedup(m, lay, (mm, nn, kk), "offline") for m, lay, mm, nn, kk
+            in zip(measured["method"], measured["layout"], measured["m"], measured["n"], measured["k"])]
+    assert np.allclose(measured["speedup"], want)
+    runs = build_runs(df, BASELINE, "device")
     assert len(runs) == 2
     scores = []
     for r in runs:

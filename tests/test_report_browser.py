@@ -83,6 +83,9 @@ def page(site, tmp_path_factory):
         pg.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
         pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
         pg.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+        # no CDN, no network: everything the page loads comes from the site folder
+        pg.on("request", lambda r: None if r.url.startswith(("file:", "data:", "about:"))
+              else errors.append(f"network request: {r.url}"))
         pg.goto(site.as_uri(), wait_until="load")
         pg.wait_for_selector("section.view:not([hidden]) table.shapes tbody tr")
         pg.errors = errors
@@ -151,4 +154,14 @@ def test_run_selector_switches_runs(page):
         run = page.locator("section.run:not([hidden])")
         assert run.count() == 1
         assert visible_view(page).locator("tr.lb-row").count() > 0
+    assert page.errors == []
+
+
+def test_views_are_linkable_by_hash(page):
+    ids = page.eval_on_selector_all("section.view", "els => els.map(e => e.id)")
+    assert len(ids) == len(set(ids)) >= 2
+    for vid in (ids[-1], ids[0]):
+        page.evaluate(f"location.hash = '#{vid}'")
+        page.wait_for_function(f"document.getElementById('{vid}').hidden === false")
+        assert visible_view(page).get_attribute("id") == vid
     assert page.errors == []

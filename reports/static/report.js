@@ -40,19 +40,21 @@
         b.type = "button";
         b.textContent = LABELS[o] || o;
         b.className = o === state[dim] ? "on" : "";
-        b.addEventListener("click", function () { state[dim] = o; show(); });
+        b.addEventListener("click", function () { state[dim] = o; show(true); });
         seg.appendChild(b);
       });
     });
   }
 
-  function show() {
+  // Views are linkable (#r0-offline-warm-device); the hash is only written on user changes, since
+  // a hash set during page load makes the browser scroll to it when loading completes.
+  function show(userChange) {
     document.querySelectorAll("section.run").forEach(function (r) { r.hidden = r.id !== state.run; });
     var v = resolve();
     views(runEl()).forEach(function (x) { x.hidden = x !== v; });
     renderSegs();
     renderTable(v);
-    if (location.hash.slice(1) !== v.id) history.replaceState(null, "", "#" + v.id);
+    if (userChange && location.hash.slice(1) !== v.id) history.replaceState(null, "", "#" + v.id);
   }
 
   // Leaderboard: show one layout family and number the rows shown.
@@ -135,9 +137,18 @@
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
+  function fromHash() {
+    var target = document.getElementById(location.hash.slice(1));
+    if (!target || !target.classList.contains("view")) return false;
+    state.run = target.closest("section.run").id;
+    ["mode", "cache", "metric"].forEach(function (d) { state[d] = target.dataset[d]; });
+    document.getElementById("sel-run").value = state.run;
+    return true;
+  }
+
   function wire() {
     var sel = document.getElementById("sel-run");
-    sel.addEventListener("change", function () { state.run = sel.value; show(); });
+    sel.addEventListener("change", function () { state.run = sel.value; show(true); });
     document.querySelectorAll("section.view").forEach(function (view) {
       view.querySelectorAll(".lb-layout button").forEach(function (b) {
         b.addEventListener("click", function () { layoutFilter(view, b.dataset.layout); });
@@ -160,15 +171,9 @@
       });
     });
     // Restore a view from the URL hash (#r0-offline-warm-device) so views can be linked.
-    var target = document.getElementById(location.hash.slice(1));
-    if (target && target.classList.contains("view")) {
-      state.run = target.closest("section.run").id;
-      ["mode", "cache", "metric"].forEach(function (d) { state[d] = target.dataset[d]; });
-      sel.value = state.run;
-    } else {
-      state.run = sel.value;
-    }
-    show();
+    if (!fromHash()) state.run = sel.value;
+    window.addEventListener("hashchange", function () { if (fromHash()) show(false); });
+    show(false);
   }
 
   wire();
