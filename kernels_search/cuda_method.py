@@ -152,3 +152,15 @@ class CudaKernelMethod:
             **{f"ptxas_{k2}": v for k2, v in res.resources.items()},
         }
         return Prepared(fn=fn, setup_s=time.perf_counter() - t0, info=info, capturable=True)
+
+
+def prebuild(methods, workers: int | None = None) -> list[build_mod.BuildResult]:
+    """Compile many CudaKernelMethods at once on the build pool (cache hits cost nothing).
+
+    Returns one BuildResult per method, in order; failures are results, not exceptions.
+    """
+    jobs = [
+        build_mod.BuildJob(m.source, tuple(m._family.extra_flags(m.knobs)), m._family.extra_key(m.knobs))
+        for m in methods
+    ]
+    return build_mod.build_many(jobs, workers=workers)

@@ -253,3 +253,16 @@ def test_triton_family_says_when_triton_is_missing(monkeypatch):
     assert not sup and "triton not installed" in sup.reason
     assert m.config["split_k"] == 4 and len(m.source_hash) == 64
     assert not m.supports(Problem(Shape(1, 1, 1)), "cpu")
+
+
+@needs_nvcc
+def test_prebuild_shares_one_binary_across_runtime_knobs(cache):
+    """Methods differing only in runtime options (split count, reduction) map to one build."""
+    from kernels_search import make_method
+    from kernels_search.cuda_method import prebuild
+
+    ms = [make_method("splitk", s) for s in ("splits=4", "splits=16,reduce=1", "bk=32")]
+    res = prebuild(ms)
+    assert all(r.ok for r in res), [r.log[-500:] for r in res if not r.ok]
+    assert res[0].key == res[1].key != res[2].key
+    assert ms[0].source_hash == ms[1].source_hash != ms[2].source_hash

@@ -43,7 +43,7 @@ FAMILY = SplitK(
         Knob("stages", (4, 2, 3, 5, 6), 4, help="cp.async pipeline depth"),
         Knob("splits", (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64), 0, runtime=True,
              help="K split count; 0 = enough CTAs for one wave"),
-        Knob("reduce", (0, 1, 2), 0, runtime=True,
+        Knob("reduce", (2, 0, 1), 2, runtime=True,
              help="0: slices, last CTA per tile sums them (one launch); 1: slices, second reduce "
                   "kernel; 2: fp32 atomics into one tile, last CTA casts (one launch)"),
     ),

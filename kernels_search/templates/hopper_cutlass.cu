@@ -6,6 +6,8 @@
 //   opts[2] SMs to use for the persistent grid: 0 = all
 // Compile-time knobs (rendered above this file): HG_TILE_M/N/K, HG_CLUSTER_M/N,
 // HG_COOPERATIVE (1 cooperative, 0 ping-pong), HG_STAGES (0 = as many as fit).
+#include <mutex>
+
 #include "cutlass/cutlass.h"
 #include "cute/tensor.hpp"
 #include "cutlass/gemm/dispatch_policy.hpp"
@@ -111,16 +113,43 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     return Gemm::get_workspace_size(args);
   }
 
+  // The last call's initialized kernel parameters (TMA descriptors etc.), reused when the next
+  // call has the same pointers, shape, options and device: saves host time, not device work.
+  struct LastCall {
+    bool valid = false;
+    const void *A = nullptr, *B = nullptr;
+    void *C = nullptr, *ws = nullptr;
+    int M = 0, N = 0, K = 0, dev = -1, o0 = 0, o1 = 0, o2 = 0;
+    Gemm gemm;
+  };
+
   static int run(const void* A, const void* B, void* C, int M, int N, int K, const int* opts,
                  int n_opts, void* ws, size_t ws_bytes, cudaStream_t stream) {
+    static LastCall last;
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    int dev = -1;
+    cudaGetDevice(&dev);
+    int o0 = hgemm_opt(opts, n_opts, 0, 0), o1 = hgemm_opt(opts, n_opts, 1, 1), o2 = hgemm_opt(opts, n_opts, 2, 0);
+    if (last.valid && last.A == A && last.B == B && last.C == C && last.ws == ws && last.M == M &&
+        last.N == N && last.K == K && last.dev == dev && last.o0 == o0 && last.o1 == o1 && last.o2 == o2) {
+      if (last.gemm.run(stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
+      return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
+    }
+    last.valid = false;
     Gemm::Arguments args;
     if (!make_args(A, B, C, M, N, K, opts, n_opts, args)) return HGEMM_ERR_OPTS;
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return HGEMM_ERR_UNSUPPORTED;
-    if (ws_bytes < Gemm::get_workspace_size(args)) return HGEMM_ERR_WORKSPACE;
-    Gemm gemm;
-    if (gemm.initialize(args, ws, stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
-    if (gemm.run(stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
-    return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
+    size_t need = Gemm::get_workspace_size(args);
+    if (ws_bytes < need) return HGEMM_ERR_WORKSPACE;
+    if (last.gemm.initialize(args, ws, stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
+    if (last.gemm.run(stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
+    if (cudaGetLastError() != cudaSuccess) return HGEMM_ERR_LAUNCH;
+    if (need == 0) {  // a workspace may need per-call initialization: only cache without one
+      last.A = A; last.B = B; last.C = C; last.ws = ws; last.M = M; last.N = N; last.K = K;
+      last.dev = dev; last.o0 = o0; last.o1 = o1; last.o2 = o2; last.valid = true;
+    }
+    return HGEMM_OK;
   }
 }}  // namespace hg::HG_NS
 // @@PER_LAYOUT_END@@
