@@ -5,6 +5,7 @@ library with ctypes, asks it for the workspace size of the problem, allocates th
 (zero-filled: split-K arrival counters start at zero and every call leaves them at zero) and
 returns ``fn(a, b, c)``, which only calls ``hgemm_run`` on torch's current CUDA stream. No host
 synchronisation and no allocation happen in the call, so it can be captured in a CUDA graph.
+One Prepared call must not run concurrently with itself on two streams (it owns one workspace).
 """
 
 from __future__ import annotations
@@ -135,9 +136,11 @@ class CudaKernelMethod:
         # Zero-filled once: split-K arrival counters start at zero; each call leaves them so.
         ws = torch.zeros(max(ws_bytes, 1), dtype=torch.uint8, device=device)
         ws_ptr = ws.data_ptr() if ws_bytes else None
+        torch.cuda.synchronize(device)  # the zero fill is done before any stream uses it
         run = lib.hgemm_run
 
-        def fn(a, b, c, _ws=ws) -> None:  # _ws keeps the workspace alive as long as fn
+        def fn(a, b, c) -> None:
+            ws  # noqa: B018  (referenced so the workspace lives as long as fn)
             rc = run(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, layout, opts, n_opts,
                      ws_ptr, ws_bytes, torch.cuda.current_stream().cuda_stream)
             if rc:
