@@ -57,6 +57,21 @@ def environment(raw: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
+TIMING_METHODS = {
+    "graph": "CUDA-graph replay of a batch of calls (batch GPU time / calls)",
+    "spin-events": "CUDA events around a batch held behind a spin kernel until fully queued (batch GPU time / calls)",
+    "events": "CUDA events around each call",
+    "host-clock": "the host clock around each call (CPU path: no device timer)",
+}
+
+
+def _timing_phrase(s: pd.Series) -> str:
+    c = s.dropna().value_counts()
+    if c.empty:
+        return "not recorded"
+    return "; ".join(f"{TIMING_METHODS.get(k, k)} [{k}, {v} rows]" for k, v in c.items())
+
+
 def _count_phrase(s: pd.Series) -> str:
     c = s.fillna("not recorded").value_counts()
     return ", ".join(f"{k} ({v} rows)" for k, v in c.items())
@@ -81,13 +96,12 @@ def methodology(raw: pd.DataFrame) -> list[str]:
     for mode, g in ran.groupby("mode"):
         if mode == "offline":
             s = ("Offline mode: calls run back to back; rounds interleave methods in a fresh random order. "
-                 f"Device time was measured by {_count_phrase(g['timing_method'])}, as the batch's GPU time "
-                 "divided by its number of calls. ")
+                 f"Device time per call was measured by {_timing_phrase(g['timing_method'])}. ")
         elif mode == "server":
-            s = (f"Server mode: calls arrive as a Poisson process at {_range(g['qps'], 'calls/s')}, so the GPU idles "
-                 f"between calls as in a real service; per call, device time by {_count_phrase(g['timing_method'])}. ")
+            s = (f"Server mode: calls arrive as a Poisson process at {_range(g['qps'], 'calls/s')}, so the device idles "
+                 f"between calls as in a real service; device time per call by {_timing_phrase(g['timing_method'])}. ")
         else:
-            s = f"Mode {mode}: timing method {_count_phrase(g['timing_method'])}. "
+            s = f"Mode {mode}: device time by {_timing_phrase(g['timing_method'])}. "
         if g["ci_target"].notna().any():
             s += (f"Measurement stopped when the relative 95% CI half-width of each median fell under "
                   f"{_pct(g['ci_target'])}, or at the time budget or round cap; ")

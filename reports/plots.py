@@ -15,6 +15,8 @@ from reports.derive import BEST, metric_column
 from reports.svg import Chart, Scale, diverging, padded
 
 SPAN_LOG2 = 1.0  # colour saturates at 2x faster / 2x slower
+MAX_DOTS = 300  # per method in the distribution plot; beyond it only the outer 10% are dots
+MAX_CLOCK_POINTS = 1500  # per series in the clocks plot; beyond it rows are averaged in bins
 
 
 def _flops(d: pd.DataFrame) -> pd.Series:
@@ -109,12 +111,18 @@ def speedup_distribution(sp: pd.DataFrame, baseline: str | None, metric: str, co
         yc = c.y1 + row_h * (i + 0.5) + 6
         color = colors.get(m, "#888")
         q1, q3 = np.quantile(g["speedup"], [0.25, 0.75])
+        p5, p95 = np.quantile(g["speedup"], [0.05, 0.95])
         c.rect(xs(q1), yc - 9, xs(q3) - xs(q1), 18, color, f"{m}: middle half of shapes {q1:.3f}x - {q3:.3f}x",
                cls="box")
         gm = float(np.exp(np.log(g["speedup"]).mean()))
         c.parts.append(f'<line class="gm" x1="{xs(gm):.1f}" x2="{xs(gm):.1f}" y1="{yc - 12:.1f}" y2="{yc + 12:.1f}">'
                        f'<title>{m}: geometric mean {gm:.3f}x</title></line>')
-        for r in g.to_dict("records"):
+        pts = g
+        if len(g) > MAX_DOTS:  # many shapes: whisker 5th-95th percentile, dots only outside it
+            c.parts.append(f'<line class="whisker" x1="{xs(p5):.1f}" x2="{xs(p95):.1f}" y1="{yc:.1f}" y2="{yc:.1f}" '
+                           f'stroke="{color}"><title>{m}: 90% of shapes {p5:.3f}x - {p95:.3f}x</title></line>')
+            pts = g[(g["speedup"] < p5) | (g["speedup"] > p95)]
+        for r in pts.to_dict("records"):
             c.point(xs(r["speedup"]), yc + rng.uniform(-7, 7), color, _tip(r, col), r=3)
         c.text(c.x0 - 8, yc + 4, f"{m}", anchor="end", cls="label")
     return c.render()
@@ -165,10 +173,10 @@ def _heatmaps(d: pd.DataFrame, method: str, col: str, title: str) -> str:
     ks = sorted(d["k"].unique())
     ms = sorted(d["m"].unique())
     ns = sorted(d["n"].unique())
-    cell = max(12, min(34, 320 // max(len(ms), len(ns))))
-    lab = 44  # room for the M labels left of each panel
-    pw, ph = lab + cell * len(ns) + 24, cell * len(ms) + 58
-    per_row = max(1, 1000 // pw)
+    cell = max(12, min(34, 260 // max(len(ms), len(ns))))
+    lab = 36  # room for the M labels left of each panel
+    pw, ph = lab + cell * len(ns) + 20, cell * len(ms) + 58
+    per_row = max(1, 1300 // pw)
     rows = math.ceil(len(ks) / per_row)
     c = Chart(width=max(per_row * pw, 420) + 10, height=rows * ph + 44, left=0, right=0, top=40, bottom=0,
               title=title, kind="speedup-map")
@@ -221,17 +229,20 @@ def roofline_efficiency(sp: pd.DataFrame, metric: str, colors: dict[str, str]) -
 
 def clocks_through_run(raw: pd.DataFrame, colors_by_view: dict[str, str]) -> str:
     """SM clock and power of every measured row in measurement order, coloured by mode/cache,
-    so throttling or a clock drop during the run is visible at a glance."""
+    so throttling or a clock drop during the run is visible at a glance. Long runs are averaged
+    over bins of consecutive rows (the tooltip gives the bin's range, mean, min and max)."""
     d = raw.sort_values("measured_at", kind="stable").reset_index(drop=True)
-    d = d[d["sm_clock_mhz_mean"].notna() | d["power_w_mean"].notna()]
+    d["order"] = np.arange(len(d))
+    d["key"] = d["mode"] + "/" + d["cache"]
     title = "SM clock and power through the run"
-    if d.empty:
+    if d["sm_clock_mhz_mean"].notna().sum() + d["power_w_mean"].notna().sum() == 0:
         return _empty(title, "no clock or power readings in this run (CPU run, or NVML absent)", "clocks")
+    binsize = max(1, math.ceil(len(d) / MAX_CLOCK_POINTS))
     c = Chart(height=420, title=title, kind="clocks", left=64, right=64)
     xs = c.xscale(0, max(len(d) - 1, 1))
     mid = (c.y0 + c.y1) / 2
     panels = [("sm_clock_mhz_mean", "SM clock (MHz)", c.y0, mid + 20), ("power_w_mean", "power (W)", mid - 20, c.y1)]
-    c.axes(None, None, "rows in measurement order (measured_at)")
+    c.axes(None, None, "rows in measurement order (measured_at)" + (f"; means over {binsize} rows" if binsize > 1 else ""))
     for colname, name, py0, py1 in panels:
         v = d[colname]
         if v.notna().sum() == 0:
@@ -242,12 +253,20 @@ def clocks_through_run(raw: pd.DataFrame, colors_by_view: dict[str, str]) -> str
             c.parts.append(f'<line class="grid" x1="{c.x0}" x2="{c.x1}" y1="{ys(t):.1f}" y2="{ys(t):.1f}"/>')
             c.text(c.x0 - 6, ys(t) + 4, f"{t:g}", anchor="end")
         c.text(c.x0 + 6, py1 + 12, name, cls="label")
-        for i, r in enumerate(d.to_dict("records")):
-            if pd.isna(r[colname]):
-                continue
-            key = f"{r['mode']}/{r['cache']}"
-            tip = (f"{r['measured_at']}\n{r['method']} ({r['layout']}) M={r['m']} N={r['n']} K={r['k']}\n"
-                   f"{key}\n{name}: {r[colname]:.4g}" + ("\nTHROTTLED" if bool(r.get("throttled")) else ""))
-            c.point(xs(i), ys(r[colname]), colors_by_view.get(key, "#888"), tip, r=2.5)
+        ok = d[d[colname].notna()]
+        if binsize == 1:
+            for r in ok.to_dict("records"):
+                tip = (f"{r['measured_at']}\n{r['method']} ({r['layout']}) M={r['m']} N={r['n']} K={r['k']}\n"
+                       f"{r['key']}\n{name}: {r[colname]:.4g}" + ("\nTHROTTLED" if r.get("throttled") is True else ""))
+                c.point(xs(r["order"]), ys(r[colname]), colors_by_view.get(r["key"], "#888"), tip, r=2.5)
+            continue
+        agg = ok.groupby([ok["order"] // binsize, "key"]).agg(
+            x=("order", "mean"), mean=(colname, "mean"), lo=(colname, "min"), hi=(colname, "max"),
+            t0=("measured_at", "min"), t1=("measured_at", "max"), n=(colname, "size"),
+            thr=("throttled", lambda s: int(s.fillna(False).astype(bool).sum())))
+        for (b, key), r in agg.iterrows():
+            tip = (f"{r['t0']} - {r['t1']}\n{key}: {r['n']} rows\n{name}: mean {r['mean']:.4g} "
+                   f"(min {r['lo']:.4g}, max {r['hi']:.4g})" + (f"\n{r['thr']} rows THROTTLED" if r["thr"] else ""))
+            c.point(xs(r["x"]), ys(r["mean"]), colors_by_view.get(key, "#888"), tip, r=2.5)
     c.legend(sorted(colors_by_view.items()))
     return c.render()

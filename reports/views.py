@@ -24,7 +24,7 @@ METRIC_ORDER = ["device", "host"]
 VIEW_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#9c755f"]
 
 TABLE_COLUMNS = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops",
-                 "efficiency", "base_us"]
+                 "efficiency"]
 
 
 @dataclass
@@ -88,7 +88,7 @@ def _table(sp: pd.DataFrame, metric: str) -> list[list]:
         ci = (r["device_us_ci_lo"], r["device_us_ci_hi"]) if metric == "device" else (None, None)
         eff = r["floor_us"] / t if pd.notna(r["floor_us"]) else None
         out.append([int(r["m"]), int(r["n"]), int(r["k"]), lay, r["method"], _r(t), _r(ci[0]), _r(ci[1]),
-                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff), _r(r["base_us"])])
+                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff)])
     return out
 
 
@@ -102,9 +102,10 @@ def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, 
     p = {
         "size": plots.speedup_vs_size(sp, base, metric, colors),
         "dist": plots.speedup_distribution(sp, base, metric, colors),
-        "roofline": plots.roofline_efficiency(sp, metric, colors),
-        "throughput": plots.throughput_vs_size(sp, metric, colors),
     }
+    if metric == "device":  # host time includes launch overhead: against the floor it says little
+        p["roofline"] = plots.roofline_efficiency(sp, metric, colors)
+        p["throughput"] = plots.throughput_vs_size(sp, metric, colors)
     ranked = [e.method for e in entries if e.layout == BEST and not math.isnan(e.geomean) and e.method != base]
     maps = {m: plots.speedup_map(sp, m, metric) for m in ranked}
     return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, p, maps, _table(sp, metric))
