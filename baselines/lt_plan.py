@@ -247,9 +247,6 @@ class LtPlan:
         fn._keepalive = (result, workspace, self)  # type: ignore[attr-defined]
         return fn
 
-    def fallbacks_used(self) -> list[int]:
-        return sorted({align for align, _ in self._fallbacks})
-
     def close(self) -> None:
         """Destroy the descriptors (idempotent). Workspaces are torch tensors, freed with their owners."""
         if self._closed:
