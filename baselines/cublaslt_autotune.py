@@ -92,6 +92,7 @@ class CublasLtAutotune:
         return lt_supports(problem, device)
 
     def _candidates(self, plan: LtPlan, problem: Problem):
+        """(BEST_FIT list, merged candidates, counts per source) for this problem."""
         best = plan.best_fit(self.max_candidates, self.max_workspace)
         # The same ranked query restricted to one reduction scheme at a time surfaces
         # configurations the default ranking cuts off (e.g. the best non-split-K kernels).
@@ -100,13 +101,26 @@ class CublasLtAutotune:
             for mask in REDUCTION_MASKS
         ]
         impl_mask = ALL_IMPLS if problem.flops <= FMA_MAX_FLOP else ALL_IMPLS & ~IMPL_FLAGS_FMA
+        ids = plan.algo_ids()
         per_id = []
-        for algo_id in plan.algo_ids():
+        for algo_id in ids:
             try:
                 per_id.append(plan.by_algo_id(algo_id, PER_ID_REQUEST, self.max_workspace, impl_mask))
             except Exception:  # an id this problem cannot use
                 continue
-        return best, merge_candidates(best, filtered + per_id, self.max_candidates)
+        # Counts per source before the max_candidates cap, to show what the count depends on.
+        everything = 1 << 62
+        n_filtered = len(merge_candidates(best, filtered, everything))
+        n_all = len(merge_candidates(best, filtered + per_id, everything))
+        sources = {
+            "candidates_heuristic": int(len(best)),
+            "candidates_added_by_reduction_filters": int(n_filtered - len(best)),
+            "candidates_added_by_algo_id": int(n_all - n_filtered),
+            "candidates_found": int(n_all),
+            "algo_ids_listed": len(ids),
+            "algo_ids_with_configs": sum(1 for r in per_id if len(r)),
+        }
+        return best, merge_candidates(best, filtered + per_id, self.max_candidates), sources
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         import torch
@@ -116,7 +130,7 @@ class CublasLtAutotune:
         align = inputs_alignment(ctx)
         plan = LtPlan(problem, device, align)
         try:
-            best, cands = self._candidates(plan, problem)
+            best, cands, sources = self._candidates(plan, problem)
             if len(best) == 0:
                 raise RuntimeError(f"{problem}: cuBLASLt heuristic returned no algorithm")
             tune_ws = ch.allocate_workspace(int(cands["workspace_size"].max()), device)
@@ -159,8 +173,8 @@ class CublasLtAutotune:
         top1_us = medians[0] if valid[0] == 0 else float("nan")
         info = {
             "candidates": int(len(cands)),
-            "candidates_heuristic": int(len(best)),
             "candidates_valid": len(valid),
+            **sources,
             "algo_index": chosen,
             "workspace_bytes": ws_bytes,
             "alignment_bytes": align,

@@ -335,6 +335,8 @@ def test_autotune_validates_times_and_picks_fastest(fake, p):
     assert info["candidates_heuristic"] == 3
     assert info["candidates"] == 3 + 1 + 2 + 2 + 2
     assert info["candidates_valid"] == info["candidates"] - 1 - 2  # wrong algo 3, raising 12 x2
+    assert info["candidates_added_by_reduction_filters"] == 1 and info["candidates_added_by_algo_id"] == 6
+    assert info["candidates_found"] == info["candidates"] and info["algo_ids_listed"] == 3
     assert info["algo_id"] == 10
     assert info["tuned_us"] == 5.0 and info["top1_us"] == 9.0
     assert seen == [info["candidates_valid"]]
@@ -356,6 +358,7 @@ def test_autotune_respects_max_candidates(fake):
     ctx, seen = ctx_for(fake, (a, b, c))
     prep = CublasLtAutotune(max_candidates=2).prepare(p, ctx)
     assert prep.info["candidates"] == 2 and prep.info["candidates_valid"] == 2
+    assert prep.info["candidates_found"] == 2 + 1 + 6  # BEST_FIT asked for 2: {1, 2}; {4}; 3 ids x 2
     prep.close()
 
 
