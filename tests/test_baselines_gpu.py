@@ -113,7 +113,8 @@ def test_autotune_records_its_choice(shape, layout):
         assert isinstance(info["workspace_bytes"], int) and info["workspace_bytes"] >= 0
         assert prep.setup_s > 0
         assert info["tuned_us"] <= info["top1_us"] * 1.05 or info["top1_us"] != info["top1_us"]
-        print(p, {k: info[k] for k in ("candidates", "candidates_heuristic", "candidates_valid", "algo_index")})
+        assert info["candidates_found"] >= info["candidates"]
+        print(p, info)  # run with -s to see what the candidate count depends on
     finally:
         prep.close()
 
