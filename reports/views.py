@@ -24,7 +24,7 @@ METRIC_ORDER = ["device", "host"]
 VIEW_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#9c755f"]
 
 TABLE_COLUMNS = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops",
-                 "efficiency"]
+                 "efficiency", "flags"]
 
 
 @dataclass
@@ -78,6 +78,16 @@ def method_colors(df: pd.DataFrame) -> dict[str, str]:
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(df["method"].unique()))}
 
 
+def _flags(r: dict) -> str:
+    """Caveats a reader should see next to a number (the row is still ranked)."""
+    out = []
+    if r.get("throttled") is True:
+        out.append("throttled" + (f" ({r['throttle_reasons']})" if r.get("throttle_reasons") else ""))
+    if r.get("stop_reason") in ("budget", "max_rounds"):
+        out.append(f"CI target not reached ({r['stop_reason']})")
+    return "; ".join(out)
+
+
 def _table(sp: pd.DataFrame, metric: str) -> list[list]:
     col = metric_column(metric)
     out = []
@@ -88,7 +98,7 @@ def _table(sp: pd.DataFrame, metric: str) -> list[list]:
         ci = (r["device_us_ci_lo"], r["device_us_ci_hi"]) if metric == "device" else (None, None)
         eff = r["floor_us"] / t if pd.notna(r["floor_us"]) else None
         out.append([int(r["m"]), int(r["n"]), int(r["k"]), lay, r["method"], _r(t), _r(ci[0]), _r(ci[1]),
-                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff)])
+                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff), _flags(r)])
     return out
 
 

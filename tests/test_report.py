@@ -28,6 +28,7 @@ SHAPES = [(m, n, k) for k in (256, 4096) for m in (128, 1024, 4096) for n in (12
 BASELINE = "cublaslt-autotune"
 FAILED = ("search-a", (1024, 1024, 4096), "tn")  # gate failure (offline, warm)
 SUSPECT = ("cublas", (4096, 4096, 4096), "nn")   # below the physical floor (offline, warm)
+THROTTLED = ("torch-matmul", (128, 1024, 256), "tn")  # measured while throttled (offline, cold)
 
 
 def floor_us(m, n, k):
@@ -98,6 +99,8 @@ def write_run(path: Path, run_id="run-a", gpu="GPU-1", scale=1.0, device="cuda",
                                  gate_rel_fro_err=0.2, device_us_median=None, host_us_median=None)
                     if (mode, cache) == ("offline", "warm") and (method, shape, layout) == SUSPECT:
                         r.update(device_us_median=r["floor_us"] * 0.5, below_floor=True)
+                    if (mode, cache) == ("offline", "cold") and (method, shape, layout) == THROTTLED:
+                        r.update(throttled=True, throttle_reasons="hw_slowdown")
                     rows.append(r)
                     samples += [dict(run_id=run_id, gpu_uuid=r["gpu_uuid"], shape=r["shape"], layout=layout,
                                      method=method, mode=mode, cache=cache, round=j, metric="device_us",
@@ -106,9 +109,10 @@ def write_run(path: Path, run_id="run-a", gpu="GPU-1", scale=1.0, device="cuda",
     return path
 
 
-@pytest.fixture()
-def run_a(tmp_path) -> Path:
-    return write_run(tmp_path / "a" / "results.parquet")
+@pytest.fixture(scope="module")
+def run_a(tmp_path_factory) -> Path:
+    """One synthetic GPU run shared by the module's tests (none of them modifies the file)."""
+    return write_run(tmp_path_factory.mktemp("run") / "a" / "results.parquet")
 
 
 def view_speedups(path: Path, mode="offline", cache="warm", metric="device"):
@@ -207,6 +211,19 @@ def test_speedups_never_pair_across_runs(tmp_path):
     assert scores[0].keys() == scores[1].keys()
     for key in scores[0]:
         assert scores[0][key] == pytest.approx(scores[1][key], rel=1e-6)
+
+
+def test_throttled_rows_are_flagged_in_the_table(run_a):
+    from reports.views import TABLE_COLUMNS
+
+    runs = build_runs(load_all([run_a])[1], BASELINE, "device")
+    v = next(v for v in runs[0].views if (v.mode, v.cache, v.metric) == ("offline", "cold", "device"))
+    col = {c: i for i, c in enumerate(TABLE_COLUMNS)}
+    flagged = [(r[col["m"]], r[col["n"]], r[col["k"]], r[col["method"]], r[col["layout"]])
+               for r in v.table if "throttled" in r[col["flags"]]]
+    method, (m, n, k), layout = THROTTLED
+    assert (m, n, k, method, layout) in flagged
+    assert all(f[3] == method and f[:3] == (m, n, k) for f in flagged)  # the row, and its best-layout copy
 
 
 def test_bootstrap_ci_brackets_and_narrows():

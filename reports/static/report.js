@@ -123,6 +123,7 @@
       cells.push(fmt(r[COLS.indexOf("tflops")], 3));
       var e = r[COLS.indexOf("efficiency")];
       cells.push(e === null ? "—" : (100 * e).toFixed(1) + "%");
+      cells.push('<span class="flag">' + esc(r[COLS.indexOf("flags")] || "") + "</span>");
       return "<tr" + cls + "><td>" + cells.join("</td><td>") + "</td></tr>";
     }).join("");
     table.querySelector("tbody").innerHTML = html;
