@@ -7,10 +7,11 @@ given every advantage cuBLASLt offers:
   and every algorithm id's configurations (see
   ``baselines.lt_candidates`` for what limits the count and why), up to ``max_candidates``;
 * workspace: up to ``max_workspace`` (default 1 GiB). CUDA-L2 gives 20 GB, i.e. "unlimited". What
-  needs workspace is split-K / stream-K, whose partial sums take about splits x M x N x 4 bytes:
-  for the shapes where splitting helps (few output tiles: M x N up to ~1e6) that is tens of MiB
-  even at 64 splits, so 1 GiB excludes nothing useful, while for large M x N (where it would
-  exceed 1 GiB) the tile count already fills the GPU and splitting cannot help. The buffer used
+  needs workspace is split-K / stream-K, whose fp32 partial sums take about splits x M x N x 4
+  bytes. Splitting only helps when the output has too few 128x128 tiles to fill the 132 SMs
+  (M x N up to ~2e6): 512x512 at 16 splits needs 16 MiB, a full wave (M x N = 2.2e6) at 8 splits
+  70 MiB. 1 GiB allows 64 splits of a 2048x2048 output, already past where splitting pays, so it
+  excludes nothing useful while keeping a runaway request off the 141 GB card. The buffer used
   while tuning is the largest any candidate asks for; the kept call holds exactly what the winner
   needs;
 * correctness: each candidate runs once on fresh uniform [-1, 1] inputs of the problem's shape
