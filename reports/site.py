@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -28,27 +29,37 @@ FLOOR_DEFINITION = (
 
 
 def _copy_data(files: list[LoadedFile], out_dir: Path) -> list[dict]:
-    """Copy each input and its samples to data/<i>-<stem>/ (numbered: inputs may share a name)."""
+    """Copy each input and its samples to data/<i>-<stem>/ (numbered: inputs may share a name).
+
+    The copies are staged beside the old data/ and swapped in at the end, so rebuilding a site
+    from its own data/ copies (or a failed copy) never destroys an input.
+    """
     data = out_dir / "data"
+    stage = Path(tempfile.mkdtemp(prefix=".data-", dir=out_dir))
+    out = []
+    try:
+        for i, f in enumerate(files):
+            d = stage / f"{i}-{f.path.stem}"
+            d.mkdir(parents=True)
+            shutil.copy2(f.path, d / f.path.name)
+            parts = []
+            if f.samples_path.is_dir():
+                shutil.copytree(f.samples_path, d / f.samples_path.name)
+                parts = sorted(p.name for p in (d / f.samples_path.name).glob("*.parquet"))
+            out.append({
+                "name": f.path.name,
+                "href": f"data/{d.name}/{f.path.name}",
+                "rows": len(f.results),
+                "samples_dir": f"data/{d.name}/{f.samples_path.name}/" if parts else None,
+                "samples": [f"data/{d.name}/{f.samples_path.name}/{p}" for p in parts],
+                "sample_rows": len(f.samples),
+            })
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     if data.exists():
         shutil.rmtree(data)
-    out = []
-    for i, f in enumerate(files):
-        d = data / f"{i}-{f.path.stem}"
-        d.mkdir(parents=True)
-        shutil.copy2(f.path, d / f.path.name)
-        parts = []
-        if f.samples_path.is_dir():
-            shutil.copytree(f.samples_path, d / f.samples_path.name)
-            parts = sorted(p.name for p in (d / f.samples_path.name).glob("*.parquet"))
-        out.append({
-            "name": f.path.name,
-            "href": f"data/{d.name}/{f.path.name}",
-            "rows": len(f.results),
-            "samples_dir": f"data/{d.name}/{f.samples_path.name}/" if parts else None,
-            "samples": [f"data/{d.name}/{f.samples_path.name}/{p}" for p in parts],
-            "sample_rows": len(f.samples),
-        })
+    stage.rename(data)
     return out
 
 

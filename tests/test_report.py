@@ -317,3 +317,15 @@ def test_site_is_self_contained_with_data(run_a, tmp_path):
     assert html.count('class="lb-row') > 0 and html.count("<svg") >= 4
     assert "max(2·M·N·K / peak" in html
     assert "rel_fro 0.2 &gt; tol" in html  # the gate failure is listed with its reason
+
+
+def test_site_can_be_rebuilt_from_its_own_data(run_a, tmp_path):
+    """The copied Parquet files are complete inputs: rebuilding from them in place loses nothing."""
+    site = tmp_path / "site"
+    first = build_site([run_a], site).read_text()
+    copy = next((site / "data").rglob("results.parquet"))
+    build_site([copy], site)
+    again = next((site / "data").rglob("results.parquet"))
+    assert again.read_bytes() == run_a.read_bytes()
+    assert len(list((site / "data").rglob("*.samples/*.parquet"))) == 18 * 3
+    assert first.count('class="lb-row') == (site / "index.html").read_text().count('class="lb-row')
