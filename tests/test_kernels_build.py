@@ -266,3 +266,15 @@ def test_prebuild_shares_one_binary_across_runtime_knobs(cache):
     assert all(r.ok for r in res), [r.log[-500:] for r in res if not r.ok]
     assert res[0].key == res[1].key != res[2].key
     assert ms[0].source_hash == ms[1].source_hash != ms[2].source_hash
+
+
+def test_hopper_streamk_rules():
+    """Stream-K needs the cooperative kernel; its runtime options are refused elsewhere."""
+    fam = FAMILIES["hopper"]
+    with pytest.raises(KnobError, match="cooperative schedule only"):
+        fam.parse("scheduler=streamk,schedule=pingpong,tile_m=128")
+    with pytest.raises(KnobError, match="scheduler=streamk only"):
+        fam.parse("sk_decomp=3")
+    k = fam.parse("scheduler=streamk,sk_decomp=3,sk_splits=4")
+    assert fam.opts(k, Problem(Shape(256, 128, 16384)))[3:] == [4, 3, 0]
+    assert "#define HG_STREAMK 1" in fam.render(k)

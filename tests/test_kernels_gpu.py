@@ -144,6 +144,18 @@ def test_hopper_matches_reference(shape, layout, rt):
     assert _run_case(f"hopper:{rt}", Problem(_shape(shape), layout), calls=2)
 
 
+SK = "scheduler=streamk,tile_m=128,tile_n=128,cluster_m=1"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "100_200_304", "1024_1024_1024"])
+@pytest.mark.parametrize("rt", ["", "sk_decomp=3", "sk_decomp=2,sk_splits=8", "sk_decomp=3,sk_reduction=1"])
+def test_hopper_streamk_matches_reference(shape, layout, rt):
+    """Stream-K / split-K decompositions (second CUTLASS build) with fixed-up partial tiles."""
+    assert _run_case(f"hopper:{SK},{rt}".rstrip(","), Problem(_shape(shape), layout), calls=2)
+
+
 @pytest.mark.slow
 def test_hopper_declines_k_not_multiple_of_8():
     sup = make_method("hopper", None).supports(Problem(Shape(17, 33, 65)), "cuda")
@@ -160,6 +172,7 @@ def test_hopper_declines_k_not_multiple_of_8():
         ("smalltile:", "64_64_64"),
         ("smalltile:", "17_33_65"),
         pytest.param("hopper:", "1024_1024_1024", marks=pytest.mark.slow),
+        pytest.param(f"hopper:{SK},sk_decomp=3", "256_128_16384", marks=pytest.mark.slow),
     ],
 )
 def test_graph_capture_tracks_new_inputs(spec, shape):

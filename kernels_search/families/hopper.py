@@ -1,9 +1,10 @@
 """``hopper``: TMA + WGMMA warp-specialized persistent GEMM from CUTLASS 3 sm90 collectives.
 
 Compile-time knobs: tile M/N/K, cluster shape, schedule (cooperative: two consumer warpgroups
-share one tile; pingpong: they alternate tiles), pipeline stages (0 = as many as fit).
-Runtime options (one binary serves them all): raster order, max swizzle, SMs used by the
-persistent grid. Both B layouts are instantiated in one library. TMA needs every row stride
+share one tile; pingpong: they alternate tiles), pipeline stages (0 = as many as fit), tile
+scheduler (persistent data-parallel, or stream-K for few-tile shapes). Runtime options (one
+binary serves them all): raster order, max swizzle, SMs used by the persistent grid and, with
+stream-K, split factor, decomposition and reduction mode. Both B layouts are instantiated in one library. TMA needs every row stride
 16-byte aligned, so K and N must be multiples of 8; other shapes are declined (the library's
 dispatcher falls back to the mma.sync families, which serve any shape).
 """
@@ -36,6 +37,10 @@ class Hopper(Family):
             return "pingpong gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
         if tm * tn > 128 * 256:
             return f"tile {tm}x{tn} needs more accumulator registers than two warpgroups hold"
+        if k["scheduler"] == "streamk" and k["schedule"] != "cooperative":
+            return "the sm90 stream-K scheduler runs with the cooperative schedule only"
+        if k["scheduler"] != "streamk" and (k["sk_splits"], k["sk_decomp"], k["sk_reduction"]) != (1, 0, 0):
+            return "sk_splits / sk_decomp / sk_reduction apply to scheduler=streamk only"
         if k["cluster_m"] * k["cluster_n"] > 4:
             return "cluster larger than 4 CTAs"
         stages = k["stages"] or 2
@@ -53,6 +58,7 @@ class Hopper(Family):
             "HG_CLUSTER_N": k["cluster_n"],
             "HG_COOPERATIVE": int(k["schedule"] == "cooperative"),
             "HG_STAGES": k["stages"],
+            "HG_STREAMK": int(k["scheduler"] == "streamk"),
         }
         body = template("hopper_cutlass.cu")
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
@@ -87,7 +93,8 @@ class Hopper(Family):
         return SUPPORTED
 
     def opts(self, k: Mapping, problem: Problem) -> list[int]:
-        return [int(k["raster"]), int(k["swizzle"]), int(k["sms"])]
+        return [int(k["raster"]), int(k["swizzle"]), int(k["sms"]),
+                int(k["sk_splits"]), int(k["sk_decomp"]), int(k["sk_reduction"])]
 
 
 FAMILY = Hopper(
@@ -100,8 +107,14 @@ FAMILY = Hopper(
         Knob("cluster_n", (1, 2, 4), 1),
         Knob("schedule", ("cooperative", "pingpong"), "cooperative"),
         Knob("stages", (0, 2, 3, 4, 5, 6, 7), 0, help="0 = as many as fit"),
+        Knob("scheduler", ("persistent", "streamk"), "persistent",
+             help="persistent data-parallel tiles, or stream-K (few-tile / odd tile counts)"),
         Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
         Knob("swizzle", (1, 2, 4, 8), 1, runtime=True, help="max swizzle size"),
-        Knob("sms", (0,), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),
+        Knob("sms", (0, 66, 114, 128), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),
+        Knob("sk_splits", (1, 2, 4, 8, 16), 1, runtime=True, help="stream-K: split-K factor"),
+        Knob("sk_decomp", (0, 1, 2, 3), 0, runtime=True,
+             help="stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
+        Knob("sk_reduction", (0, 1), 0, runtime=True, help="stream-K: 0 deterministic, 1 not"),
     ),
 )

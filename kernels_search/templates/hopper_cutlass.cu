@@ -4,8 +4,12 @@
 //   opts[0] raster: 0 heuristic, 1 along M, 2 along N
 //   opts[1] max swizzle size: 1, 2, 4 or 8
 //   opts[2] SMs to use for the persistent grid: 0 = all
+//   opts[3] (stream-K scheduler only) splits: 1 = let the decomposition decide
+//   opts[4] (stream-K only) decomposition: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K
+//   opts[5] (stream-K only) reduction: 0 deterministic (turnstile), 1 nondeterministic
 // Compile-time knobs (rendered above this file): HG_TILE_M/N/K, HG_CLUSTER_M/N,
-// HG_COOPERATIVE (1 cooperative, 0 ping-pong), HG_STAGES (0 = as many as fit).
+// HG_COOPERATIVE (1 cooperative, 0 ping-pong), HG_STAGES (0 = as many as fit),
+// HG_STREAMK (1: stream-K tile scheduler, cooperative only; 0: persistent data-parallel).
 #include <mutex>
 
 #include "cutlass/cutlass.h"
@@ -29,6 +33,12 @@ using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 #else
 using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+#endif
+
+#if HG_STREAMK
+using Scheduler = cutlass::gemm::StreamKScheduler;
+#else
+using Scheduler = cutlass::gemm::PersistentScheduler;
 #endif
 
 using Half = cutlass::half_t;
@@ -61,7 +71,7 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       float, TileShape, ClusterShape, Stages, KernelSchedule>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
-                                                      cutlass::gemm::PersistentScheduler>;
+                                                      Scheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using Raster = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrderOptions;
 
@@ -82,7 +92,15 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     int raster = hgemm_opt(opts, n_opts, 0, 0);
     int swizzle = hgemm_opt(opts, n_opts, 1, 1);
     int sms = hgemm_opt(opts, n_opts, 2, 0);
+    int splits = hgemm_opt(opts, n_opts, 3, 1);
+    int decomp = hgemm_opt(opts, n_opts, 4, 0);
+    int reduction = hgemm_opt(opts, n_opts, 5, 0);
     if (raster < 0 || raster > 2) return false;
+#if HG_STREAMK
+    if (splits < 1 || splits > 64 || decomp < 0 || decomp > 3 || reduction < 0 || reduction > 1) return false;
+#else
+    if (splits != 1 || decomp != 0 || reduction != 0) return false;  // stream-K options only
+#endif
     if (swizzle != 1 && swizzle != 2 && swizzle != 4 && swizzle != 8) return false;
     int total = sm_count();
     if (total <= 0 || sms < 0) return false;
@@ -104,6 +122,11 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
         hw};
     args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
     args.scheduler.max_swizzle_size = swizzle;
+#if HG_STREAMK
+    args.scheduler.splits = splits;
+    args.scheduler.decomposition_mode = static_cast<decltype(args.scheduler.decomposition_mode)>(decomp);
+    args.scheduler.reduction_mode = static_cast<decltype(args.scheduler.reduction_mode)>(reduction);
+#endif
     return true;
   }
 
@@ -131,6 +154,7 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     int dev = -1;
     cudaGetDevice(&dev);
     int o0 = hgemm_opt(opts, n_opts, 0, 0), o1 = hgemm_opt(opts, n_opts, 1, 1), o2 = hgemm_opt(opts, n_opts, 2, 0);
+    // (stream-K options need a workspace, so those calls are never served from `last`)
     if (last.valid && last.A == A && last.B == B && last.C == C && last.ws == ws && last.M == M &&
         last.N == N && last.K == K && last.dev == dev && last.o0 == o0 && last.o1 == o1 && last.o2 == o2) {
       if (last.gemm.run(stream) != cutlass::Status::kSuccess) return HGEMM_ERR_LAUNCH;
