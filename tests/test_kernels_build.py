@@ -278,3 +278,32 @@ def test_hopper_streamk_rules():
     k = fam.parse("scheduler=streamk,sk_decomp=3,sk_splits=4")
     assert fam.opts(k, Problem(Shape(256, 128, 16384)))[3:] == [4, 3, 0]
     assert "#define HG_STREAMK 1" in fam.render(k)
+
+
+@needs_nvcc
+def test_hgemm_run_rejects_bad_arguments_before_touching_the_gpu(cache):
+    """Argument checks come first: bad sizes, layouts, options or workspace are error codes."""
+    res = _build_default("splitk")
+    assert res.ok, res.log[-3000:]
+    lib = ctypes.CDLL(res.lib_path)
+    lib.hgemm_run.restype = ctypes.c_int
+    lib.hgemm_run.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4 + [
+        ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    p = ctypes.c_void_p(4096)  # never dereferenced: every call below must fail its checks first
+    run = lambda m, n, k, lay, opts, ws=None, wsb=0: lib.hgemm_run(
+        p, p, p, m, n, k, lay, (ctypes.c_int * 2)(*opts), len(opts), ws, wsb, None)
+    assert run(0, 8, 8, 0, [1, 0]) == 1  # HGEMM_ERR_ARGS
+    assert run(8, 8, 8, 7, [1, 0]) == 2  # HGEMM_ERR_LAYOUT
+    assert run(8, 8, 8, 0, [65, 0]) == 6  # HGEMM_ERR_OPTS: more splits than MAX_SPLITS
+    assert run(8, 8, 8, 0, [1, 3]) == 6  # unknown reduction mode
+    assert run(256, 128, 16384, 0, [16, 2]) == 4  # HGEMM_ERR_WORKSPACE: split needs one
+
+
+@needs_nvcc
+def test_compile_timeout_is_a_result_and_not_cached(cache):
+    """A compile that runs out of time is ok=False with a reason, and is retried next time."""
+    src = 'extern "C" __global__ void slow_to_build(float* x) { x[0] = 1.f; }\n'
+    res = build.build(src, timeout_s=0.001)
+    assert not res.ok and "timed out" in res.log
+    again = build.build(src)
+    assert again.ok and not again.cached

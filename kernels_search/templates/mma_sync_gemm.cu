@@ -335,8 +335,9 @@ struct Plan {
 };
 
 static int auto_splits(int tiles, int ktiles) {
-  // Enough CTAs to cover ~one wave of 132 SMs, each split keeping at least 4 k-tiles.
-  int s = (132 + tiles - 1) / tiles;
+  // About two CTAs per SM of a 132-SM H200 (two fit at the default tile), more loads in flight
+  // per SM; every split keeps at least 4 k-tiles so the pipeline fills.
+  int s = (2 * 132 + tiles - 1) / tiles;
   s = min(s, max(1, ktiles / 4));
   return max(1, min(s, MAX_SPLITS));
 }
