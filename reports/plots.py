@@ -238,7 +238,7 @@ def clocks_through_run(raw: pd.DataFrame, colors_by_view: dict[str, str]) -> str
     if d["sm_clock_mhz_mean"].notna().sum() + d["power_w_mean"].notna().sum() == 0:
         return _empty(title, "no clock or power readings in this run (CPU run, or NVML absent)", "clocks")
     binsize = max(1, math.ceil(len(d) / MAX_CLOCK_POINTS))
-    c = Chart(height=420, title=title, kind="clocks", left=64, right=64)
+    c = Chart(width=1100, height=420, title=title, kind="clocks", left=72, right=24)
     xs = c.xscale(0, max(len(d) - 1, 1))
     mid = (c.y0 + c.y1) / 2
     panels = [("sm_clock_mhz_mean", "SM clock (MHz)", c.y0, mid + 20), ("power_w_mean", "power (W)", mid - 20, c.y1)]
@@ -252,7 +252,9 @@ def clocks_through_run(raw: pd.DataFrame, colors_by_view: dict[str, str]) -> str
         for t in ys.ticks(3):
             c.parts.append(f'<line class="grid" x1="{c.x0}" x2="{c.x1}" y1="{ys(t):.1f}" y2="{ys(t):.1f}"/>')
             c.text(c.x0 - 6, ys(t) + 4, f"{t:g}", anchor="end")
-        c.text(c.x0 + 6, py1 + 12, name, cls="label")
+        cy = (py0 + py1) / 2
+        c.parts.append(f'<text class="label" transform="translate(16 {cy:.0f}) rotate(-90)" '
+                       f'text-anchor="middle">{name}</text>')
         ok = d[d[colname].notna()]
         if binsize == 1:
             for r in ok.to_dict("records"):
