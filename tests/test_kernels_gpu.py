@@ -131,6 +131,18 @@ def test_smalltile_matches_reference(shape, layout, cfg):
     assert _run_case(f"smalltile:{cfg}", Problem(_shape(shape), layout))
 
 
+@pytest.fixture(scope="module")
+def hopper_built():
+    """Both CUTLASS configs compile in parallel once (about a minute each), then tests hit the cache."""
+    from kernels_search.cuda_method import prebuild
+
+    res = prebuild([make_method("hopper", None), make_method("hopper", SK)])
+    assert all(r.ok for r in res), [r.log[-3000:] for r in res if not r.ok]
+    return res
+
+
+SK = "scheduler=streamk,tile_m=128,tile_n=128,cluster_m=1"
+
 HOPPER_SHAPES = ["64_64_64", "256_256_256", "1024_1024_1024", "100_200_304", "17_40_72", "4096_4096_4096",
                  "256_128_16384", "12288_1024_64"]
 
@@ -139,19 +151,16 @@ HOPPER_SHAPES = ["64_64_64", "256_256_256", "1024_1024_1024", "100_200_304", "17
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", HOPPER_SHAPES)
 @pytest.mark.parametrize("rt", ["", "raster=1,swizzle=2", "raster=2,swizzle=8"])
-def test_hopper_matches_reference(shape, layout, rt):
+def test_hopper_matches_reference(hopper_built, shape, layout, rt):
     """Default CUTLASS sm90 config (one build, cached) with several runtime options."""
     assert _run_case(f"hopper:{rt}", Problem(_shape(shape), layout), calls=2)
-
-
-SK = "scheduler=streamk,tile_m=128,tile_n=128,cluster_m=1"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "100_200_304", "1024_1024_1024"])
 @pytest.mark.parametrize("rt", ["", "sk_decomp=3", "sk_decomp=2,sk_splits=8", "sk_decomp=3,sk_reduction=1"])
-def test_hopper_streamk_matches_reference(shape, layout, rt):
+def test_hopper_streamk_matches_reference(hopper_built, shape, layout, rt):
     """Stream-K / split-K decompositions (second CUTLASS build) with fixed-up partial tiles."""
     assert _run_case(f"hopper:{SK},{rt}".rstrip(","), Problem(_shape(shape), layout), calls=2)
 
