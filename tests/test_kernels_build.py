@@ -307,3 +307,24 @@ def test_compile_timeout_is_a_result_and_not_cached(cache):
     assert not res.ok and "timed out" in res.log
     again = build.build(src)
     assert again.ok and not again.cached
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_space_enumerates_only_valid_configs(name):
+    """The search's candidate list holds valid configs only, the default among them."""
+    from kernels_search import space
+
+    fam = FAMILIES[name]
+    comp = space.compile_configs(fam)
+    assert fam.defaults() in comp
+    assert all(fam.is_valid(k) for k in comp)
+    import itertools
+
+    some = list(itertools.islice(space.configs(fam), 2000))
+    assert len(some) >= 2 and all(fam.is_valid(k) for k in some[:200])
+    assert len(comp) >= 2
+    n_raw = 1
+    for k in fam.knobs:
+        n_raw *= 1 if k.runtime else len(k.values)
+    assert len(comp) < n_raw, "validity rules reject nothing: suspicious"
+    assert len(space.sample(fam, 5, seed=1, runtime=False)) == 5
