@@ -219,8 +219,11 @@ def report(
     results: List[Path] = typer.Argument(..., help="Results Parquet files from `compare`."),
     out: Path = typer.Option(Path("site"), "--out", "-o", help="Output folder for the static site."),
     baseline: str = typer.Option("cublaslt-autotune", help="Method the leaderboard's speedups are relative to."),
+    metric: str = typer.Option("device", help="View the page opens on: device (GPU time per call) or host."),
 ):
     """Build the static HTML leaderboard from results Parquet files."""
+    if metric not in ("device", "host"):
+        _fail(f"unknown metric {metric!r}: use device or host")
     from harness.results import ResultsError
 
     try:
@@ -228,7 +231,7 @@ def report(
     except ImportError as e:
         _fail(f"the report package is not available: {e}")
     try:
-        index = build_site(list(results), out, baseline=baseline)
+        index = build_site(list(results), out, baseline=baseline, metric=metric)
     except ResultsError as e:
         _fail(str(e))
     console.print(f"site: {index}")

@@ -88,3 +88,20 @@ def test_server_mode_paces_calls_and_measures_latency():
         assert all(h >= d * 0.9 for h, d in zip(m.host_us, m.device_us))  # latency includes the call
     with pytest.raises(ValueError, match="qps"):
         measure_server(entries, "cpu", qps=0, calls_per_entry=1)
+
+
+def test_time_candidates_successive_halving_times_finalists_longer():
+    counts = {}
+
+    def counted(i, us):
+        f = busy(us)
+        def fn(a, b, c):
+            counts[i] = counts.get(i, 0) + 1
+            f(a, b, c)
+        return fn
+
+    fns = [counted(i, 100 + 60 * i) for i in range(12)]
+    t = time_candidates(fns, (None, None, None), "cpu", rounds=6, screen_rounds=2, keep_fraction=0.25)
+    assert min(range(12), key=lambda i: t[i]) == 0
+    assert counts[0] > counts[11] * 2  # the fastest was re-timed, the slowest only screened
+    assert all(x < float("inf") for x in t)

@@ -124,24 +124,38 @@ def measure_offline(
     return out
 
 
-def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0) -> list[float]:
+def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0,
+                    screen_rounds: int = 2, keep_fraction: float = 0.25) -> list[float]:
     """Median device microseconds of each candidate on one input set, interleaved rounds.
 
     This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
-    choices are made by the same timing core as everything else. A candidate that raises
-    scores infinity.
+    choices are made by the same timing core as everything else. Successive halving: every
+    candidate gets ``screen_rounds`` rounds; the best ``keep_fraction`` (at least 3) are then
+    timed together for ``rounds`` rounds and their medians come from those. A candidate that
+    raises scores infinity.
     """
     a, b, c = inputs
     sets = [InputSet(a, b, c)]
-    entries = [Entry(i, fn, sets) for i, fn in enumerate(fns)]
-    settings = OfflineSettings(
-        ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
-        target_batch_us=300.0, host_samples=False,
-    )
-    res = measure_offline(entries, device, settings)
-    out = []
-    for i in range(len(fns)):
-        m = res[i]
-        xs = sorted(m.device_us)
-        out.append(float("inf") if m.error or not xs else xs[len(xs) // 2])
-    return out
+
+    def run(idx: list[int], n_rounds: int) -> dict[int, float]:
+        entries = [Entry(i, fns[i], sets) for i in idx]
+        settings = OfflineSettings(ci_target=0.0, min_rounds=n_rounds, max_rounds=n_rounds, budget_s=1e9,
+                                   seed=seed, target_batch_us=300.0, host_samples=False)
+        res = measure_offline(entries, device, settings)
+        return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
+
+    everyone = list(range(len(fns)))
+    if len(fns) <= 3 or screen_rounds >= rounds:
+        out = run(everyone, rounds)
+    else:
+        out = run(everyone, screen_rounds)
+        n_keep = max(3, int(round(len(fns) * keep_fraction)))
+        finalists = sorted(everyone, key=lambda i: out[i])[:n_keep]
+        out.update(run([i for i in finalists if out[i] != float("inf")], rounds))
+    return [out[i] for i in everyone]
+
+
+def _median(xs: Sequence[float]) -> float:
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2

@@ -7,8 +7,9 @@ small kernels run 2-4 us):
 * ``graph``: the batch is captured once as a CUDA graph; each sample replays it between two
   events. A spin kernel (``torch.cuda._sleep``) is queued first so the start event and the
   whole replay are enqueued before the GPU reaches them.
-* ``spin-events``: for calls that cannot be captured: spin kernel, start event, the batch of
-  direct launches, end event (nvbench's blocking-kernel method).
+* ``spin-events``: for calls that cannot be captured, and for batches of one call (long
+  kernels, where a graph would add nothing): spin kernel, start event, the direct launches,
+  end event (nvbench's blocking-kernel method).
 * ``events+flush``: cold cache where rotating input sets would need too many sets: an L2-sized
   buffer is overwritten before every single call, then spin, events around one call.
 * ``host-clock``: CPU device: wall clock around the batch (the CPU is the device).
@@ -167,18 +168,18 @@ def host_call_us(fn: Callable, s: InputSet, device: str) -> float:
     return (time.perf_counter() - t0) * 1e6
 
 
-def estimate_call_us(fn: Callable, s: InputSet, device: str, calls: int = 3) -> float:
-    """Rough device time of one call (warm), used only to size batches."""
-    if device != "cuda":
-        fn(s.a, s.b, s.c)
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn(s.a, s.b, s.c)
-        return (time.perf_counter() - t0) * 1e6 / calls
+def estimate_call_us(fn: Callable, s: InputSet, device: str) -> float:
+    """Rough device time of one warm call, used only to size batches.
+
+    One warm-up call, then one timed call (behind a spin on CUDA); a 13 ms GEMM is not run
+    more often than it must be."""
     fn(s.a, s.b, s.c)
+    if device != "cuda":
+        t0 = time.perf_counter()
+        fn(s.a, s.b, s.c)
+        return (time.perf_counter() - t0) * 1e6
     torch.cuda.synchronize()
-    sampler = SpinEventsSampler(fn, [s], calls)
-    return sampler.sample()
+    return SpinEventsSampler(fn, [s], 1).sample()
 
 
 def make_sampler(
@@ -204,7 +205,9 @@ def make_sampler(
     if len(sets) > 1:
         batch = max(batch, len(sets))
         batch = -(-batch // len(sets)) * len(sets)
-    if capturable:
+    # A graph only removes gaps *between* calls; a batch of one is already gap-free behind the
+    # spin kernel, so it skips the capture (which costs warm-up calls of a multi-ms GEMM).
+    if capturable and batch > 1:
         try:
             return GraphSampler(fn, sets, batch)
         except Exception:
