@@ -328,3 +328,22 @@ def test_space_enumerates_only_valid_configs(name):
         n_raw *= 1 if k.runtime else len(k.values)
     assert len(comp) < n_raw, "validity rules reject nothing: suspicious"
     assert len(space.sample(fam, 5, seed=1, runtime=False)) == 5
+
+
+@needs_nvcc
+def test_external_cu_file_goes_through_the_same_pipeline(cache, tmp_path):
+    """A .cu with our C ABI becomes a Method named cu:<stem>, built and cached like a family."""
+    from kernels_search.raw_source import file_method
+
+    f = tmp_path / "mykernel.cu"
+    f.write_text(
+        "#include <cuda_runtime.h>\n#include <stddef.h>\n"
+        'extern "C" size_t hgemm_workspace(int, int, int, int, const int*, int) { return 0; }\n'
+        'extern "C" int hgemm_run(const void*, const void*, void*, int, int, int, int, const int*,'
+        " int, void*, size_t, cudaStream_t) { return 3; }\n"
+    )
+    m = file_method(f)
+    assert m.name == "cu:mykernel" and m.config == {} and len(m.source_hash) == 64
+    res = m.build()
+    assert res.ok, res.log[-2000:]
+    assert hasattr(ctypes.CDLL(res.lib_path), "hgemm_run")
