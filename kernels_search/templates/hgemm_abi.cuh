@@ -9,9 +9,9 @@
 // B row-major K x N; layout 1 ("tn"): B stored N x K row-major. Everything a call needs runs on
 // `stream`; nothing is written outside C and the workspace.
 // Workspace contract: at least hgemm_workspace(...) bytes, 256-byte aligned, zero-filled once when
-// allocated; every call leaves it zero-filled again (split-K arrival counters and atomic
-// accumulators rely on this), so one workspace serves any number of calls, graph replays
-// included, as long as calls using it do not overlap.
+// allocated. Whatever a call needs to find at zero (split-K arrival counters, atomic fp32
+// accumulators) it leaves at zero again, so one workspace serves any number of calls, graph
+// replays included, as long as calls using it do not overlap.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <stddef.h>
