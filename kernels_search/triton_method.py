@@ -33,7 +33,7 @@ class TritonMethod:
         import torch
         import triton
 
-        from kernels_search.triton_kernels import gemm_kernel
+        from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel
 
         t0 = time.perf_counter()
         k = self.knobs
@@ -46,6 +46,13 @@ class TritonMethod:
                       GROUP_M=k["group_m"], SPLIT_K=split,
                       num_warps=k["num_warps"], num_stages=k["num_stages"])
         launch = gemm_kernel[grid]
+        if k["persistent"]:
+            sms = torch.cuda.get_device_properties(torch.device(ctx.device)).multi_processor_count
+            tiles = grid[0]
+            progs = max(1, min(sms, tiles))
+            consts.pop("SPLIT_K")
+            consts["NUM_PROGRAMS"] = progs
+            launch = gemm_persistent_kernel[(progs,)]
         ws = torch.empty((m, n), dtype=torch.float32, device=ctx.device) if split > 1 else None
 
         if split == 1:

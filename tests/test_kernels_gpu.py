@@ -214,13 +214,14 @@ def test_bad_runtime_option_raises_not_crashes():
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", RAGGED + ["256_128_16384", "1024_1024_1024"])
-@pytest.mark.parametrize("cfg", ["", "block_m=64,block_n=64,block_k=32,split_k=8", "block_m=16,block_n=32,block_k=16,num_warps=2,num_stages=2"])
+@pytest.mark.parametrize("cfg", ["", "block_m=64,block_n=64,block_k=32,split_k=8",
+                                 "block_m=16,block_n=32,block_k=16,num_warps=2,num_stages=2", "persistent=1"])
 def test_triton_matches_reference(shape, layout, cfg):
     pytest.importorskip("triton")
     assert _run_case(f"triton:{cfg}", Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("cfg", ["", "split_k=8"])
+@pytest.mark.parametrize("cfg", ["", "split_k=8", "persistent=1"])
 def test_triton_graph_capture(cfg):
     pytest.importorskip("triton")
     for layout in ("nn", "tn"):

@@ -1,4 +1,5 @@
-"""``triton``: a plain tiled Triton GEMM (grouped raster, masked edges, optional split-K).
+"""``triton``: a plain tiled Triton GEMM (grouped raster, masked edges, optional split-K),
+or its persistent variant (one program per SM looping over tiles). No TMA variant yet.
 
 Fast to compile (about 0.3 s a config on the H200 host), so the search can sweep it widely.
 Any M, N, K is served (masked loads and stores). With ``split_k > 1`` the call zeroes an fp32
@@ -30,6 +31,8 @@ def triton_available() -> Support:
 
 class TritonGemm(Family):
     def check(self, k: Mapping) -> str:
+        if k["persistent"] and k["split_k"] != 1:
+            return "the persistent kernel does not split K"
         smem = k["num_stages"] * (k["block_m"] + k["block_n"]) * k["block_k"] * 2
         if smem > SMEM_LIMIT:
             return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
@@ -57,5 +60,6 @@ FAMILY = TritonGemm(
         Knob("num_warps", (4, 2, 8), 4),
         Knob("num_stages", (3, 2, 4, 5, 6), 3),
         Knob("split_k", (1, 2, 4, 8, 16, 32), 1, help="K split; > 1 accumulates with fp32 atomics"),
+        Knob("persistent", (0, 1), 0, help="1: one program per SM looping over tiles"),
     ),
 )
