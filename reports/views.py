@@ -146,7 +146,8 @@ def _excluded(raw: pd.DataFrame) -> tuple[list[dict], list[dict]]:
 def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
     """One Run per (run_id, GPU), each with its views; the requested metric's views come first.
 
-    Runs are listed GPU runs first, newest first, so the page opens on the latest GPU result."""
+    Runs are listed GPU runs first, then runs with offline results (the primary view), then
+    newest first, so the page opens on the latest offline GPU result."""
     colors = method_colors(df)
     metrics = [metric] + [m for m in METRIC_ORDER if m != metric]
     runs = []
@@ -167,10 +168,10 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
                     if sub[METRICS[met]].notna().any():
                         vid = f"{run.id}-{mode}-{cache}-{met}"
                         run.views.append(build_view(vid, sub, mode, cache, met, baseline, colors))
-        runs.append((cpu, str(raw["measured_at"].max()), run))
-    # GPU runs before CPU runs, newest first; ids stay in the order of discovery
-    runs.sort(key=lambda t: (t[0], [-ord(ch) for ch in t[1]]))
-    out = [r for _, _, r in runs]
+        runs.append((cpu, "offline" not in set(raw["mode"]), str(raw["measured_at"].max()), run))
+    # GPU before CPU, offline before server-only, newest first
+    runs.sort(key=lambda t: (t[0], t[1], [-ord(ch) for ch in t[2]]))
+    out = [r[-1] for r in runs]
     for i, r in enumerate(out):  # ids follow the page order
         for v in r.views:
             v.id = v.id.replace(f"{r.id}-", f"r{i}-", 1)
