@@ -347,3 +347,29 @@ def test_external_cu_file_goes_through_the_same_pipeline(cache, tmp_path):
     res = m.build()
     assert res.ok, res.log[-2000:]
     assert hasattr(ctypes.CDLL(res.lib_path), "hgemm_run")
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_triton_kernels_compile_for_sm90_with_wgmma_and_pipelining(persistent):
+    """Ahead-of-time compile (no GPU needed) for sm_90 with the divisibility hints the JIT adds
+    for aligned shapes: the tile loop must use WGMMA and a multi-stage cp.async pipeline."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels_search import triton_kernels as tk
+
+    fn = tk.gemm_persistent_kernel if persistent else tk.gemm_kernel
+    consts = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8)
+    consts.update(NUM_PROGRAMS=132) if persistent else consts.update(SPLIT_K=1)
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16"}
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_bk", "stride_cm")})
+    sig.update({n: "constexpr" for n in ("stride_ak", "stride_bn", "stride_cn")})
+    sig = {n: sig[n] for n in fn.arg_names if n in sig} | {n: "constexpr" for n in consts}
+    consts.update(stride_ak=1, stride_bn=1, stride_cn=1)  # "nn": unit inner strides
+    div16 = [i for i, n in enumerate(fn.arg_names) if sig.get(n) in ("*fp16", "i32")]
+    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs={(i,): [["tt.divisibility", 16]] for i in div16})
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+    ptx = k.asm["ptx"]
+    assert "wgmma.mma_async" in ptx
+    assert ptx.count("cp.async.commit_group") >= 2 and k.metadata.shared >= 2 * (128 + 128) * 64 * 2
