@@ -24,13 +24,15 @@ def gemm_kernel(
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    k_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K) * BLOCK_K
-    k_lo = pid_k * k_per
-    k_hi = tl.minimum(K, k_lo + k_per)
+    # Split s covers k-tiles [s*per, (s+1)*per); the trip count is the same for every program
+    # (the last split's missing tiles are fully masked), which keeps the loop easy to pipeline.
+    k_tiles_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+    k_lo = pid_k * k_tiles_per * BLOCK_K
+    k_hi = tl.minimum(K, k_lo + k_tiles_per * BLOCK_K)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)
+    for kt in range(0, k_tiles_per):
+        rk = k_lo + kt * BLOCK_K + tl.arange(0, BLOCK_K)
         a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
                     mask=(rm[:, None] < M) & (rk[None, :] < k_hi), other=0.0)
         b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
@@ -46,31 +48,41 @@ def gemm_kernel(
 
 
 @triton.jit
+def _one_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+              stride_cn, tile, num_pid_m, in_group,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    first_m = (tile // in_group) * GROUP_M
+    group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % group_m
+    pid_n = (tile % in_group) // group_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(0, tl.cdiv(K, BLOCK_K)):
+        rk = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16), mask=mask)
+
+
+@triton.jit
 def gemm_persistent_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
 ):
-    # One program per SM walks tiles start, start + NUM_PROGRAMS, ... (grouped raster order).
+    # One program per SM takes tiles pid, pid + NUM_PROGRAMS, ... (grouped raster order).
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     in_group = GROUP_M * num_pid_n
-    for tile in range(tl.program_id(0), num_tiles, NUM_PROGRAMS):
-        first_m = (tile // in_group) * GROUP_M
-        group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % in_group) % group_m
-        pid_n = (tile % in_group) // group_m
-        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            rk = k0 + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
-                        mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                        mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
-        tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16), mask=mask)
+    for i in range(0, tl.cdiv(num_tiles, NUM_PROGRAMS)):
+        tile = tl.program_id(0) + i * NUM_PROGRAMS
+        if tile < num_tiles:
+            _one_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                      stride_cm, stride_cn, tile, num_pid_m, in_group, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)

@@ -1,14 +1,67 @@
-"""A Method around one ``triton`` family config (Python-launched, no C ABI library)."""
+"""A Method around one ``triton`` family config (Python-launched, no C ABI library).
+
+``plan()`` turns (problem, knobs, SM count) into the launch: kernel, grid, strides, constexprs.
+``launch()`` performs one GEMM with a plan; the Method's call is exactly that, so the same
+code runs in the CPU interpreter tests (TRITON_INTERPRET=1) and on the GPU.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
 from kernels_search.family import Family
+
+
+@dataclass
+class Plan:
+    m: int
+    n: int
+    k: int
+    persistent: bool
+    split: int
+    grid: tuple[int, ...]
+    strides: tuple[int, ...]  # am, ak, bk, bn, cm, cn
+    consts: dict[str, Any]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
+    m, n, k = problem.m, problem.n, problem.k
+    # B strides as a K x N view: "nn" stores K x N, "tn" stores N x K.
+    sbk, sbn = (n, 1) if problem.layout == "nn" else (1, k)
+    split = int(knobs["split_k"])
+    tiles = _cdiv(m, knobs["block_m"]) * _cdiv(n, knobs["block_n"])
+    consts = dict(BLOCK_M=knobs["block_m"], BLOCK_N=knobs["block_n"], BLOCK_K=knobs["block_k"],
+                  GROUP_M=knobs["group_m"], num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
+    if knobs["persistent"]:
+        progs = max(1, min(num_sms, tiles))
+        consts["NUM_PROGRAMS"] = progs
+        grid: tuple[int, ...] = (progs,)
+    else:
+        consts["SPLIT_K"] = split
+        grid = (tiles, split)
+    return Plan(m, n, k, bool(knobs["persistent"]), split, grid, (k, 1, sbk, sbn, n, 1), consts)
+
+
+def launch(p: Plan, a, b, c, ws=None) -> None:
+    """One GEMM on the current stream: kernel, plus zero-fill and cast around it for split-K."""
+    from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel
+
+    kern = gemm_persistent_kernel if p.persistent else gemm_kernel
+    if p.split == 1:
+        kern[p.grid](a, b, c, p.m, p.n, p.k, *p.strides, **p.consts)
+    else:
+        ws.zero_()
+        kern[p.grid](a, b, ws, p.m, p.n, p.k, *p.strides, **p.consts)
+        c.copy_(ws)  # fp32 -> fp16 cast, inside the call
 
 
 class TritonMethod:
@@ -31,41 +84,19 @@ class TritonMethod:
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         import torch
-        import triton
-
-        from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel
 
         t0 = time.perf_counter()
-        k = self.knobs
-        m, n, kk = problem.m, problem.n, problem.k
-        # B strides as a K x N view: "nn" stores K x N, "tn" stores N x K.
-        sbk, sbn = (n, 1) if problem.layout == "nn" else (1, kk)
-        split = int(k["split_k"])
-        grid = (triton.cdiv(m, k["block_m"]) * triton.cdiv(n, k["block_n"]), split)
-        consts = dict(BLOCK_M=k["block_m"], BLOCK_N=k["block_n"], BLOCK_K=k["block_k"],
-                      GROUP_M=k["group_m"], SPLIT_K=split,
-                      num_warps=k["num_warps"], num_stages=k["num_stages"])
-        launch = gemm_kernel[grid]
-        if k["persistent"]:
-            sms = torch.cuda.get_device_properties(torch.device(ctx.device)).multi_processor_count
-            tiles = grid[0]
-            progs = max(1, min(sms, tiles))
-            consts.pop("SPLIT_K")
-            consts["NUM_PROGRAMS"] = progs
-            launch = gemm_persistent_kernel[(progs,)]
-        ws = torch.empty((m, n), dtype=torch.float32, device=ctx.device) if split > 1 else None
+        device = torch.device(ctx.device)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        p = plan(problem, self.knobs, sms)
+        ws = torch.empty((p.m, p.n), dtype=torch.float32, device=device) if p.split > 1 else None
 
-        if split == 1:
-            def fn(a, b, c) -> None:
-                launch(a, b, c, m, n, kk, kk, 1, sbk, sbn, n, 1, **consts)
-        else:
-            def fn(a, b, c) -> None:
-                ws.zero_()
-                launch(a, b, ws, m, n, kk, kk, 1, sbk, sbn, n, 1, **consts)
-                c.copy_(ws)  # fp32 -> fp16 cast, inside the call
+        def fn(a, b, c) -> None:
+            launch(p, a, b, c, ws)
 
         a, b, c = ctx.inputs
         fn(a, b, c)  # compile now: setup, not timed
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
         return Prepared(fn=fn, setup_s=time.perf_counter() - t0,
-                        info={"workspace_bytes": 0 if ws is None else ws.numel() * 4}, capturable=True)
+                        info={"workspace_bytes": 0 if ws is None else ws.numel() * 4, "grid": list(p.grid)},
+                        capturable=True)
