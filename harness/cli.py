@@ -18,6 +18,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from harness.runner import Reporter
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Honest fp16 GEMM benchmarks: which kernel is fastest for this shape on this GPU?")
 console = Console()
@@ -51,7 +53,7 @@ def _split(values: List[str]) -> List[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
-class _RichReporter:
+class _RichReporter(Reporter):
     """Progress bars for the runner: one bar over shapes, a line for the current stage."""
 
     def __init__(self, progress: Progress, total: int):

@@ -99,8 +99,12 @@ def run_gate(
     device: str,
     seed: int,
     distributions: Sequence[str] = DISTRIBUTIONS,
+    on_candidate: Callable[[Hashable], None] | None = None,
 ) -> dict[Hashable, GateResult]:
-    """Check every candidate on the same draws; see module docstring for the checks."""
+    """Check every candidate on the same draws; see module docstring for the checks.
+
+    ``on_candidate(key)`` is called before each candidate runs, so a supervisor (the sandbox)
+    knows which untrusted call was in flight if the process dies or hangs."""
     gen = generator(device, seed)
     a, b = empty_inputs(problem, device)
     outs = {c.key: guarded_output(problem, device) for c in candidates}
@@ -119,6 +123,8 @@ def run_gate(
         for c in candidates:
             if c.key in failed:
                 continue
+            if on_candidate:
+                on_candidate(c.key)
             g = outs[c.key]
             g.poison_()
             sync()

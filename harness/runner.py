@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from harness.anticheat import CheatReport, run_anticheat
 from harness.gate import GateCandidate, GateResult, run_gate
 from harness.method import Method, Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem, Shape
@@ -51,6 +52,18 @@ class CompareSettings:
     qps: float = 200.0
     server_calls: int = 50
     seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws
+    anticheat: bool = True  # run harness.anticheat on every non-baseline method that passed the gate
+    # "method|layout" -> reason: slots the sandbox took out after they hung or killed a worker
+    excluded: dict[str, str] = field(default_factory=dict)
+
+
+class ContextLost(RuntimeError):
+    """A method's call left the CUDA context unusable; nothing else can run in this process."""
+
+    def __init__(self, key, reason: str):
+        super().__init__(f"CUDA context lost after {key}: {reason}")
+        self.key = key
+        self.reason = reason
 
 
 class Reporter:
@@ -64,6 +77,10 @@ class Reporter:
 
     def skipped(self, shape: Shape) -> None: ...
 
+    def candidate(self, stage: str, key: tuple[str, str] | None) -> None:
+        """Called before untrusted code runs: stage is prepare, gate, anticheat or timing;
+        key the (method, layout) in flight, None when several are (timing)."""
+
 
 @dataclass
 class _Slot:
@@ -75,6 +92,7 @@ class _Slot:
     prepared: Prepared | None = None
     error: str = ""
     gate: GateResult | None = None
+    cheat: CheatReport | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -121,7 +139,8 @@ class CompareRunner:
             shape=p.shape.name, m=p.m, n=p.n, k=p.k, layout=p.layout, dtype=p.dtype,
             method=m.name, family=m.family, is_baseline=bool(m.is_baseline),
             config=config_json(m.config), source_hash=m.source_hash or "",
-            info=config_json(slot.prepared.info if slot.prepared else {}),
+            info=config_json(dict(slot.prepared.info if slot.prepared else {},
+                                  **({"anticheat": slot.cheat.figures()} if slot.cheat else {}))),
             setup_s=slot.prepared.setup_s if slot.prepared else None,
             mode=mode, cache=cache, qps=self.s.qps if mode == "server" else None,
             ci_target=self.s.ci_target if mode == "offline" else None,
@@ -135,6 +154,8 @@ class CompareRunner:
             row.update(status="error", status_reason=slot.error)
         elif slot.gate and not slot.gate.passed:
             row.update(status="gate_failed", status_reason=slot.gate.reason)
+        elif slot.cheat and not slot.cheat.passed:
+            row.update(status="gate_failed", status_reason=f"anti-cheat: {slot.cheat.reason}")
         else:
             row.update(status="ok", status_reason="")
         return row
@@ -147,9 +168,10 @@ class CompareRunner:
             (st,) = timing_sets(p, self.device, 1, self.seed)
             inputs[layout] = (st.a, st.b, st.c)
         for slot in slots:
-            if not slot.support:
+            if not slot.support or slot.error:
                 continue
             self.reporter.stage(f"prepare {slot.method.name} {slot.problem.layout}")
+            self.reporter.candidate("prepare", slot.key)
             ins = inputs[slot.problem.layout]
             ctx = PrepareContext(self.device, ins, partial(time_candidates, inputs=ins, device=self.device))
             t0 = time.perf_counter()
@@ -160,8 +182,19 @@ class CompareRunner:
                 slot.prepared = prep
             except Exception as e:
                 slot.error = f"prepare raised {type(e).__name__}: {e}"
-                self._sync()
+                self._check_context(slot.key, slot.error)
         return inputs
+
+    def _check_context(self, key, what: str) -> None:
+        """After a method raised: is the CUDA context still usable? If not, nothing more can
+        run in this process (the sandbox restarts its worker and excludes ``key``)."""
+        if self.device != "cuda":
+            return
+        try:
+            torch.cuda.synchronize()
+            torch.ones(1, device="cuda").add_(1).item()
+        except Exception as e:
+            raise ContextLost(key, f"{what} ({type(e).__name__}: {e})") from e
 
     def _gate(self, slots: list[_Slot]) -> None:
         for li, layout in enumerate(self.s.layouts):
@@ -174,12 +207,49 @@ class CompareRunner:
                 [GateCandidate(s.key, s.prepared.fn, anchor=s.method.is_baseline) for s in ready],
                 self.device,
                 seed=self.seed + 1000 * (li + 1),
+                on_candidate=lambda k: self.reporter.candidate("gate", k),
             )
             for s in ready:
                 s.gate = res[s.key]
+            raised = [s for s in ready if s.gate.reason.startswith("raised")]
+            if raised:
+                self._check_context(raised[0].key, raised[0].gate.reason)
+
+    def _anticheat(self, slots: list[_Slot], inputs: dict) -> None:
+        """Anti-cheat checks for every non-baseline method that passed the gate."""
+        if not self.s.anticheat:
+            return
+        for slot in slots:
+            if slot.method.is_baseline or not (slot.prepared and slot.gate and slot.gate.passed):
+                continue
+            self.reporter.stage(f"anti-cheat {slot.method.name} {slot.problem.layout}")
+            self.reporter.candidate("anticheat", slot.key)
+            probes: list[Prepared] = []
+
+            def probe_fn(probe: Problem, m=slot.method):
+                if not _support(m, probe, self.device):
+                    return None
+                (st,) = timing_sets(probe, self.device, 1, self.seed)
+                ins = (st.a, st.b, st.c)
+                prep = m.prepare(probe, PrepareContext(self.device, ins, partial(time_candidates, inputs=ins,
+                                                                                   device=self.device)))
+                probes.append(prep)
+                return prep.fn
+
+            try:
+                slot.cheat = run_anticheat(slot.problem, slot.prepared.fn, self.device, slot.prepared.capturable,
+                                           make_probe_fn=probe_fn, seed=self.seed)
+            except Exception as e:
+                slot.error = f"anti-cheat checks raised {type(e).__name__}: {e}"
+                self._check_context(slot.key, slot.error)
+            finally:
+                for p in probes:
+                    if p.close:
+                        p.close()
 
     def _measure(self, slots: list[_Slot], mode: str, cache: str, inputs: dict) -> tuple[list[dict], list[dict]]:
-        ok = [s for s in slots if s.prepared and s.gate and s.gate.passed]
+        ok = [s for s in slots if s.prepared and not s.error and s.gate and s.gate.passed
+              and (s.cheat is None or s.cheat.passed)]
         shape = slots[0].problem.shape
         sets_by_layout, flush = {}, 0
         for layout in self.s.layouts:
@@ -194,6 +264,7 @@ class CompareRunner:
         entries = [Entry(s.key, s.prepared.fn, sets_by_layout[s.problem.layout], s.prepared.capturable) for s in ok]
         log = ClockLog()
         self.reporter.stage(f"{mode} {cache}: timing {len(entries)} methods")
+        self.reporter.candidate("timing", None)
         if mode == "offline":
             st = OfflineSettings(
                 ci_target=self.s.ci_target, min_rounds=self.s.min_rounds, max_rounds=self.s.max_rounds,
@@ -268,17 +339,19 @@ class CompareRunner:
         return written
 
     def _run_shape(self, shape: Shape, groups: list[tuple[str, str]]) -> list[dict]:
-        slots = [_Slot(m, Problem(shape, lay), _support(m, Problem(shape, lay), self.device))
+        slots = [_Slot(m, Problem(shape, lay), _support(m, Problem(shape, lay), self.device),
+                       error=self.s.excluded.get(f"{m.name}|{lay}", ""))
                  for m in self.methods for lay in self.s.layouts]
         all_rows: list[dict] = []
         try:
             inputs = self._prepare(slots)
             self._gate(slots)
+            self._anticheat(slots, inputs)
             for mode, cache in groups:
                 rows, samples = self._measure(slots, mode, cache, inputs)
                 self.store.add_group(rows, samples)
                 all_rows.extend(rows)
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, ContextLost):
             raise
         except Exception as e:
             # A harness-level failure on this shape (e.g. out of memory): record it, go on.

@@ -97,6 +97,7 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     keys = ["shape", "layout", "method", "mode", "cache"]
     assert len(after) == 24 and not after.duplicated(keys).any()
     assert after["run_id"].nunique() == 1
+    assert (after["status"] == "ok").all(), after["status_reason"].unique()
     # rows finished before the kill were kept as measured, not measured again
     merged = before.merge(after, on=keys, suffixes=("_b", "_a"))
     assert (merged["device_us_median_b"] == merged["device_us_median_a"]).all()
