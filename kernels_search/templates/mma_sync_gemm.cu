@@ -76,26 +76,21 @@ __device__ __forceinline__ void frag_coord(int tid, int mi, int ni, int r, int& 
 }
 
 // Load one k-tile (global k in [kt0, kt0+BK), clipped to k_end) of A and B into a stage.
-template <int LAYOUT, bool VEC>
-__device__ __forceinline__ void load_tile(half* sA, half* sB, const half* __restrict__ A,
-                                          const half* __restrict__ B, int M, int N, int K, int m0,
-                                          int n0, int kt0, int k_end, int tid) {
-  constexpr int ACH = BK / 8;  // 8-half chunks per A row
+// VEC: 16-byte cp.async per 8-half chunk, zero-filled past the edges (needs K, and N for "nn",
+// multiples of 8 and 16-byte aligned bases). Otherwise: element loads, fully predicated, in a
+// rolled loop (a fallback path; keeping it rolled keeps its registers low).
+template <int LAYOUT>
+__device__ __forceinline__ void load_tile_vec(half* sA, half* sB, const half* __restrict__ A,
+                                              const half* __restrict__ B, int M, int N, int K, int m0,
+                                              int n0, int kt0, int k_end, int tid) {
+  constexpr int ACH = BK / 8;  // 8-half chunks per A row (and per "tn" B row)
 #pragma unroll
   for (int i = 0; i < (BM * BK / 8) / NT; ++i) {
     int c = tid + i * NT;
     int row = c / ACH, col = (c % ACH) * 8;
     int gm = m0 + row, gk = kt0 + col;
-    half* dst = sA + row * A_LD + col;
-    if (VEC) {
-      int bytes = (gm < M) ? max(0, min(16, (k_end - gk) * 2)) : 0;
-      const half* src = bytes ? A + (size_t)gm * K + gk : A;
-      cp_async16(smem_u32(dst), src, bytes);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        dst[e] = (gm < M && gk + e < k_end) ? A[(size_t)gm * K + gk + e] : __float2half(0.f);
-    }
+    int bytes = (gm < M) ? max(0, min(16, (k_end - gk) * 2)) : 0;
+    cp_async16(smem_u32(sA + row * A_LD + col), bytes ? A + (size_t)gm * K + gk : A, bytes);
   }
   if (LAYOUT == HGEMM_LAYOUT_NN) {
     constexpr int BCH = BN / 8;
@@ -104,16 +99,8 @@ __device__ __forceinline__ void load_tile(half* sA, half* sB, const half* __rest
       int c = tid + i * NT;
       int row = c / BCH, col = (c % BCH) * 8;  // row: k, col: n
       int gk = kt0 + row, gn = n0 + col;
-      half* dst = sB + row * BNN_LD + col;
-      if (VEC) {
-        int bytes = (gk < k_end) ? max(0, min(16, (N - gn) * 2)) : 0;
-        const half* src = bytes ? B + (size_t)gk * N + gn : B;
-        cp_async16(smem_u32(dst), src, bytes);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          dst[e] = (gk < k_end && gn + e < N) ? B[(size_t)gk * N + gn + e] : __float2half(0.f);
-      }
+      int bytes = (gk < k_end) ? max(0, min(16, (N - gn) * 2)) : 0;
+      cp_async16(smem_u32(sB + row * BNN_LD + col), bytes ? B + (size_t)gk * N + gn : B, bytes);
     }
   } else {
 #pragma unroll
@@ -121,18 +108,45 @@ __device__ __forceinline__ void load_tile(half* sA, half* sB, const half* __rest
       int c = tid + i * NT;
       int row = c / ACH, col = (c % ACH) * 8;  // row: n, col: k
       int gn = n0 + row, gk = kt0 + col;
-      half* dst = sB + row * BTN_LD + col;
-      if (VEC) {
-        int bytes = (gn < N) ? max(0, min(16, (k_end - gk) * 2)) : 0;
-        const half* src = bytes ? B + (size_t)gn * K + gk : B;
-        cp_async16(smem_u32(dst), src, bytes);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          dst[e] = (gn < N && gk + e < k_end) ? B[(size_t)gn * K + gk + e] : __float2half(0.f);
-      }
+      int bytes = (gn < N) ? max(0, min(16, (k_end - gk) * 2)) : 0;
+      cp_async16(smem_u32(sB + row * BTN_LD + col), bytes ? B + (size_t)gn * K + gk : B, bytes);
     }
   }
+}
+
+template <int LAYOUT>
+__device__ __noinline__ void load_tile_scalar(half* sA, half* sB, const half* __restrict__ A,
+                                              const half* __restrict__ B, int M, int N, int K, int m0,
+                                              int n0, int kt0, int k_end, int tid) {
+  const half zero = __float2half(0.f);
+#pragma unroll 1
+  for (int e = tid; e < BM * BK; e += NT) {
+    int row = e / BK, col = e % BK;
+    int gm = m0 + row, gk = kt0 + col;
+    sA[row * A_LD + col] = (gm < M && gk < k_end) ? A[(size_t)gm * K + gk] : zero;
+  }
+#pragma unroll 1
+  for (int e = tid; e < BN * BK; e += NT) {
+    if (LAYOUT == HGEMM_LAYOUT_NN) {
+      int row = e / BN, col = e % BN;  // row: k, col: n (consecutive threads: consecutive n)
+      int gk = kt0 + row, gn = n0 + col;
+      sB[row * BNN_LD + col] = (gk < k_end && gn < N) ? B[(size_t)gk * N + gn] : zero;
+    } else {
+      int row = e / BK, col = e % BK;  // row: n, col: k
+      int gn = n0 + row, gk = kt0 + col;
+      sB[row * BTN_LD + col] = (gn < N && gk < k_end) ? B[(size_t)gn * K + gk] : zero;
+    }
+  }
+}
+
+template <int LAYOUT, bool VEC>
+__device__ __forceinline__ void load_tile(half* sA, half* sB, const half* __restrict__ A,
+                                          const half* __restrict__ B, int M, int N, int K, int m0,
+                                          int n0, int kt0, int k_end, int tid) {
+  if constexpr (VEC)
+    load_tile_vec<LAYOUT>(sA, sB, A, B, M, N, K, m0, n0, kt0, k_end, tid);
+  else
+    load_tile_scalar<LAYOUT>(sA, sB, A, B, M, N, K, m0, n0, kt0, k_end, tid);
 }
 
 __device__ __forceinline__ void store_c(half* __restrict__ C, int M, int N, int m0, int n0, int tid,
