@@ -417,3 +417,21 @@ def test_triton_kernels_are_correct_in_the_interpreter():
         pytest.skip("Triton 3.6's interpreter needs numpy < 2 for loop bounds computed from arguments")
     out = subprocess.run([sys.executable, "-c", _INTERP_SCRIPT], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "splitk:bm=128,bn=128,bk=32,warps_m=2,warps_n=2,stages=3",  # 64x64 warp tile: 128 accumulators
+        "splitk:bm=32,bn=64,bk=128,warps_m=1,warps_n=2,stages=2",  # deep k-tile
+        "smalltile:bm=16,bn=16,bk=32,warps_m=1,warps_n=1",  # smallest tile, one warp
+    ],
+)
+def test_gpu_tested_configs_compile_without_spills(cache, spec):
+    """The non-default configs the GPU tests run also build spill-free (fallback path included)."""
+    from kernels_search import make_method
+
+    res = make_method(*spec.split(":", 1)).build()
+    assert res.ok, res.log[-3000:]
+    assert res.spill_bytes == 0 and res.resources["max_stack_bytes"] == 0, res.kernels
