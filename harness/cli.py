@@ -38,6 +38,12 @@ class Cache(str, Enum):
     both = "both"
 
 
+class Isolate(str, Enum):
+    auto = "auto"
+    on = "on"
+    off = "off"
+
+
 class Device(str, Enum):
     auto = "auto"
     cuda = "cuda"
@@ -97,8 +103,13 @@ def compare(
     server_calls: int = typer.Option(50, help="Server: calls per method and layout."),
     seed: Optional[int] = typer.Option(None, help="Seed for the gate's draws and the round order (default: fresh)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a new run in --out instead of resuming it."),
+    isolate: Isolate = typer.Option(Isolate.auto, help="Measure in a sandboxed worker process that may crash or hang "
+                                    "without harm (auto: when any method is not a baseline)."),
+    plugin: List[str] = typer.Option([], "--plugin", help="Python module to import that registers more methods."),
+    no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks on non-baseline methods."),
 ):
     """Gate and time methods on shapes; write Parquet; print paired speedups."""
+    import importlib
     from harness import env as envmod
     from harness.registry import MethodSpecError, default_specs, resolve
     from harness.results import ResultsError, ResultStore, read_results, read_samples, samples_dir
@@ -120,8 +131,14 @@ def compare(
         dev = envmod.resolve_device(device.value)
     except envmod.NoGPUError as e:
         _fail(str(e))
+    for mod in plugin:
+        try:
+            importlib.import_module(mod)
+        except ImportError as e:
+            _fail(f"--plugin {mod}: {e}")
+    specs = _split(methods) or default_specs()
     try:
-        method_objs = resolve(_split(methods) or default_specs())
+        method_objs = resolve(specs)
     except MethodSpecError as e:
         _fail(str(e))
     if not method_objs:
@@ -151,20 +168,34 @@ def compare(
         modes=["offline", "server"] if mode == Mode.both else [mode.value],
         caches=["warm", "cold"] if cache == Cache.both else [cache.value],
         ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
-        qps=qps, server_calls=server_calls, seed=seed,
+        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat,
     )
+    isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
-                  f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)} -> {out}")
+                  f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)}"
+                  f"{' | sandboxed worker' if isolated else ''} -> {out}")
     progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
                         console=console, transient=False)
+    from harness.runner import ContextLost
+    from harness.sandbox import Evaluator
+
+    evaluator = None
     try:
         with progress:
-            runner = CompareRunner(settings, method_objs, store, env, _RichReporter(progress, len(shape_list)))
+            reporter = _RichReporter(progress, len(shape_list))
+            if isolated:
+                evaluator = Evaluator(dev, env, plugins=plugin, reporter=reporter)
+            runner = CompareRunner(settings, method_objs, store, env, reporter, evaluator=evaluator, specs=specs)
             runner.run()
     except KeyboardInterrupt:
         err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {out}; rerun the same command to resume")
         raise typer.Exit(130)
+    except ContextLost as e:
+        _fail(f"{e}. Finished groups are saved in {out}; rerun with --isolate on to sandbox the methods", code=3)
+    finally:
+        if evaluator is not None:
+            evaluator.close()
     results = read_results(out).to_pandas()
     samples = read_samples(out).to_pandas()
     if baseline not in set(results["method"]):

@@ -110,8 +110,12 @@ def _support(method: Method, problem: Problem, device: str) -> Support:
 
 class CompareRunner:
     def __init__(self, settings: CompareSettings, methods: list[Method], store: ResultStore, env: dict,
-                 reporter: Reporter | None = None):
+                 reporter: Reporter | None = None, evaluator=None, specs: list[str] | None = None):
+        """``evaluator`` (a harness.sandbox.Evaluator) runs each shape in its worker process;
+        ``specs`` are then the --methods strings the worker resolves again."""
         self.s = settings
+        self.evaluator = evaluator
+        self.specs = specs
         self.methods = methods
         self.store = store
         self.env = env
@@ -333,15 +337,42 @@ class CompareRunner:
                 self.reporter.skipped(shape)
                 continue
             self.reporter.shape_started(i, total, shape)
-            rows = self._run_shape(shape, groups)
+            rows = self._run_shape_isolated(shape, groups) if self.evaluator else self._run_shape(shape, groups)
             written += len(groups)
             self.reporter.shape_done(i, rows)
         return written
 
-    def _run_shape(self, shape: Shape, groups: list[tuple[str, str]]) -> list[dict]:
-        slots = [_Slot(m, Problem(shape, lay), _support(m, Problem(shape, lay), self.device),
+    def _slots(self, shape: Shape) -> list[_Slot]:
+        return [_Slot(m, Problem(shape, lay), _support(m, Problem(shape, lay), self.device),
                        error=self.s.excluded.get(f"{m.name}|{lay}", ""))
                  for m in self.methods for lay in self.s.layouts]
+
+    def _error_group(self, slots: list[_Slot], mode: str, cache: str, reason: str) -> list[dict]:
+        rows = []
+        for s in slots:
+            row = self._base_row(s, mode, cache)
+            row.update(status="error", status_reason=reason)
+            rows.append(row)
+        self.store.add_group(rows, [])
+        return rows
+
+    def _run_shape_isolated(self, shape: Shape, groups: list[tuple[str, str]]) -> list[dict]:
+        """The shape measured in the sandbox's worker; its groups land in our store."""
+        from harness.sandbox import EvaluatorError
+
+        all_rows: list[dict] = []
+        try:
+            for rows, samples in self.evaluator.evaluate_shape(shape, self.specs, self.s, groups, self.store.run_id):
+                self.store.add_group(rows, samples)
+                all_rows.extend(rows)
+        except EvaluatorError as e:
+            slots = self._slots(shape)
+            for mode, cache in groups:
+                all_rows.extend(self._error_group(slots, mode, cache, f"{HARNESS_ERROR}: {e}"))
+        return all_rows
+
+    def _run_shape(self, shape: Shape, groups: list[tuple[str, str]]) -> list[dict]:
+        slots = self._slots(shape)
         all_rows: list[dict] = []
         try:
             inputs = self._prepare(slots)
@@ -358,15 +389,8 @@ class CompareRunner:
             reason = f"{HARNESS_ERROR}: {type(e).__name__}: {e}"
             traceback.print_exc()
             for mode, cache in groups:
-                if any(r["mode"] == mode and r["cache"] == cache for r in all_rows):
-                    continue
-                rows = []
-                for s in slots:
-                    row = self._base_row(s, mode, cache)
-                    row.update(status="error", status_reason=reason)
-                    rows.append(row)
-                self.store.add_group(rows, [])
-                all_rows.extend(rows)
+                if not any(r["mode"] == mode and r["cache"] == cache for r in all_rows):
+                    all_rows.extend(self._error_group(slots, mode, cache, reason))
         finally:
             for s in slots:
                 if s.prepared and s.prepared.close:

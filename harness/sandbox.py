@@ -1,0 +1,218 @@
+"""Evaluator sandbox: untrusted kernels run in a worker process that may die without harm.
+
+Candidate code can hang, corrupt memory or kill its CUDA context (an illegal address poisons the
+context for the rest of the process). So an ``Evaluator`` keeps one long-lived worker process
+per GPU and sends it whole shapes: the worker prepares, gates, anti-cheat checks and times every
+method of the shape with the ordinary runner (baselines included, so speedups stay paired
+within one process and one run), and sends the finished rows back.
+
+Before any untrusted call the worker says which (method, layout) is in flight and at which stage
+(``prepare``, ``gate``, ``anticheat``, ``timing``). The parent waits with that stage's timeout.
+When the worker hangs (no message within the timeout) it is killed; when it dies or reports a
+lost CUDA context it is restarted. Either way the culprit is excluded (its rows say why:
+``timeout in gate`` / ``worker died``) and the shape is measured again without it. A death
+during timing, where several methods are in flight, excludes every non-baseline method of that
+shape. Finished shapes are already in the store, so nothing measured is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing as mp
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Sequence
+
+from harness.problem import Shape
+from harness.runner import CompareRunner, CompareSettings, ContextLost, Reporter
+
+
+class EvaluatorError(RuntimeError):
+    """The sandbox could not measure a shape at all (even baselines alone kill the worker)."""
+
+
+@dataclass
+class Timeouts:
+    start_s: float = 180.0  # worker start: imports torch, initialises CUDA, loads plug-ins
+    prepare_s: float = 900.0  # compile + load of one method (a CUTLASS sm90 build takes 1-2 min)
+    run_s: float = 120.0  # one method's first calls: gate, anti-cheat
+    timing_s: float = 1800.0  # one (mode, cache) group of the shape, all methods together
+
+    def for_stage(self, stage: str) -> float:
+        return {"prepare": self.prepare_s, "timing": self.timing_s, "start": self.start_s}.get(stage, self.run_s)
+
+
+# ---------------------------------------------------------------------------------- worker side
+class _CaptureStore:
+    """Stands in for ResultStore inside the worker: collects groups to send back."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.groups: list[tuple[list[dict], list[dict]]] = []
+
+    def add_group(self, rows, samples) -> None:
+        self.groups.append((rows, samples))
+
+
+class _PipeReporter(Reporter):
+    def __init__(self, conn):
+        self.conn = conn
+        self.text = ""
+
+    def stage(self, text: str) -> None:
+        self.text = text
+
+    def candidate(self, stage: str, key) -> None:
+        self.conn.send(("stage", stage, key, self.text))
+
+
+def _worker_main(conn, device: str, plugins: Sequence[str], env: dict) -> None:
+    """Worker loop: import plug-ins, then measure shapes until told to stop."""
+    from harness.registry import load_plugins, resolve
+
+    for mod in plugins:
+        importlib.import_module(mod)
+    load_plugins()
+    if device == "cuda":
+        import torch
+
+        torch.cuda.init()
+    conn.send(("ready",))
+    while True:
+        req = conn.recv()
+        if req is None:
+            return
+        shape, specs, settings, groups, run_id = req
+        store = _CaptureStore(run_id)
+        try:
+            runner = CompareRunner(settings, resolve(specs), store, env, _PipeReporter(conn))
+            runner.seed = settings.seed if settings.seed is not None else runner.seed
+            runner._run_shape(shape, groups)
+            conn.send(("done", store.groups))
+        except ContextLost as e:
+            conn.send(("lost", e.key, e.reason))
+            conn.close()
+            os._exit(3)  # the CUDA context is gone: this process is done
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+# ---------------------------------------------------------------------------------- parent side
+class Evaluator:
+    """One worker process for one device; ``evaluate_shape`` is crash- and hang-proof."""
+
+    def __init__(self, device: str, env: dict, plugins: Sequence[str] = (), timeouts: Timeouts | None = None,
+                 reporter: Reporter | None = None):
+        self.device = device
+        self.env = env
+        self.plugins = list(plugins)
+        for mod in self.plugins:  # the parent resolves specs too (names, trust), never runs them
+            importlib.import_module(mod)
+        self.timeouts = timeouts or Timeouts()
+        self.reporter = reporter or Reporter()
+        self._ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA state
+        self._proc = None
+        self._conn = None
+        self.restarts = 0
+
+    # -- process management
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=_worker_main, args=(child, self.device, self.plugins, self.env),
+                                       daemon=True, name="hgemm-bench-evaluator")
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        if not parent.poll(self.timeouts.start_s):
+            self._kill()
+            raise EvaluatorError(f"evaluator worker did not start within {self.timeouts.start_s:.0f} s")
+        msg = parent.recv()
+        if msg[0] != "ready":
+            self._kill()
+            raise EvaluatorError(f"evaluator worker failed to start: {msg}")
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+        if self._proc is not None:
+            self._proc.join(timeout=30)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(timeout=10)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- one shape
+    def evaluate_shape(self, shape: Shape, specs: Sequence[str], settings: CompareSettings,
+                       groups: Sequence[tuple[str, str]], run_id: str) -> list[tuple[list, list]]:
+        """Measure one shape in the worker; returns [(rows, samples)] per (mode, cache) group."""
+        from harness.registry import resolve
+
+        methods = resolve(specs)  # names and trust, known here without running any of them
+        untrusted = [f"{m.name}|{lay}" for m in methods if not m.is_baseline for lay in settings.layouts]
+        excluded = dict(settings.excluded)
+        for _attempt in range(2 + len(methods) * len(settings.layouts)):
+            if self._proc is None or not self._proc.is_alive():
+                self._start()
+            self._conn.send((shape, list(specs), dataclasses.replace(settings, excluded=dict(excluded)),
+                             list(groups), run_id))
+            failure = self._await(shape)
+            if isinstance(failure, list):
+                return failure
+            key, what = failure
+            if key is not None:
+                excluded[f"{key[0]}|{key[1]}"] = what
+                continue
+            # several methods were in flight (timing): every untrusted one is taken out
+            left = [k for k in untrusted if k not in excluded]
+            if not left:
+                raise EvaluatorError(f"{shape.name}: the worker failed with only baselines left: {what}")
+            for k in left:
+                excluded[k] = f"{what}; culprit unknown, every non-baseline method of this shape is excluded"
+        raise EvaluatorError(f"{shape.name}: gave up after repeated worker failures ({excluded})")
+
+    def _await(self, shape: Shape):
+        """Follow the worker through one request: its groups, or (culprit key, what happened)."""
+        stage, key, text = "start", None, ""
+        while True:
+            timeout = self.timeouts.for_stage(stage)
+            if not self._conn.poll(timeout):
+                self._kill()
+                self.restarts += 1
+                return key, f"timeout: no progress for {timeout:.0f} s in {stage}" + (f" ({text})" if text else "")
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                self._proc.join(timeout=10)
+                code = self._proc.exitcode
+                self._kill()
+                self.restarts += 1
+                how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                return key, f"worker died in {stage} ({how})"
+            if msg[0] == "stage":
+                _, stage, key, text = msg
+                self.reporter.stage(text)
+            elif msg[0] == "done":
+                return msg[1]
+            elif msg[0] == "lost":
+                self._proc.join(timeout=30)
+                self._kill()
+                self.restarts += 1
+                return (msg[1] if msg[1] is not None else key), f"killed the CUDA context in {stage}: {msg[2]}"
+            elif msg[0] == "error":
+                raise EvaluatorError(f"evaluator worker failed on {shape.name}:\n{msg[1]}")

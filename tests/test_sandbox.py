@@ -1,0 +1,77 @@
+"""The evaluator sandbox on the CPU: hangs and crashes cost one method, never the run."""
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness import env as envmod
+from harness.cli import app
+from harness.problem import Shape
+from harness.results import read_results
+from harness.runner import CompareSettings
+from harness.sandbox import Evaluator, Timeouts
+
+FAST = Timeouts(start_s=120, prepare_s=4, run_s=4, timing_s=60)
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    ev = Evaluator("cpu", envmod.collect("cpu"), plugins=["sandbox_plugins"], timeouts=FAST)
+    yield ev
+    ev.close()
+
+
+def rows_by_method(groups):
+    (rows, samples), = groups
+    return {(r["method"], r["layout"]): r for r in rows}, samples
+
+
+def settings(**kw):
+    return CompareSettings(shapes=[], layouts=["nn"], budget_s=0.2, min_rounds=3, seed=1, **kw)
+
+
+def test_hang_crash_and_raise_each_cost_only_their_method(evaluator):
+    specs = ["torch", "t-good", "t-hang-call", "t-exit-call", "t-segv-call", "t-raise-call", "t-hang-prepare"]
+    groups = evaluator.evaluate_shape(Shape(32, 48, 64), specs, settings(), [("offline", "warm")], "run")
+    rows, samples = rows_by_method(groups)
+    assert rows[("torch", "nn")]["status"] == "ok" and rows[("t-good", "nn")]["status"] == "ok"
+    assert rows[("torch", "nn")]["device_us_median"] > 0
+    hang = rows[("t-hang-call", "nn")]
+    assert hang["status"] == "error" and "timeout" in hang["status_reason"] and "gate" in hang["status_reason"]
+    died = rows[("t-exit-call", "nn")]
+    assert died["status"] == "error" and "worker died in gate (exit code 7)" in died["status_reason"]
+    segv = rows[("t-segv-call", "nn")]
+    assert segv["status"] == "error" and "signal 11" in segv["status_reason"]
+    raised = rows[("t-raise-call", "nn")]  # an exception is an ordinary failure: no restart needed
+    assert raised["status"] == "gate_failed" and "misaligned address" in raised["status_reason"]
+    prep = rows[("t-hang-prepare", "nn")]
+    assert prep["status"] == "error" and "timeout" in prep["status_reason"] and "prepare" in prep["status_reason"]
+    assert evaluator.restarts >= 4
+    assert {s["method"] for s in samples} == {"torch", "t-good"}
+
+
+def test_worker_keeps_serving_after_failures(evaluator):
+    groups = evaluator.evaluate_shape(Shape(8, 8, 8), ["torch", "t-good"], settings(), [("offline", "warm")], "run")
+    rows, _ = rows_by_method(groups)
+    assert all(r["status"] == "ok" for r in rows.values())
+
+
+def test_cli_isolated_run_keeps_going_and_records_why(tmp_path):
+    out = tmp_path / "r.parquet"
+    res = CliRunner().invoke(app, ["compare", "--device", "cpu", "--plugin", "sandbox_plugins", "--methods",
+                                   "torch,t-exit-call", "--layouts", "nn", "--shapes", "16_16_16,24_24_24",
+                                   "--budget", "0.2", "--out", str(out)], catch_exceptions=False,
+                                  env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "sandboxed worker" in res.output
+    df = read_results(out).to_pandas()
+    assert len(df) == 4
+    assert (df[df.method == "torch"]["status"] == "ok").all()
+    bad = df[df.method == "t-exit-call"]
+    assert (bad["status"] == "error").all() and bad["status_reason"].str.contains("worker died").all()
+
+
+def test_unknown_plugin_is_a_clear_error(tmp_path):
+    res = CliRunner().invoke(app, ["compare", "--device", "cpu", "--plugin", "no_such_module_xyz",
+                                   "--out", str(tmp_path / "r.parquet")])
+    assert res.exit_code == 2 and "no_such_module_xyz" in res.output
