@@ -19,8 +19,8 @@ import numpy as np
 
 from baselines import cuda_handles as ch
 from baselines.mapping import colmajor_gemm, gemm_ex_template
-from baselines.operands import fits_int32, make_checker
-from harness.method import SUPPORTED, PrepareContext, Prepared, Support, unsupported
+from baselines.operands import cublas_supports, make_checker
+from harness.method import PrepareContext, Prepared, Support
 from harness.problem import Problem
 
 
@@ -41,13 +41,7 @@ class CublasGemmEx:
         }
 
     def supports(self, problem: Problem, device: str) -> Support:
-        if device.split(":")[0] != "cuda":
-            return unsupported(f"unsupported on {device}")
-        if problem.dtype not in ch.DATA_TYPES:
-            return unsupported(f"dtype {problem.dtype} not implemented")
-        if not fits_int32(problem):
-            return unsupported("a dimension exceeds cublasGemmEx's int32 arguments")
-        return SUPPORTED
+        return cublas_supports(problem, device)
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         import time

@@ -13,8 +13,8 @@ from typing import Any
 
 from baselines import cuda_handles as ch
 from baselines.lt_plan import LtPlan, algo_config
-from baselines.operands import alignment, fits_int32
-from harness.method import SUPPORTED, PrepareContext, Prepared, Support, unsupported
+from baselines.operands import alignment, cublas_supports
+from harness.method import PrepareContext, Prepared, Support
 from harness.problem import Problem
 
 
@@ -22,16 +22,6 @@ def inputs_alignment(ctx: PrepareContext) -> int:
     """Alignment (bytes, <= 256) that every pointer of the harness's input set satisfies."""
     a, b, c = ctx.inputs
     return alignment(a.data_ptr() | b.data_ptr() | c.data_ptr())
-
-
-def lt_supports(problem: Problem, device: str) -> Support:
-    if device.split(":")[0] != "cuda":
-        return unsupported(f"unsupported on {device}")
-    if problem.dtype not in ch.DATA_TYPES:
-        return unsupported(f"dtype {problem.dtype} not implemented")
-    if not fits_int32(problem):
-        return unsupported("a dimension exceeds int32")
-    return SUPPORTED
 
 
 def closer(plan: LtPlan, prepared_fn) -> Any:
@@ -63,7 +53,7 @@ class CublasLtHeuristic:
         }
 
     def supports(self, problem: Problem, device: str) -> Support:
-        return lt_supports(problem, device)
+        return cublas_supports(problem, device)
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         import torch

@@ -30,7 +30,8 @@ import time
 from typing import Any
 
 from baselines import cuda_handles as ch
-from baselines.cublaslt import closer, inputs_alignment, lt_supports
+from baselines.cublaslt import closer, inputs_alignment
+from baselines.operands import cublas_supports
 from baselines.lt_candidates import FMA_MAX_FLOP, merge_candidates, relative_error, REL_TOL
 from baselines.lt_plan import ALL_IMPLS, IMPL_FLAGS_FMA, LtPlan, algo_config
 from harness.method import PrepareContext, Prepared, Support
@@ -90,7 +91,7 @@ class CublasLtAutotune:
         }
 
     def supports(self, problem: Problem, device: str) -> Support:
-        return lt_supports(problem, device)
+        return cublas_supports(problem, device)
 
     def _candidates(self, plan: LtPlan, problem: Problem):
         """(BEST_FIT list, merged candidates, counts per source) for this problem."""

@@ -49,6 +49,20 @@ def fits_int32(problem: Problem) -> bool:
     return max(problem.m, problem.n, problem.k) <= INT32_MAX
 
 
+def cublas_supports(problem: Problem, device: str):
+    """What every cuBLAS-library baseline can serve: CUDA, a mapped dtype, int32 dimensions."""
+    from baselines.cuda_handles import DATA_TYPES
+    from harness.method import SUPPORTED, unsupported
+
+    if device.split(":")[0] != "cuda":
+        return unsupported(f"unsupported on {device}")
+    if problem.dtype not in DATA_TYPES:
+        return unsupported(f"dtype {problem.dtype} not implemented")
+    if not fits_int32(problem):
+        return unsupported("a dimension exceeds cuBLAS's int32 arguments")
+    return SUPPORTED
+
+
 def make_checker(problem: Problem):
     """A fast ``check_operands`` for the timed call: one combined test, details only on failure.
 

@@ -16,7 +16,6 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
-from typing import Callable
 
 import torch
 
