@@ -1,0 +1,388 @@
+"""External kernels for ``--kernels-dir DIR``: every ``.cu`` file in a directory, as Methods.
+
+Two kinds of file are recognised, by their text:
+
+* **C ABI** (``hgemm_run`` and ``hgemm_workspace`` defined, see
+  ``kernels_search/templates/hgemm_abi.cuh``): built by the same content-addressed nvcc pipeline
+  and ctypes loader as a family config (``raw_source.source_method``); method name ``cu:<stem>``.
+* **PyTorch extension** exposing ``void f(torch::Tensor a, torch::Tensor b,
+  torch::Tensor b_col_major, torch::Tensor c)``, the signature CUDA-L2's public kernels use:
+  ``a`` is A row-major (M, K), ``b`` is B row-major (K, N), ``b_col_major`` is B in column-major
+  order, i.e. the storage of B^T row-major (N, K) viewed as a (K, N) tensor (CUDA-L2's
+  ``as_col_major``), and ``c`` the (M, N) output. Built with ``torch.utils.cpp_extension.load``
+  under the build cache (module name and directory from a content hash); a file without a
+  ``PYBIND11_MODULE`` gets a generated binding, as CUDA-L2's ``pybind/*.cc`` do. Method name
+  ``ext:<stem>``.
+
+The problem contract hands a method A, B in its layout and C, nothing else (``harness.problem``).
+So the transposed copy of B that an extension's signature asks for is made *inside* the timed call:
+for ``nn`` the call makes ``b_col_major`` from B; for ``tn`` (B stored (N, K) row-major, which
+already is ``b_col_major``) it makes the row-major ``b``. Both are passed and the kernel picks;
+the copy is part of the time a user of that kernel would pay.
+
+Quoted local includes (``#include "x.cuh"`` found next to the including file) are inlined before
+building, so the cache key covers every line compiled and a kernel directory can share headers.
+Any other ``.cu`` file is an error naming the file: a silently skipped kernel would look like a
+kernel that lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.method import Prepared, PrepareContext, Support, unsupported
+from harness.problem import Problem
+
+C_ABI = "c_abi"
+TORCH_EXT = "torch_ext"
+
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
+_PRAGMA_ONCE_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[^\n]*$", re.M)
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_DEFINES_RUN_RE = re.compile(r"\bhgemm_run\s*\([^;{]*\)\s*\{")
+_DEFINES_WS_RE = re.compile(r"\bhgemm_workspace\s*\([^;{]*\)\s*\{")
+_TENSOR = r"(?:const\s+)?(?:torch|at)::Tensor\s*&?\s*"
+# void name(torch::Tensor a, torch::Tensor b, torch::Tensor b_col_major, torch::Tensor c) {  or ;
+_TORCH_FN_RE = re.compile(
+    r"\bvoid\s+([A-Za-z_]\w*)\s*\(\s*("
+    + r",\s*".join([_TENSOR + r"[A-Za-z_]\w*\s*"] * 4)
+    + r")\)\s*\{"
+)
+_PYBIND_RE = re.compile(r"\bPYBIND11_MODULE\s*\(")
+_MDEF_RE = re.compile(r"\.def\s*\(\s*\"([A-Za-z_]\w*)\"\s*,\s*&?\s*([A-Za-z_][\w:]*)")
+_LAUNCH_RE = re.compile(r"<<<(.*?)>>>", re.S)
+
+
+class ExternError(ValueError):
+    """A file in a kernels dir cannot be used; the message starts with the file's path."""
+
+
+class ExtBuildError(RuntimeError):
+    """A PyTorch-extension kernel did not build; the message holds the compiler's last lines."""
+
+
+# ---- source handling ---------------------------------------------------------------------------
+
+
+def inline_local_includes(path: str | Path) -> str:
+    """The text of ``path`` with every quoted include that exists relative to the including file
+    replaced by that file's (recursively inlined) text, each file at most once (``#pragma once``
+    semantics, which every local header is assumed to want). ``#line`` markers keep compiler
+    messages pointing at the real file names (base names only, so the text, and with it the build
+    cache key, does not depend on where the checkout lives). Includes not found locally
+    (``<...>`` or missing) are left as they are."""
+    seen: set[Path] = set()
+
+    def expand(p: Path) -> str:
+        p = p.resolve()
+        seen.add(p)
+        text = p.read_text()
+        out: list[str] = []
+        pos = 0
+        line_no = 1
+        for m in _INCLUDE_RE.finditer(text):
+            target = (p.parent / m.group(1)).resolve()
+            if not target.is_file():
+                continue
+            chunk = text[pos : m.start()]
+            out.append(chunk)
+            line_no += chunk.count("\n")
+            if target in seen:
+                out.append(f"// (already included: {m.group(1)})")
+            else:
+                out.append(f'#line 1 "{target.name}"\n{expand(target)}\n#line {line_no + 1} "{p.name}"')
+            pos = m.end()
+        out.append(text[pos:])
+        return _PRAGMA_ONCE_RE.sub("// #pragma once (inlined)", "".join(out))
+
+    return expand(Path(path))
+
+
+def _code(text: str) -> str:
+    """Text without comments (a comment mentioning hgemm_run is not an ABI)."""
+    return _COMMENT_RE.sub(" ", text)
+
+
+@dataclass(frozen=True)
+class TorchFn:
+    name: str  # the C++ function
+    params: str  # its parameter list as written (the generated binding must declare it alike)
+    export: str  # the Python attribute of the built module
+    has_pybind: bool
+
+
+def classify(path: str | Path) -> tuple[str, str, TorchFn | None]:
+    """``(kind, inlined_text, torch_fn)`` for one ``.cu`` file; ExternError (naming the file) when
+    it is neither a C-ABI kernel nor a PyTorch extension with the ``f(a, b, b_col_major, c)``
+    signature, or is ambiguous."""
+    p = Path(path)
+    try:
+        text = inline_local_includes(p)
+    except OSError as e:
+        raise ExternError(f"{p}: cannot read: {e}") from e
+    code = _code(text)
+    has_run = bool(_DEFINES_RUN_RE.search(code))
+    has_ws = bool(_DEFINES_WS_RE.search(code))
+    fns = _TORCH_FN_RE.findall(code)
+    if has_run or has_ws:
+        if not (has_run and has_ws):
+            missing = "hgemm_workspace" if has_run else "hgemm_run"
+            raise ExternError(f"{p}: defines one half of the hgemm C ABI but not {missing} "
+                              "(see kernels_search/templates/hgemm_abi.cuh)")
+        return C_ABI, text, None
+    if fns:
+        has_pybind = bool(_PYBIND_RE.search(code))
+        exports = {cpp.split("::")[-1]: py for py, cpp in _MDEF_RE.findall(code)} if has_pybind else {}
+        if has_pybind:
+            fns = [f for f in fns if f[0] in exports]
+        if len(fns) != 1:
+            names = ", ".join(f[0] for f in fns) or "none bound in PYBIND11_MODULE"
+            raise ExternError(f"{p}: expected exactly one function f(a, b, b_col_major, c) to benchmark, "
+                              f"found: {names}")
+        name, params = fns[0]
+        return TORCH_EXT, text, TorchFn(name, " ".join(params.split()), exports.get(name, name), has_pybind)
+    raise ExternError(
+        f"{p}: not a kernel this loader knows: no hgemm_run/hgemm_workspace (our C ABI) and no "
+        "PyTorch-extension function void f(torch::Tensor a, torch::Tensor b, torch::Tensor b_col_major, "
+        "torch::Tensor c)"
+    )
+
+
+def launches_on_default_stream(text: str) -> bool:
+    """True when some ``<<<...>>>`` launch names no stream (it runs on the legacy default stream,
+    which CUDA graph capture on another stream refuses). A heuristic on the source text."""
+    for m in _LAUNCH_RE.finditer(_code(text)):
+        depth, commas = 0, 0
+        for ch in m.group(1):
+            if ch in "([{<":
+                depth += 1
+            elif ch in ")]}>":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                commas += 1
+        if commas < 3:
+            return True
+    return False
+
+
+def method_stem(path: str | Path) -> str:
+    """A file's method-name stem: its base name without ``.cu``, with anything outside
+    ``[A-Za-z0-9_.-]`` replaced by ``_`` (names are result columns and CLI specs)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", Path(path).name.removesuffix(".cu"))
+
+
+# ---- the PyTorch-extension Method ------------------------------------------------------------
+
+
+def transposing_call(kernel: Callable, layout: str) -> Callable:
+    """``fn(a, b, c)`` for the problem contract around ``kernel(a, b, b_col_major, c)``.
+
+    The copy that the contract does not hand over is made here, inside the call that is timed:
+    ``nn`` gets B row-major (K, N) and makes ``b_col_major`` (B^T's storage, viewed (K, N) as
+    CUDA-L2's ``as_col_major`` returns it); ``tn`` gets B stored (N, K), which *is* that storage,
+    and makes the row-major ``b``."""
+    if layout == "nn":
+
+        def fn(a, b, c):
+            k, n = b.shape
+            kernel(a, b, b.t().contiguous().view(k, n), c)
+
+    elif layout == "tn":
+
+        def fn(a, b, c):
+            n, k = b.shape
+            kernel(a, b.t().contiguous(), b.view(k, n), c)
+
+    else:
+        raise ValueError(f"unknown layout {layout!r}")
+    return fn
+
+
+def _torch_ext_flags() -> list[str]:
+    from kernels_search import toolchain
+
+    flags = [*toolchain.ARCH_FLAGS, "-O3", "-std=c++17", "--expt-relaxed-constexpr",
+             "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"]
+    try:  # CUDA-L2's kernels use CuTe: the nvidia-cutlass wheel's headers when installed
+        flags += [f"-I{d}" for d in toolchain.cutlass_include_dirs()]
+    except toolchain.ToolchainError:
+        pass
+    return flags
+
+
+def binding_source(fn: TorchFn) -> str:
+    """A PYBIND11 module exposing ``fn`` (for files that define it without a module, like CUDA-L2's)."""
+    return (
+        "#include <torch/extension.h>\n"
+        f"void {fn.name}({fn.params});\n"
+        f'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn.name}", &{fn.name}, "{fn.name}"); }}\n'
+    )
+
+
+def ext_module_name(stem: str, key: str) -> str:
+    """Python module name for a build: a valid identifier carrying the stem and the content key
+    (two versions of one file never share a module name, so both can load in one process)."""
+    return f"hgemm_ext_{re.sub(r'[^A-Za-z0-9_]', '_', stem)}_{key[:16]}"
+
+
+_EXT_MODULES: dict[str, Any] = {}
+_EXT_LOCK = threading.Lock()
+
+
+class TorchExtMethod:
+    """A PyTorch-extension ``.cu`` file as a Method (see module docstring)."""
+
+    family = "ext"
+    is_baseline = False
+    devices = ("cuda",)
+
+    def __init__(self, path: str | Path, text: str, fn: TorchFn,
+                 kernel_loader: Callable[["TorchExtMethod"], Callable] | None = None):
+        self.path = Path(path)
+        self.text = text
+        self.fn = fn
+        self.name = f"ext:{method_stem(self.path)}"
+        self.source_hash = hashlib.sha256(text.encode()).hexdigest()
+        self.default_stream = launches_on_default_stream(text)
+        self.config = {"file": self.path.name, "function": fn.name}
+        self._kernel_loader = kernel_loader or TorchExtMethod.build_kernel
+
+    def supports(self, problem: Problem, device: str) -> Support:
+        if not str(device).startswith("cuda"):
+            return unsupported("PyTorch-extension kernels run on CUDA devices only")
+        if problem.dtype != "float16":
+            return unsupported("fp16 only")
+        return Support(True)
+
+    def build_key(self) -> str:
+        import torch
+
+        from kernels_search import toolchain
+
+        h = hashlib.sha256()
+        parts = [self.text, binding_source(self.fn) if not self.fn.has_pybind else "",
+                 "\0".join(_torch_ext_flags()), torch.__version__, str(torch.version.cuda),
+                 toolchain.nvcc_version()]
+        for part in parts:
+            h.update(part.encode())
+            h.update(b"\x01")
+        return h.hexdigest()
+
+    def build_kernel(self) -> Callable:
+        """Build (or load from the cache) the module; return its kernel function."""
+        from torch.utils import cpp_extension
+
+        from kernels_search import build as build_mod
+
+        key = self.build_key()
+        mod_name = ext_module_name(method_stem(self.path), key)
+        with _EXT_LOCK:
+            mod = _EXT_MODULES.get(mod_name)
+            if mod is None:
+                d = build_mod.cache_dir() / "ext" / key[:2] / key
+                d.mkdir(parents=True, exist_ok=True)
+                src = d / f"{method_stem(self.path)}.cu"
+                if not src.is_file() or src.read_text() != self.text:
+                    src.write_text(self.text)
+                sources = [str(src)]
+                if not self.fn.has_pybind:
+                    bind = d / "binding.cpp"
+                    bind.write_text(binding_source(self.fn))
+                    sources.append(str(bind))
+                os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
+                try:
+                    mod = cpp_extension.load(name=mod_name, sources=sources, extra_cuda_cflags=_torch_ext_flags(),
+                                             extra_cflags=["-O3", "-std=c++17"], build_directory=str(d),
+                                             verbose=False)
+                except Exception as e:  # a compile error is the kernel's fault: say which file
+                    msg = "\n".join(str(e).strip().splitlines()[-30:])
+                    raise ExtBuildError(f"{self.path}: extension build failed: {msg}") from e
+                _EXT_MODULES[mod_name] = mod
+        return getattr(mod, self.fn.export)
+
+    def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
+        t0 = time.perf_counter()
+        kernel = self._kernel_loader(self)
+        info = {"ext_function": self.fn.name, "ext_source": self.path.name,
+                "ext_b_copy": "b_col_major" if problem.layout == "nn" else "b"}
+        if self.default_stream:
+            info["ext_note"] = "launches on the default stream: timed with direct launches, no graph capture"
+        return Prepared(fn=transposing_call(kernel, problem.layout), setup_s=time.perf_counter() - t0,
+                        info=info, capturable=not self.default_stream)
+
+
+# ---- directories ---------------------------------------------------------------------------------
+
+
+def kernel_files(path: str | Path) -> list[Path]:
+    """The ``.cu`` files directly in ``path``, sorted (headers and sub-folders are not kernels)."""
+    d = Path(path)
+    if not d.is_dir():
+        raise ExternError(f"{d}: not a directory")
+    return sorted(p for p in d.iterdir() if p.is_file() and p.suffix == ".cu")
+
+
+def load_file(path: str | Path, c_abi_prefix: str = "cu") -> Any:
+    """One ``.cu`` file as a Method (ExternError naming the file when it is neither kind)."""
+    from kernels_search.raw_source import source_method
+
+    kind, text, fn = classify(path)
+    if kind == C_ABI:
+        return source_method(text, f"{c_abi_prefix}:{method_stem(path)}")
+    assert fn is not None
+    return TorchExtMethod(path, text, fn)
+
+
+def load_kernels_dir(path: str | Path) -> list:
+    """Every ``.cu`` file in ``path`` as a Method, in file-name order. Raises ExternError listing
+    every file that is neither kind (nothing is skipped silently) or an empty directory."""
+    files = kernel_files(path)
+    if not files:
+        raise ExternError(f"{path}: no .cu files")
+    methods, errors = [], []
+    for f in files:
+        try:
+            methods.append(load_file(f))
+        except ExternError as e:
+            errors.append(str(e))
+    if errors:
+        raise ExternError("\n".join(errors))
+    return methods
+
+
+_DIR_METHODS: dict[str, dict[str, Any]] = {"cu": {}, "ext": {}}
+
+
+def register_kernels_dir(path: str | Path) -> list[str]:
+    """Load ``path`` and make its kernels resolvable as ``--methods cu:<stem>`` / ``ext:<stem>``
+    (a bare ``cu`` or ``ext`` means all of that kind registered so far). Returns the method names.
+
+    The names go through ``harness.registry`` like any plug-in's, so a sandbox worker that calls
+    this (for example from a plug-in module) resolves the same specs."""
+    from harness.registry import register
+
+    methods = load_kernels_dir(path)
+    for m in methods:
+        prefix, _, stem = m.name.partition(":")
+        _DIR_METHODS[prefix][stem] = m
+    for prefix, what in (("cu", "C-ABI"), ("ext", "PyTorch-extension")):
+        if _DIR_METHODS[prefix]:
+            register(prefix, lambda args, _p=prefix: _resolve(_p, args), default=False,
+                     help=f"{what} kernels from --kernels-dir: {', '.join(sorted(_DIR_METHODS[prefix]))}")
+    return [m.name for m in methods]
+
+
+def _resolve(prefix: str, args: str | None):
+    table = _DIR_METHODS[prefix]
+    if not args:
+        return [table[k] for k in sorted(table)]
+    if args not in table:
+        raise ValueError(f"no {prefix} kernel {args!r} in the registered kernels dirs; known: {', '.join(sorted(table))}")
+    return table[args]
