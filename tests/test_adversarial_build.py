@@ -1,0 +1,124 @@
+"""CPU side of the adversarial suite (tests/adversarial): it builds, it is wired, and the cheats a
+CPU can see are seen.
+
+Why: the GPU test can only prove the checks catch each cheat if every adversarial kernel really
+compiles for sm_90a through the same pipeline as a searched kernel (a kernel that fails to build
+would "fail" the gate for the wrong reason), and if each is reachable by name in a sandbox
+worker (``adv:<stem>`` through the plug-in registry). The gate's CPU tests (tests/test_gate.py)
+already cover pointer caching, unwritten and ragged-unwritten output, guard-band writes, fp16
+accumulation and input mutation with torch equivalents; what they do not cover is reading C
+before writing it, and work skipped across repeated calls, which is done here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tests.adversarial as adv
+from harness import registry
+from harness.anticheat import run_anticheat
+from harness.gate import GateCandidate, run_gate
+from harness.problem import Problem, Shape
+from kernels_search import cuda_method, toolchain
+
+needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A fresh build cache, so the test compiles instead of trusting an old artifact."""
+    d = tmp_path_factory.mktemp("adv-build-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HGEMM_BUILD_CACHE", str(d))
+    yield d
+    mp.undo()
+
+
+def test_every_kernel_has_an_expectation_and_resolves_by_name():
+    """A kernel without an expected catch would be built but never checked; a name that does not
+    resolve could not be sent to a sandbox worker."""
+    stems = set(adv.kernel_paths())
+    assert stems == set(adv.EXPECTED), stems ^ set(adv.EXPECTED)
+    assert {"control", "hang", "illegal_address"} <= stems
+    methods = registry.resolve([f"adv:{s}" for s in sorted(stems)])
+    assert [m.name for m in methods] == [f"adv:{s}" for s in sorted(stems)]
+    # one shared kernel, varied: every file compiles to a different source
+    assert len({m.source_hash for m in methods}) == len(methods)
+    with pytest.raises(registry.MethodSpecError, match="no adversarial kernel"):
+        registry.resolve(["adv:no_such_kernel"])
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_every_adversarial_kernel_compiles_for_sm90a(cache):
+    """Build failures are results: each must come back ok=True with a library, its ptxas figures
+    parsed, no spills. Uses cuda_method.prebuild, the pipeline a searched kernel goes through."""
+    methods = [adv.method(s) for s in adv.kernel_paths()]
+    results = cuda_method.prebuild(methods)
+    for m, r in zip(methods, results):
+        assert r.ok, f"{m.name} did not build:\n{r.log[-2000:]}"
+        assert r.lib_path and "-gencode=arch=compute_90a,code=sm_90a" in r.flags
+        assert r.kernels, f"{m.name}: no ptxas figures parsed"
+        assert r.spill_bytes == 0, f"{m.name}: spills {r.resources}"
+    # the second build of unchanged sources is a cache hit
+    again = cuda_method.prebuild(methods)
+    assert all(r.cached for r in again)
+
+
+def _good(layout):
+    def fn(a, b, c):
+        torch.matmul(a, b if layout == "nn" else b.t(), out=c)
+    return fn
+
+
+def uninit_read(layout):
+    """CPU twin of tests/adversarial/uninit_read.cu: C += A @ B reads C before writing it."""
+    def fn(a, b, c):
+        c.add_(torch.matmul(a, b if layout == "nn" else b.t()))
+    return fn
+
+
+def skip_repeat(layout):
+    """CPU twin of skip_repeat.cu: recomputes only when the first elements of A or B changed."""
+    seen = {}
+
+    def fn(a, b, c):
+        fp = (a.view(-1)[:2].tolist(), b.view(-1)[:2].tolist())
+        if seen.get("fp") != fp:
+            _good(layout)(a, b, c)
+            seen["fp"] = fp
+    return fn
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", [(40, 24, 72), (33, 17, 65)])
+def test_gate_catches_reading_c_before_writing(layout, shape):
+    """C is NaN-filled before every call, so a kernel that reads C before writing it (C += A @ B)
+    returns NaN, caught with the same reason the GPU test expects of uninit_read.cu."""
+    p = Problem(Shape(*shape), layout)
+    res = run_gate(p, [GateCandidate("ref", _good(layout), anchor=True), GateCandidate("bad", uninit_read(layout))],
+                   "cpu", seed=11)
+    assert res["ref"].passed, res["ref"].reason
+    assert not res["bad"].passed
+    assert adv.EXPECTED["uninit_read"].matches(res["bad"].reason), res["bad"].reason
+
+
+def test_skip_repeat_evades_the_gate_and_the_cpu_report_says_its_check_did_not_run():
+    """Skipping repeated work computes every new input correctly, so the gate must pass it: the
+    only defence is the timing check (N calls ~ N x one call), which needs a GPU. The CPU path
+    must therefore report that check as *skipped*, never as passed-by-measurement."""
+    p = Problem(Shape(32, 32, 64), "nn")
+    fn = skip_repeat("nn")
+    res = run_gate(p, [GateCandidate("ref", _good("nn"), anchor=True), GateCandidate("skip", fn)], "cpu", seed=3)
+    assert res["skip"].passed, res["skip"].reason
+    # and it really skips: a call on unchanged inputs leaves a poisoned C alone
+    a, b = torch.ones(32, 64, dtype=torch.float16), torch.ones(64, 32, dtype=torch.float16)
+    c = torch.empty(32, 32, dtype=torch.float16)
+    fn(a, b, c)
+    c.fill_(float("nan"))
+    fn(a, b, c)
+    assert torch.isnan(c).all()
+    report = run_anticheat(p, fn, "cpu")
+    f = {x.check: x for x in report.findings}
+    assert f["skipped_work"].skipped and "GPU" in f["skipped_work"].reason
