@@ -208,7 +208,8 @@ def transposing_call(kernel: Callable, layout: str) -> Callable:
 def _torch_ext_flags() -> list[str]:
     from kernels_search import toolchain
 
-    flags = [*toolchain.ARCH_FLAGS, "-O3", "-std=c++17", "--expt-relaxed-constexpr",
+    # No -std: torch.utils.cpp_extension picks the C++ standard its headers need.
+    flags = [*toolchain.ARCH_FLAGS, "-O3", "--expt-relaxed-constexpr",
              "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"]
     try:  # CUDA-L2's kernels use CuTe: the nvidia-cutlass wheel's headers when installed
         flags += [f"-I{d}" for d in toolchain.cutlass_include_dirs()]
@@ -296,10 +297,11 @@ class TorchExtMethod:
                     bind = d / "binding.cpp"
                     bind.write_text(binding_source(self.fn))
                     sources.append(str(bind))
+                # Otherwise cpp_extension adds the visible GPU's arch (sm_90, no WGMMA) as well.
                 os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
                 try:
                     mod = cpp_extension.load(name=mod_name, sources=sources, extra_cuda_cflags=_torch_ext_flags(),
-                                             extra_cflags=["-O3", "-std=c++17"], build_directory=str(d),
+                                             extra_cflags=["-O3"], build_directory=str(d),
                                              verbose=False)
                 except Exception as e:  # a compile error is the kernel's fault: say which file
                     msg = "\n".join(str(e).strip().splitlines()[-30:])
@@ -386,3 +388,30 @@ def _resolve(prefix: str, args: str | None):
     if args not in table:
         raise ValueError(f"no {prefix} kernel {args!r} in the registered kernels dirs; known: {', '.join(sorted(table))}")
     return table[args]
+
+
+# ---- sandbox workers ---------------------------------------------------------------------------
+
+ENV_DIRS = "HGEMM_KERNELS_DIRS"
+PLUGIN = __name__  # the plug-in module a sandbox worker imports to see the same kernels
+
+
+def export_kernels_dirs(dirs) -> list[str]:
+    """What ``--kernels-dir`` does: register every dir here and record them in ``$HGEMM_KERNELS_DIRS``
+    so an evaluator worker spawned afterwards, importing this module as a plug-in (``PLUGIN``),
+    registers the same ``cu:``/``ext:`` names. Returns the method names."""
+    dirs = [str(Path(d).resolve()) for d in dirs]
+    names: list[str] = []
+    for d in dirs:
+        names += register_kernels_dir(d)
+    if dirs:
+        os.environ[ENV_DIRS] = os.pathsep.join(dirs)
+    return names
+
+
+def _register_env_dirs() -> None:
+    for d in filter(None, os.environ.get(ENV_DIRS, "").split(os.pathsep)):
+        register_kernels_dir(d)
+
+
+_register_env_dirs()

@@ -1,0 +1,241 @@
+"""Kernel DB: every candidate the search measured, append-only Parquet parts, resumable.
+
+Layout on disk: ``<db>/parts/part-<ns>-<id>.parquet``, one part per ``evaluate_shape`` call,
+holding that call's candidate rows and baseline rows. A part is written to a temporary file in
+the same folder and moved into place with ``os.replace``, so a search killed at any instant
+leaves whole parts only (a stray ``.tmp`` is ignored and removed on the next open). Rows carry a
+``row_id``; loading drops duplicates, so a part written twice (never in normal use) cannot
+double-count.
+
+Columns (``BASE_FIELDS``): identity (row_id, search_id, call_id, round, recorded_at, measured_at), GPU
+(gpu_uuid, gpu_name, device), problem (shape, m, n, k, layout), kernel (kind = candidate |
+baseline, method = spec, family, origin, knobs JSON, source_hash), verdict (status,
+status_reason, failure, gate_passed), timing (device_us and its CI, setup_s, compile_s),
+ptxas (registers, spill_bytes, ptxas JSON), comparison (baseline_us: the strongest baseline of
+the shape in the same call, baseline_method, speedup, reward), cost (eval_s: the call's wall
+time, elapsed_s: this part's share of the search budget), info JSON. Every knob also gets a
+string column ``knob_<name>`` (null where the family has no such knob).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.problem import Shape
+from kernels_search.search.features import shape_distance
+
+BASE_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("row_id", pa.string()),
+    ("search_id", pa.string()),
+    ("call_id", pa.string()),  # one evaluate_shape call = one part
+    ("round", pa.int32()),
+    ("recorded_at", pa.string()),
+    ("measured_at", pa.string()),
+    ("gpu_uuid", pa.string()),
+    ("gpu_name", pa.string()),
+    ("device", pa.string()),
+    ("shape", pa.string()),
+    ("m", pa.int64()),
+    ("n", pa.int64()),
+    ("k", pa.int64()),
+    ("layout", pa.string()),
+    ("kind", pa.string()),
+    ("method", pa.string()),
+    ("family", pa.string()),
+    ("origin", pa.string()),
+    ("knobs", pa.string()),
+    ("source_hash", pa.string()),
+    ("status", pa.string()),
+    ("status_reason", pa.string()),
+    ("failure", pa.string()),
+    ("gate_passed", pa.bool_()),
+    ("device_us", pa.float64()),
+    ("device_us_ci_lo", pa.float64()),
+    ("device_us_ci_hi", pa.float64()),
+    ("setup_s", pa.float64()),
+    ("compile_s", pa.float64()),
+    ("build_cached", pa.bool_()),
+    ("registers", pa.float64()),
+    ("spill_bytes", pa.float64()),
+    ("ptxas", pa.string()),
+    ("baseline_us", pa.float64()),
+    ("baseline_method", pa.string()),
+    ("speedup", pa.float64()),
+    ("reward", pa.float64()),
+    ("eval_s", pa.float64()),
+    ("elapsed_s", pa.float64()),
+    ("info", pa.string()),
+]
+BASE_SCHEMA = pa.schema(BASE_FIELDS)
+COLUMNS = [f for f, _ in BASE_FIELDS]
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def ptxas_of(info: Mapping[str, Any]) -> dict:
+    """The ptxas figures a CUDA method put in its Prepared.info (``ptxas_<key>``)."""
+    return {k[len("ptxas_"):]: v for k, v in info.items() if k.startswith("ptxas_")}
+
+
+class KernelDB:
+    """Append-only store of measured candidates; the whole table is kept in memory as pandas."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.parts_dir = self.path / "parts"
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.parts_dir.glob("*.tmp"):  # a write that a kill interrupted
+            tmp.unlink(missing_ok=True)
+        self.df = self._load()
+
+    # ------------------------------------------------------------------ I/O
+    def part_files(self) -> list[Path]:
+        return sorted(self.parts_dir.glob("part-*.parquet"))
+
+    def _load(self) -> pd.DataFrame:
+        tables = [pq.read_table(p) for p in self.part_files()]
+        if not tables:
+            return pd.DataFrame({c: pd.Series(dtype=t.to_pandas_dtype()) for c, t in BASE_FIELDS})
+        table = pa.concat_tables(tables, promote_options="default")
+        df = table.to_pandas()
+        return df.drop_duplicates("row_id", keep="first").reset_index(drop=True)
+
+    def reload(self) -> None:
+        self.df = self._load()
+
+    def append(self, rows: list[dict]) -> Path | None:
+        """Write one part atomically; returns its path. Rows get a row_id and recorded_at."""
+        if not rows:
+            return None
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        knob_cols: set[str] = set()
+        out = []
+        for r in rows:
+            r = dict(r)
+            r.setdefault("row_id", uuid.uuid4().hex)
+            r.setdefault("recorded_at", now)
+            for k, v in json.loads(r.get("knobs") or "{}").items():
+                r[f"knob_{k}"] = str(v)
+                knob_cols.add(f"knob_{k}")
+            out.append(r)
+        fields = BASE_FIELDS + [(c, pa.string()) for c in sorted(knob_cols)]
+        schema = pa.schema(fields)
+        table = pa.Table.from_pylist([{f: r.get(f) for f, _ in fields} for r in out], schema=schema)
+        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        tmp = self.parts_dir / (name + ".tmp")
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        final = self.parts_dir / name
+        os.replace(tmp, final)
+        new = table.to_pandas()
+        self.df = new if self.df.empty else pd.concat([self.df, new], ignore_index=True)
+        return final
+
+    # ------------------------------------------------------------------ queries
+    def _sel(self, gpu: str | None = None, shape: Shape | str | None = None, layout: str | None = None,
+             kind: str | None = "candidate") -> pd.DataFrame:
+        df = self.df
+        if df.empty:
+            return df
+        mask = pd.Series(True, index=df.index)
+        if gpu is not None:
+            mask &= df["gpu_uuid"] == gpu
+        if shape is not None:
+            mask &= df["shape"] == (shape.name if isinstance(shape, Shape) else shape)
+        if layout is not None:
+            mask &= df["layout"] == layout
+        if kind is not None:
+            mask &= df["kind"] == kind
+        return df[mask]
+
+    def candidates(self, gpu: str | None = None, shape: Shape | str | None = None,
+                   layout: str | None = None) -> pd.DataFrame:
+        return self._sel(gpu, shape, layout)
+
+    def measured_specs(self, shape: Shape, gpu: str | None = None) -> set[str]:
+        """Specs already measured on this shape (never proposed again)."""
+        return set(self._sel(gpu, shape)["method"])
+
+    def correct(self, gpu: str | None = None, shape: Shape | str | None = None,
+                layout: str | None = None) -> pd.DataFrame:
+        df = self._sel(gpu, shape, layout)
+        return df[(df["status"] == "ok") & df["device_us"].notna()] if not df.empty else df
+
+    def best(self, gpu: str | None = None, shape: Shape | str | None = None,
+             layout: str | None = None) -> pd.DataFrame:
+        """The fastest correct candidate per (gpu_uuid, shape, layout): one row each."""
+        df = self.correct(gpu, shape, layout)
+        if df.empty:
+            return df
+        idx = df.groupby(["gpu_uuid", "shape", "layout"])["device_us"].idxmin()
+        return df.loc[idx.values].reset_index(drop=True)
+
+    def best_baselines(self, gpu: str | None = None) -> pd.DataFrame:
+        """The fastest correct baseline row per (gpu_uuid, shape, layout)."""
+        df = self._sel(gpu, kind="baseline")
+        if df.empty:
+            return df
+        df = df[(df["status"] == "ok") & df["device_us"].notna()]
+        if df.empty:
+            return df
+        idx = df.groupby(["gpu_uuid", "shape", "layout"])["device_us"].idxmin()
+        return df.loc[idx.values].reset_index(drop=True)
+
+    def shapes(self, gpu: str | None = None) -> list[Shape]:
+        df = self._sel(gpu)
+        if df.empty:
+            return []
+        return [Shape(int(m), int(n), int(k)) for m, n, k in df[["m", "n", "k"]].drop_duplicates().itertuples(index=False)]
+
+    def neighbours(self, shape: Shape, gpu: str | None = None, k: int = 4,
+                   with_correct: bool = True) -> list[tuple[Shape, float]]:
+        """The ``k`` measured shapes nearest to ``shape`` (log-space distance), itself excluded."""
+        pool = self.correct(gpu) if with_correct else self._sel(gpu)
+        if pool.empty:
+            return []
+        seen = {Shape(int(m), int(n), int(kk)) for m, n, kk in pool[["m", "n", "k"]].drop_duplicates().itertuples(index=False)}
+        seen.discard(shape)
+        return sorted(((s, shape_distance(shape, s)) for s in seen), key=lambda t: (t[1], t[0]))[:k]
+
+    def failed_builds(self) -> set[tuple[str, str]]:
+        """(family, source_hash) of configs whose build failed (shape-independent failures)."""
+        df = self._sel()
+        if df.empty:
+            return set()
+        bad = df[df["failure"] == "compile"]
+        return set(zip(bad["family"], bad["source_hash"].fillna("")))
+
+    def budget_used(self, search_id: str) -> float:
+        """Seconds of search budget spent by earlier parts of ``search_id``."""
+        df = self.df
+        if df.empty:
+            return 0.0
+        sel = df[df["search_id"] == search_id]
+        if sel.empty:
+            return 0.0
+        per_call = sel.groupby("call_id")["elapsed_s"].first()  # every row of a call carries it
+        return float(per_call.sum())
+
+    def last_round(self, search_id: str) -> int:
+        df = self.df
+        sel = df[df["search_id"] == search_id] if not df.empty else df
+        return int(sel["round"].max()) if not sel.empty else -1

@@ -1,0 +1,124 @@
+"""Features the policy conditions on: shape features, config features and their interactions.
+
+Shape features (``shape_features``), all O(1) in size so one linear model spans the grid:
+log2 M, N, K (scaled to ~[0, 1] over 1..16384), tiles per SM wave for 128x128 tiles on 132 SMs
+(log2), the fill of the last wave, arithmetic intensity (log2 flop/byte, scaled) and skinniness
+log2(K / (M*N)) (scaled). Config features (``FeatureSpace``): one-hot family, one-hot value per
+(family, knob), one-hot layout, and knob-derived launch geometry for this shape where the family
+has a tile (CTAs per wave on 132 SMs, wave efficiency, whether the tile covers the shape).
+
+The model's input is the outer product [1, shape features] x [config one-hots] plus the
+geometry features: each knob value's effect is a linear function of the shape, so what is
+learned on one shape transfers to shapes never measured.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from harness.problem import Shape
+
+SMS = 132
+WAVE_TILE = 128
+# knob pairs that name a CTA tile, in the families' spellings
+TILE_KNOBS = (("bm", "bn"), ("tile_m", "tile_n"), ("block_m", "block_n"))
+SPLIT_KNOBS = ("splits", "split_k", "sk_splits")
+
+SHAPE_FEATURES = ("log_m", "log_n", "log_k", "log_waves", "last_wave_fill", "log_intensity", "log_skinny")
+
+
+def _tiles(m: int, n: int, tm: int, tn: int) -> int:
+    return -(-m // tm) * -(-n // tn)
+
+
+def shape_features(shape: Shape) -> np.ndarray:
+    """The shape's features, in SHAPE_FEATURES order, each roughly in [-1, 1]."""
+    m, n, k = shape.m, shape.n, shape.k
+    tiles = _tiles(m, n, WAVE_TILE, WAVE_TILE)
+    waves = tiles / SMS
+    last = tiles - (math.ceil(waves) - 1) * SMS
+    intensity = 2.0 * m * n * k / (2.0 * (m * k + k * n + m * n))
+    return np.array([
+        math.log2(m) / 14.0,
+        math.log2(n) / 14.0,
+        math.log2(k) / 14.0,
+        math.log2(waves) / 8.0,
+        last / SMS,
+        math.log2(intensity) / 12.0,
+        math.log2(k / (m * n)) / 28.0,
+    ])
+
+
+def shape_distance(a: Shape, b: Shape) -> float:
+    """Euclidean distance in (log2 M, log2 N, log2 K): 1.0 = one dimension differs 2x."""
+    return math.sqrt(sum((math.log2(x) - math.log2(y)) ** 2 for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k))))
+
+
+def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """(log2 CTA waves, wave efficiency, tile covers the shape) for a config with a tile."""
+    for km, kn in TILE_KNOBS:
+        if km in knobs and kn in knobs:
+            tm, tn = int(knobs[km]), int(knobs[kn])
+            break
+    else:
+        return None
+    split = 1
+    for s in SPLIT_KNOBS:
+        v = knobs.get(s)
+        if isinstance(v, (int, np.integer)) and v > 1:
+            split = int(v)
+    ctas = _tiles(shape.m, shape.n, tm, tn) * split
+    waves = math.ceil(ctas / SMS)
+    return (math.log2(ctas / SMS) / 8.0, ctas / (waves * SMS), float(tm >= shape.m and tn >= shape.n))
+
+
+class FeatureSpace:
+    """The fixed vocabulary of config one-hots for a set of families (knob spaces).
+
+    ``families`` maps family name -> object with ``knobs`` (each with ``name`` and ``values``),
+    i.e. ``kernels_search.family.Family`` instances. The vocabulary (and so the model's
+    dimension) is fixed at construction; ``vocab`` is saved with a checkpoint so a changed
+    family set is detected on resume.
+    """
+
+    def __init__(self, families: Mapping[str, Any], layouts: Sequence[str] = ("nn", "tn")):
+        self.layouts = tuple(layouts)
+        vocab: list[str] = [f"layout={lay}" for lay in self.layouts]
+        for fname, fam in families.items():
+            vocab.append(f"family={fname}")
+            for knob in fam.knobs:
+                for v in knob.values:
+                    vocab.append(f"{fname}.{knob.name}={v}")
+        self.vocab = vocab
+        self.index = {v: i for i, v in enumerate(vocab)}
+        self.n_config = len(vocab)
+        self.n_shape = 1 + len(SHAPE_FEATURES)
+        self.n_geom = 4  # has-geometry flag, log waves, wave efficiency, covers
+        self.dim = self.n_shape * self.n_config + self.n_geom * self.n_shape
+
+    def config_onehot(self, family: str, knobs: Mapping[str, Any], layout: str) -> np.ndarray:
+        x = np.zeros(self.n_config)
+        for key in (f"layout={layout}", f"family={family}",
+                    *(f"{family}.{k}={v}" for k, v in knobs.items())):
+            i = self.index.get(key)
+            if i is not None:
+                x[i] = 1.0
+        return x
+
+    def features(self, shape: Shape, family: str, knobs: Mapping[str, Any], layout: str,
+                 shape_feats: np.ndarray | None = None) -> np.ndarray:
+        s = np.concatenate([[1.0], shape_features(shape) if shape_feats is None else shape_feats])
+        c = self.config_onehot(family, knobs, layout)
+        g = geometry(shape, knobs)
+        gv = np.array([1.0, *g]) if g is not None else np.zeros(self.n_geom)
+        return np.concatenate([np.outer(s, c).ravel(), np.outer(s, gv).ravel()])
+
+    def names(self) -> list[str]:
+        """Human-readable name of every model input (for explaining weights)."""
+        s = ["1", *SHAPE_FEATURES]
+        g = ["geom", "geom_log_waves", "geom_wave_eff", "geom_covers"]
+        return [f"{a}*{b}" if a != "1" else b for a in s for b in self.vocab] + \
+               [f"{a}*{b}" if a != "1" else b for a in s for b in g]

@@ -1,0 +1,324 @@
+"""The search loop: propose -> measure with the baselines (paired) -> DB -> reward -> policy.
+
+Per round, for each shape: every proposer suggests up to ``batch_per_shape`` candidates it has
+not measured on that shape; CUDA candidates are compiled in parallel on the build pool first
+(cache hits cost nothing); then one ``Evaluator.evaluate_shape`` call measures the candidates
+*together with* the baselines (same worker, same interleaved timing rounds), the rows go to the
+kernel DB as one atomic part, rewards go to the policy (and each proposer's ``observe``), and the
+policy is checkpointed. The loop stops when the budget is spent, ``max_rounds`` are done, or no
+proposer has anything new.
+
+Resume: the budget is the total for ``search_id`` (what earlier runs spent is read back from the
+DB), the round restarts where the DB says it stopped (shapes already measured in that round are
+skipped), the policy loads its checkpoint and replays DB rows it has not seen, and what was
+measured is never proposed again for that shape. A kill loses at most the one call in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from harness.problem import Shape
+from harness.runner import CompareSettings
+from kernels_search.search.db import KernelDB, _num, ptxas_of
+from kernels_search.search.proposer import Candidate, Outcome, Proposer, SearchContext, observe
+from kernels_search.search.reward import failure_kind, reward, strongest_baseline
+
+CUDA_BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
+CPU_BASELINES = ("torch",)
+
+
+def default_baselines(device: str) -> tuple[str, ...]:
+    return CUDA_BASELINES if device == "cuda" else CPU_BASELINES
+
+
+def search_settings(layouts: Sequence[str] = ("nn", "tn"), *, timing_budget_s: float = 2.0, ci_target: float = 0.02,
+                    min_rounds: int = 5, max_rounds: int = 100, seed: int | None = None,
+                    anticheat: bool = True) -> CompareSettings:
+    """CompareSettings for search calls: offline warm timing, a shorter budget than ``compare``."""
+    return CompareSettings(shapes=[], layouts=list(layouts), ci_target=ci_target, min_rounds=min_rounds,
+                           max_rounds=max_rounds, budget_s=timing_budget_s, seed=seed, anticheat=anticheat)
+
+
+@dataclass
+class SearchProgress:
+    """What a progress callback receives after every measured shape."""
+
+    round: int
+    shape: str
+    shapes_total: int
+    shapes_measured: int  # shapes with at least one correct candidate (whole search_id)
+    shapes_beating_baseline: int  # ... whose best candidate beats the strongest baseline
+    best_speedup: float | None  # max over shapes of best candidate / strongest baseline
+    geomean_best_speedup: float | None  # geomean over measured shapes
+    candidates: int  # candidate evaluations by this invocation
+    candidates_total: int  # ... by the whole search_id
+    elapsed_s: float  # budget spent, whole search_id
+    budget_s: float
+    candidates_per_s: float  # this invocation
+    compile_s: float  # this invocation: parallel prebuild + candidates' setup (build/load) in the worker
+    measure_s: float  # this invocation: gate, anti-cheat and timing (evaluate_shape wall minus setup)
+    last: list[Outcome] = field(default_factory=list)
+
+
+@dataclass
+class SearchSummary:
+    search_id: str
+    rounds: int
+    candidates: int
+    elapsed_s: float
+    stop_reason: str  # budget | rounds | exhausted
+    per_shape: list[dict]  # shape, layout, best spec, device_us, baseline_us, speedup
+
+
+def _seed(*parts: Any) -> int:
+    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def _names(spec: str) -> list[str]:
+    """Method names a spec resolves to (the rows' ``method``); the spec itself if it cannot."""
+    from harness.registry import resolve
+
+    try:
+        return [m.name for m in resolve([spec])] or [spec]
+    except Exception:
+        return [spec]
+
+
+def auto_prebuild(specs: Sequence[str]) -> float:
+    """Compile every CUDA family candidate in parallel (build pool); returns the seconds spent."""
+    from harness.registry import resolve
+
+    t0 = time.perf_counter()
+    methods = []
+    for spec in specs:
+        try:
+            methods += [m for m in resolve([spec]) if hasattr(m, "build") and hasattr(m, "_family")]
+        except Exception:
+            continue
+    if methods:
+        from kernels_search.cuda_method import prebuild
+
+        prebuild(methods)
+    return time.perf_counter() - t0
+
+
+def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: str | None, meta: dict) -> dict:
+    info = json.loads(r.get("info") or "{}")
+    ptx = ptxas_of(info)
+    fk = failure_kind(r)
+    us = _num(r.get("device_us_median"))
+    rew = reward(r, base_us) if cand is not None else None
+    return dict(
+        meta,
+        measured_at=r.get("measured_at"), gpu_uuid=r.get("gpu_uuid"), gpu_name=r.get("gpu_name"),
+        device=r.get("device"), shape=r["shape"], m=r["m"], n=r["n"], k=r["k"], layout=r["layout"],
+        kind="candidate" if cand is not None else "baseline", method=r["method"],
+        family=cand.family if cand is not None else r.get("family"),
+        origin=cand.origin if cand is not None else "baseline",
+        knobs=cand.knobs_json() if cand is not None else (r.get("config") or "{}"),
+        source_hash=r.get("source_hash") or "", status=r.get("status"), status_reason=r.get("status_reason") or "",
+        failure=fk, gate_passed=r.get("gate_passed"), device_us=us if not fk else None,
+        device_us_ci_lo=_num(r.get("device_us_ci_lo")), device_us_ci_hi=_num(r.get("device_us_ci_hi")),
+        setup_s=_num(r.get("setup_s")), compile_s=_num(info.get("compile_s")),
+        build_cached=info.get("build_cached"), registers=_num(ptx.get("max_registers", ptx.get("registers"))),
+        spill_bytes=_num(ptx.get("spill_bytes")), ptxas=json.dumps(ptx, default=str) if ptx else "",
+        baseline_us=base_us, baseline_method=base_who,
+        speedup=(base_us / us) if (base_us and us and not fk) else None, reward=rew,
+        info=r.get("info") or "{}",
+    )
+
+
+def _summary_rows(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> list[dict]:
+    names = {s.name for s in shapes}
+    best = db.best(gpu)
+    out = []
+    for r in best.itertuples(index=False):
+        if r.shape in names:
+            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family, device_us=r.device_us,
+                            baseline_us=r.baseline_us, speedup=r.speedup))
+    return sorted(out, key=lambda d: (d["shape"], d["layout"]))
+
+
+def _shape_stats(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> tuple[int, int, float | None, float | None]:
+    """(measured, beating, max speedup, geomean speedup) of each shape's best candidate."""
+    names = {s.name for s in shapes}
+    best = db.best(gpu)
+    if best.empty:
+        return 0, 0, None, None
+    best = best[best["shape"].isin(names) & best["speedup"].notna()]
+    per_shape = best.groupby("shape")["speedup"].max()
+    if per_shape.empty:
+        return 0, 0, None, None
+    gm = math.exp(sum(math.log(x) for x in per_shape) / len(per_shape))
+    return len(per_shape), int((per_shape > 1.0).sum()), float(per_shape.max()), gm
+
+
+def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB, policy,
+               proposers: Sequence[Proposer] | None = None, batch_per_shape: int = 4,
+               progress: Callable[[SearchProgress], None] | None = None, *,
+               settings: CompareSettings | None = None, baselines: Sequence[str] | None = None,
+               search_id: str = "search", checkpoint: str | Path | None = None,
+               max_rounds: int | None = None, prebuild: Callable[[Sequence[str]], float] | str | None = "auto",
+               run_id: str | None = None, log: Callable[[str], None] | None = None) -> SearchSummary:
+    """Search kernels for ``shapes`` until ``budget_s`` seconds (total for ``search_id``) are spent.
+
+    ``evaluator``: a harness.sandbox.Evaluator (its ``env`` names the GPU). ``policy``: the
+    knob-level Policy; it learns from every outcome and is checkpointed to ``checkpoint`` after
+    every shape. ``proposers``: who proposes (default ``[policy]``; add an LLM proposer for
+    code-level search). ``settings``: timing settings (default ``search_settings()``).
+    ``baselines``: method specs measured with the candidates in every call (default: every
+    cuBLAS-family method on CUDA, torch on CPU). ``prebuild``: "auto" compiles CUDA candidates
+    on the build pool before each call (on CUDA devices), a callable does it your way, None skips.
+    """
+    log = log or (lambda s: None)
+    env = getattr(evaluator, "env", {}) or {}
+    device = getattr(evaluator, "device", env.get("device", "cuda"))
+    gpu = env.get("gpu_uuid")
+    settings = settings or search_settings()
+    baselines = list(baselines if baselines is not None else default_baselines(device))
+    proposers = list(proposers) if proposers else [policy]
+    run_id = run_id or f"{search_id}-{uuid.uuid4().hex[:8]}"
+    if prebuild == "auto":
+        prebuild = auto_prebuild if device == "cuda" else None
+    groups = [(m, c) for m in settings.modes for c in settings.caches]
+
+    if checkpoint is not None and policy is not None:
+        if policy.load(checkpoint):
+            log(f"policy checkpoint {checkpoint} loaded ({policy.model.n} observations)")
+    if policy is not None:
+        replayed = policy.sync(db)
+        if replayed:
+            log(f"policy: replayed {replayed} DB row(s) the checkpoint had not seen")
+
+    spent = db.budget_used(search_id)
+    rnd = max(db.last_round(search_id), 0)
+    prior = db.df[db.df["search_id"] == search_id] if not db.df.empty else db.df
+    done_in_round = set(prior[prior["round"] == rnd]["shape"]) if not prior.empty else set()
+    if done_in_round >= {s.name for s in shapes}:
+        rnd, done_in_round = rnd + 1, set()
+    total_before = int((prior["kind"] == "candidate").sum()) if not prior.empty else 0
+    exhausted: set[str] = set()
+    n_cand, compile_s, measure_s, rounds_run = 0, 0.0, 0.0, 0
+    t_start = time.perf_counter()
+    stop = "budget"
+
+    while True:
+        if spent >= budget_s:
+            stop = "budget"
+            break
+        if max_rounds is not None and rnd >= max_rounds:
+            stop = "rounds"
+            break
+        if len(exhausted) == len(shapes):
+            stop = "exhausted"
+            break
+        for shape in shapes:
+            if spent >= budget_s:
+                break
+            if shape.name in done_in_round or shape.name in exhausted:
+                continue
+            t0 = time.perf_counter()
+            exclude = db.measured_specs(shape, gpu)
+            cands: list[Candidate] = []
+            owner: dict[str, Proposer] = {}
+            for p in proposers:
+                ctx = SearchContext(shape, batch_per_shape, exclude | {c.spec for c in cands}, db, gpu,
+                                    tuple(settings.layouts), rnd, _seed(search_id, rnd, shape.name, p.name))
+                try:
+                    got = p.propose(shape, ctx) or []
+                except Exception:
+                    log(f"{shape.name}: proposer {getattr(p, 'name', p)} failed:\n{traceback.format_exc()}")
+                    continue
+                for c in got:
+                    if c.spec not in exclude and c.spec not in owner:
+                        owner[c.spec] = p
+                        cands.append(c)
+            if not cands:
+                exhausted.add(shape.name)
+                continue
+            specs = baselines + [c.spec for c in cands]
+            pre_s = 0.0
+            if prebuild is not None:
+                try:
+                    pre_s = float(prebuild([c.spec for c in cands]) or 0.0)
+                except Exception:
+                    log(f"{shape.name}: prebuild failed:\n{traceback.format_exc()}")
+            t_eval = time.perf_counter()
+            from harness.sandbox import EvaluatorError
+
+            try:
+                result = evaluator.evaluate_shape(shape, specs, settings, groups, run_id)
+                rows = result[0][0] if result else []
+                harness_error = ""
+            except EvaluatorError as e:
+                rows, harness_error = [], str(e)
+            eval_s = time.perf_counter() - t_eval
+            by_name: dict[str, Candidate] = {}
+            for c in cands:
+                for nm in _names(c.spec):
+                    by_name.setdefault(nm, c)
+            base_us, base_who = strongest_baseline(rows)
+            call = dict(search_id=search_id, call_id=uuid.uuid4().hex, round=rnd, eval_s=eval_s)
+            db_rows = []
+            for r in rows:
+                cand = None if r.get("is_baseline") else by_name.get(r["method"])
+                if not r.get("is_baseline") and cand is None:
+                    continue  # a method nobody proposed (never expected)
+                db_rows.append(_db_row(r, cand, base_us, base_who, call))
+            seen_specs = {r["method"] for r in db_rows}
+            for c in cands:  # candidates with no row at all (the evaluator gave up on the shape)
+                if not any(nm in seen_specs for nm in _names(c.spec)):
+                    for lay in settings.layouts:
+                        db_rows.append(dict(call, gpu_uuid=gpu, gpu_name=env.get("gpu_name"), device=device,
+                                            shape=shape.name, m=shape.m, n=shape.n, k=shape.k, layout=lay,
+                                            kind="candidate", method=c.spec, family=c.family, origin=c.origin,
+                                            knobs=c.knobs_json(), status="error",
+                                            status_reason=harness_error or "no result row", failure="harness",
+                                            reward=None, info="{}"))
+            setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
+            cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
+            elapsed = time.perf_counter() - t0
+            for r in db_rows:
+                r["elapsed_s"] = elapsed
+            db.append(db_rows)
+            spent += elapsed
+            n_cand += len(cands)
+            compile_s += pre_s + cand_setup
+            measure_s += max(0.0, eval_s - setup)
+            outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["knobs"]), r["method"]),
+                                r["layout"], r["status"], r["reward"], r.get("device_us"), base_us,
+                                r.get("status_reason") or "", r.get("failure") or "", r["row_id"])
+                        for r in db_rows if r["kind"] == "candidate"]
+            if policy is not None:
+                policy.observe(shape, outcomes)
+                if checkpoint is not None:
+                    policy.save(checkpoint)
+            for p in proposers:
+                if p is not policy:
+                    try:
+                        observe(p, shape, [o for o in outcomes if owner.get(o.candidate.spec) is p])
+                    except Exception:
+                        log(f"{shape.name}: proposer {getattr(p, 'name', p)}.observe failed:\n{traceback.format_exc()}")
+            if progress is not None:
+                measured, beating, best, gm = _shape_stats(db, gpu, shapes)
+                wall = time.perf_counter() - t_start
+                progress(SearchProgress(
+                    round=rnd, shape=shape.name, shapes_total=len(shapes), shapes_measured=measured,
+                    shapes_beating_baseline=beating, best_speedup=best, geomean_best_speedup=gm,
+                    candidates=n_cand, candidates_total=total_before + n_cand, elapsed_s=spent, budget_s=budget_s,
+                    candidates_per_s=n_cand / wall if wall > 0 else 0.0, compile_s=compile_s, measure_s=measure_s,
+                    last=outcomes))
+        rounds_run += 1
+        rnd += 1
+        done_in_round = set()
+    return SearchSummary(search_id=search_id, rounds=rounds_run, candidates=n_cand, elapsed_s=spent,
+                         stop_reason=stop, per_shape=_summary_rows(db, gpu, shapes))

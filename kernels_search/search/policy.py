@@ -1,0 +1,368 @@
+"""The knob-level policy: a contextual bandit with a Bayesian linear reward model, shared by shapes.
+
+What it is, in one paragraph. Every (shape, family, knobs, layout) maps to a feature vector
+(``features.FeatureSpace``): one-hot family / knob values / layout, each multiplied by the shape
+features (log M, N, K, tiles per wave, last-wave fill, arithmetic intensity, skinniness), plus the
+config's launch geometry on this shape (CTA waves, wave efficiency). A Bayesian ridge
+regression ``reward ~ N(x . theta, sigma^2)`` with prior ``theta ~ N(0, sigma^2 / lam I)`` is fit
+to every measured reward, over all shapes at once, so one shape's measurements move the
+predictions for every other shape through the shared shape-feature terms.
+
+How it chooses. For a shape it builds a candidate pool: random valid configs of every family
+that supports the shape, every family's defaults, and the best configs measured on this shape
+and on its nearest measured neighbours (warm start) together with all their one-knob mutations.
+Configs already measured on the shape, and compile-time configs that failed to build anywhere,
+are left out. A candidate's value is the max over layouts of its reward. The first pick for a
+shape with no measurement yet is the argmax of the posterior *mean* (the best prediction); every
+other pick is Thompson sampling (one posterior draw of theta per pick, argmax of the drawn
+values), except that with probability ``epsilon`` a pick is uniform over the pool (the floor on
+exploration). A new compile-time config costs ``compile_penalty`` reward units in the
+acquisition (builds are the expensive part on the GPU host; 0 disables it).
+
+It checkpoints to one ``.npz`` (posterior, ids of the rows it has seen, per-shape elites);
+``sync(db)`` replays every DB row it has not seen, so a checkpoint older than the DB (a kill
+between the two writes) loses nothing and nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from harness.problem import Problem, Shape
+from kernels_search.search.features import FeatureSpace, shape_features
+from kernels_search.search.proposer import Candidate, Outcome, SearchContext
+
+CHECKPOINT_VERSION = 1
+
+
+def default_families(device: str = "cuda") -> dict[str, Any]:
+    """The kernel families a search on ``device`` walks (triton only where it imports)."""
+    from kernels_search.families import ALL
+
+    fams = dict(ALL)
+    if "triton" in fams and not fams["triton"].supports({}, Problem(Shape(128, 128, 128))):
+        fams.pop("triton")
+    return fams if device == "cuda" else {}
+
+
+class LinearTS:
+    """Bayesian linear regression with Thompson sampling (precision-matrix form)."""
+
+    def __init__(self, dim: int, lam: float = 1.0, sigma: float = 0.3):
+        self.dim, self.lam, self.sigma = dim, lam, sigma
+        self.A = lam * np.eye(dim)
+        self.b = np.zeros(dim)
+        self.n = 0
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def update(self, X: np.ndarray, r: np.ndarray) -> None:
+        X = np.atleast_2d(X)
+        self.A += X.T @ X
+        self.b += X.T @ np.asarray(r, dtype=float)
+        self.n += len(X)
+        self._cache = None
+
+    def _factor(self) -> tuple[np.ndarray, np.ndarray]:
+        """(L^-1, mean) with A = L L^T, cached until the next update."""
+        if self._cache is None:
+            L = np.linalg.cholesky(self.A)
+            Linv = np.linalg.solve(L, np.eye(self.dim))
+            mu = Linv.T @ (Linv @ self.b)
+            self._cache = (Linv, mu)
+        return self._cache
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self._factor()[1]
+
+    def sample(self, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+        """theta ~ N(mean, sigma^2 A^-1) = mean + sigma * L^-T z, A = L L^T."""
+        Linv, mu = self._factor()
+        return mu + scale * self.sigma * (Linv.T @ rng.standard_normal(self.dim))
+
+    def std(self, X: np.ndarray) -> np.ndarray:
+        """Posterior std of x . theta for each row of X."""
+        Linv, _ = self._factor()
+        V = Linv @ np.atleast_2d(X).T
+        return self.sigma * np.sqrt((V * V).sum(axis=0))
+
+
+def _key(knobs: Mapping[str, Any]) -> str:
+    return json.dumps(dict(knobs), sort_keys=True, default=str)
+
+
+class Policy:
+    """See the module docstring. ``families``: name -> kernels_search.family.Family."""
+
+    name = "policy"
+
+    def __init__(self, families: Mapping[str, Any], layouts: Sequence[str] = ("nn", "tn"), *,
+                 seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.0,
+                 random_per_family: int = 64, neighbours: int = 4, elites: int = 3,
+                 lam: float = 1.0, sigma: float = 0.3):
+        if not families:
+            raise ValueError("the policy needs at least one kernel family")
+        self.families = dict(families)
+        self.layouts = tuple(layouts)
+        self.space = FeatureSpace(self.families, self.layouts)
+        self.model = LinearTS(self.space.dim, lam, sigma)
+        self.epsilon, self.explore, self.compile_penalty = epsilon, explore, compile_penalty
+        self.random_per_family, self.n_neighbours, self.n_elites = random_per_family, neighbours, elites
+        self.rng = np.random.default_rng(seed)
+        self.seen: set[str] = set()
+        # shape name -> [(reward, family, knobs json)], best first, a few per shape
+        self.history: dict[str, list[tuple[float, str, str]]] = {}
+        self.built: set[str] = set()  # compile keys that built (any shape)
+        self.broken: set[str] = set()  # compile keys that failed to build
+
+    # ------------------------------------------------------------------ helpers
+    def compile_key(self, family: str, knobs: Mapping[str, Any]) -> str:
+        fam = self.families[family]
+        return family + ":" + _key(fam.compile_knobs(knobs))
+
+    def candidate(self, family: str, knobs: Mapping[str, Any], origin: str = "policy") -> Candidate:
+        fam = self.families[family]
+        return Candidate(family, dict(knobs), fam.spec(knobs), origin)
+
+    def _supported(self, family: str, knobs: Mapping[str, Any], shape: Shape) -> bool:
+        fam = self.families[family]
+        return any(fam.supports(knobs, Problem(shape, lay)) for lay in self.layouts)
+
+    def _random_configs(self, family: str, n: int, rng: random.Random) -> list[dict]:
+        fam = self.families[family]
+        out, keys = [], set()
+        for _ in range(n * 20):
+            if len(out) >= n:
+                break
+            knobs = {k.name: rng.choice(k.values) for k in fam.knobs}
+            key = _key(knobs)
+            if key in keys or not fam.is_valid(knobs):
+                continue
+            keys.add(key)
+            out.append(knobs)
+        return out
+
+    def _mutations(self, family: str, knobs: Mapping[str, Any]) -> list[dict]:
+        fam = self.families[family]
+        out = []
+        for k in fam.knobs:
+            for v in k.values:
+                if v != knobs.get(k.name):
+                    m = dict(knobs, **{k.name: v})
+                    if fam.is_valid(m):
+                        out.append(m)
+        return out
+
+    def elites_for(self, shape: Shape, db=None, gpu: str | None = None) -> list[tuple[str, dict]]:
+        """Best configs measured on this shape and its nearest measured neighbours."""
+        out: list[tuple[str, dict]] = []
+        names = [shape.name]
+        if db is not None:
+            names += [s.name for s, _ in db.neighbours(shape, gpu, self.n_neighbours)]
+        else:
+            from kernels_search.search.features import shape_distance
+
+            def parse(nm):
+                return Shape(*map(int, nm.split("_")))
+            others = sorted((shape_distance(shape, parse(nm)), nm) for nm in self.history if nm != shape.name)
+            names += [nm for _, nm in others[: self.n_neighbours]]
+        for nm in names:
+            for r, fam, kj in self.history.get(nm, [])[: self.n_elites]:
+                if r > -1.0 and fam in self.families:
+                    out.append((fam, json.loads(kj)))
+        return out
+
+    def pool(self, shape: Shape, exclude: Iterable[str] = (), db=None, gpu: str | None = None,
+             seed: int | None = None) -> list[Candidate]:
+        """Every config the policy considers for ``shape`` this time (see module docstring)."""
+        rng = random.Random(seed if seed is not None else int(self.rng.integers(1 << 31)))
+        exclude = set(exclude)
+        seen: set[str] = set()
+        out: list[Candidate] = []
+
+        def add(fam: str, knobs: Mapping[str, Any], origin: str) -> None:
+            f = self.families[fam]
+            if any(k.name not in knobs for k in f.knobs) or not f.is_valid(knobs):
+                return
+            spec = f.spec(knobs)
+            if spec in seen or spec in exclude or self.compile_key(fam, knobs) in self.broken:
+                return
+            if not self._supported(fam, knobs, shape):
+                return
+            seen.add(spec)
+            out.append(Candidate(fam, dict(knobs), spec, origin))
+
+        for fam, knobs in self.elites_for(shape, db, gpu):
+            add(fam, knobs, "policy:elite")
+            for m in self._mutations(fam, knobs):
+                add(fam, m, "policy:mutation")
+        for fam, f in self.families.items():
+            add(fam, f.defaults(), "policy:default")
+            for knobs in self._random_configs(fam, self.random_per_family, rng):
+                add(fam, knobs, "policy:random")
+        return out
+
+    def _features(self, shape: Shape, cands: Sequence[Candidate]) -> np.ndarray:
+        """(len(cands), len(layouts), dim) feature tensor."""
+        sf = shape_features(shape)
+        X = np.empty((len(cands), len(self.layouts), self.space.dim))
+        for i, c in enumerate(cands):
+            for j, lay in enumerate(self.layouts):
+                X[i, j] = self.space.features(shape, c.family, c.knobs, lay, sf)
+        return X
+
+    # ------------------------------------------------------------------ predicting
+    def predict(self, shape: Shape, cands: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and std of each candidate's reward, per layout: (n, layouts) each."""
+        X = self._features(shape, cands)
+        flat = X.reshape(-1, self.space.dim)
+        return (flat @ self.model.mean).reshape(X.shape[:2]), self.model.std(flat).reshape(X.shape[:2])
+
+    def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
+        """The argmax of predicted reward (best layout) over the pool: one evaluation per shape."""
+        cands = self.pool(shape, db=db, gpu=gpu)
+        mean, _ = self.predict(shape, cands)
+        return cands[int(np.argmax(mean.max(axis=1)))]
+
+    def explain(self, shape: Shape, cand: Candidate, layout: str, top: int = 8) -> list[tuple[str, float]]:
+        """The model inputs that contribute most to this candidate's predicted reward."""
+        x = self.space.features(shape, cand.family, cand.knobs, layout)
+        contrib = x * self.model.mean
+        names = self.space.names()
+        order = np.argsort(-np.abs(contrib))[:top]
+        return [(names[i], float(contrib[i])) for i in order if contrib[i] != 0]
+
+    # ------------------------------------------------------------------ the Proposer protocol
+    def propose(self, shape: Shape, context: SearchContext) -> list[Candidate]:
+        cands = self.pool(shape, context.exclude, context.db, context.gpu, seed=context.seed)
+        if not cands or context.n <= 0:
+            return []
+        X = self._features(shape, cands)
+        flat = X.reshape(-1, self.space.dim)
+        penalty = np.array([self.compile_penalty if (getattr(self.families[c.family], "backend", "") == "cuda"
+                                                     and self.compile_key(c.family, c.knobs) not in self.built)
+                            else 0.0 for c in cands])
+        rng = np.random.default_rng(context.seed)
+        chosen: list[int] = []
+        fresh_shape = shape.name not in self.history
+        for pick in range(min(context.n, len(cands))):
+            left = [i for i in range(len(cands)) if i not in chosen]
+            if pick == 0 and fresh_shape:
+                theta, why = self.model.mean, "policy:greedy"
+            elif rng.random() < self.epsilon:
+                i = int(rng.choice(left))
+                chosen.append(i)
+                cands[i].origin = "policy:epsilon"
+                continue
+            else:
+                theta, why = self.model.sample(rng, self.explore), "policy:thompson"
+            value = (flat @ theta).reshape(X.shape[:2]).max(axis=1) - penalty
+            value[chosen] = -np.inf
+            i = int(np.argmax(value))
+            chosen.append(i)
+            cands[i].meta["pool_origin"] = cands[i].origin
+            cands[i].origin = why
+        return [cands[i] for i in chosen]
+
+    def observe(self, shape: Shape, outcomes: Sequence[Outcome]) -> None:
+        """Fold measured rewards into the model (rows seen before are ignored)."""
+        X, r = [], []
+        for o in outcomes:
+            if o.row_id and o.row_id in self.seen:
+                continue
+            if o.row_id:
+                self.seen.add(o.row_id)
+            c = o.candidate
+            if c.family not in self.families:
+                continue
+            ckey = self.compile_key(c.family, c.knobs)
+            if o.failure == "compile":
+                self.broken.add(ckey)
+            elif o.failure != "unsupported":
+                self.built.add(ckey)
+            if o.reward is None:
+                continue
+            X.append(self.space.features(shape, c.family, c.knobs, o.layout))
+            r.append(o.reward)
+            self._remember(shape, o.reward, c.family, c.knobs)
+        if X:
+            self.model.update(np.array(X), np.array(r))
+
+    def _remember(self, shape: Shape, reward: float, family: str, knobs: Mapping[str, Any]) -> None:
+        h = self.history.setdefault(shape.name, [])
+        key = _key(knobs)
+        for i, (r0, f0, k0) in enumerate(h):
+            if f0 == family and k0 == key:
+                if reward > r0:
+                    h[i] = (reward, family, key)
+                break
+        else:
+            h.append((reward, family, key))
+        h.sort(key=lambda t: -t[0])
+        del h[max(8, self.n_elites):]
+
+    def sync(self, db) -> int:
+        """Replay every DB candidate row this policy has not seen; returns how many were folded in."""
+        from kernels_search.search.db import KernelDB  # noqa: F401  (type only)
+
+        df = db.df
+        if df.empty:
+            return 0
+        df = df[(df["kind"] == "candidate") & ~df["row_id"].isin(self.seen) & df["family"].isin(list(self.families))]
+        n = 0
+        for shape_name, grp in df.groupby("shape", sort=False):
+            shape = Shape(*map(int, shape_name.split("_")))
+            outs = []
+            for r in grp.itertuples(index=False):
+                knobs = json.loads(r.knobs or "{}")
+                cand = Candidate(r.family, knobs, r.method, r.origin or "")
+                rew = None if r.reward is None or (isinstance(r.reward, float) and math.isnan(r.reward)) else float(r.reward)
+                outs.append(Outcome(cand, r.layout, r.status, rew, None, None,
+                                    status_reason=r.status_reason or "", failure=r.failure or "",
+                                    row_id=r.row_id))
+            self.observe(shape, outs)
+            n += len(outs)
+        return n
+
+    # ------------------------------------------------------------------ checkpoint
+    def save(self, path: str | Path) -> None:
+        """One .npz, written atomically (temp file + os.replace)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "version": CHECKPOINT_VERSION, "vocab": self.space.vocab, "layouts": list(self.layouts),
+            "lam": self.model.lam, "sigma": self.model.sigma, "n": self.model.n,
+            "seen": sorted(self.seen), "history": self.history,
+            "built": sorted(self.built), "broken": sorted(self.broken),
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, A=self.model.A, b=self.model.b, meta=np.array(json.dumps(meta)))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def load(self, path: str | Path) -> bool:
+        """Restore a checkpoint; False (and nothing changed) when absent or for other families."""
+        path = Path(path)
+        if not path.exists():
+            return False
+        with np.load(path) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta.get("version") != CHECKPOINT_VERSION or meta["vocab"] != self.space.vocab \
+                    or tuple(meta["layouts"]) != self.layouts:
+                return False
+            self.model.A, self.model.b = z["A"].copy(), z["b"].copy()
+        self.model.lam, self.model.sigma, self.model.n = meta["lam"], meta["sigma"], meta["n"]
+        self.model._cache = None
+        self.seen = set(meta["seen"])
+        self.history = {k: [tuple(t) for t in v] for k, v in meta["history"].items()}
+        self.built, self.broken = set(meta["built"]), set(meta["broken"])
+        return True
