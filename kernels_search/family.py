@@ -56,9 +56,13 @@ class Family:
         return {k.name: knobs[k.name] for k in self.knobs if not k.runtime}
 
     def parse(self, spec: str | None) -> dict[str, Any]:
-        """``"bm=64,bn=32"`` -> full knob dict (defaults filled in), validated."""
+        """``"bm=64,bn=32"`` -> full knob dict (defaults filled in), validated.
+
+        ``:`` separates knobs too (``bm=64:bn=32``), for command lines that split method lists on
+        commas.
+        """
         knobs = self.defaults()
-        for part in (spec or "").split(","):
+        for part in (spec or "").replace(":", ",").split(","):
             part = part.strip()
             if not part:
                 continue

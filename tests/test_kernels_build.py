@@ -135,6 +135,13 @@ def test_families_register_as_non_default_methods():
         registry.resolve(["splitk:bm=7"])
 
 
+def test_colon_separates_knobs_like_comma():
+    """`--methods` lists are comma-separated on the CLI: `splitk:bm=32:splits=16` must also work."""
+    fam = FAMILIES["splitk"]
+    assert fam.parse("bm=32:splits=16") == fam.parse("bm=32,splits=16")
+    assert fam.parse("bm=32:splits=16")["splits"] == 16
+
+
 def test_runtime_knobs_share_one_source():
     """Split count is a runtime option: changing it must not change the source (no rebuild)."""
     fam = FAMILIES["splitk"]

@@ -121,16 +121,17 @@ class KernelDB:
         self.df = self._load()
 
     def append(self, rows: list[dict]) -> Path | None:
-        """Write one part atomically; returns its path. Rows get a row_id and recorded_at."""
+        """Write one part atomically; returns its path. Rows get a row_id and recorded_at (set
+        on the given dicts too, so callers can refer to them)."""
         if not rows:
             return None
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         knob_cols: set[str] = set()
         out = []
         for r in rows:
-            r = dict(r)
             r.setdefault("row_id", uuid.uuid4().hex)
             r.setdefault("recorded_at", now)
+            r = dict(r)
             for k, v in json.loads(r.get("knobs") or "{}").items():
                 r[f"knob_{k}"] = str(v)
                 knob_cols.add(f"knob_{k}")
