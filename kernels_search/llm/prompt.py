@@ -97,6 +97,7 @@ class PromptOptions:
     n_best: int = 1  # best correct kernels for this shape/layout
     n_worse: int = 2  # worse kernels for this shape/layout (contrast)
     n_nearby: int = 2  # nearest other shapes, best correct kernel of each
+    max_nearby_distance: float = 4.0  # in log2(M, N, K) space: 1.0 = one dimension 2x apart
     max_source_chars: int = 24_000  # per example; longer sources are cut in the middle
     max_prompt_chars: int = 80_000  # examples beyond this are listed without source
     max_error_chars: int = 4_000  # tail of the last compiler log
@@ -211,7 +212,7 @@ def select_examples(
     for e in sorted((e for e in exs if (e.m, e.n, e.k) != (m, n, k) and e.correct and e.speedup is not None),
                     key=_speed_key):
         by_shape.setdefault((e.m, e.n, e.k, e.layout), e)
-    nearby = sorted(by_shape.values(),
+    nearby = sorted((e for e in by_shape.values() if _dist(e, m, n, k) <= opt.max_nearby_distance),
                     key=lambda e: (e.layout not in lays, _dist(e, m, n, k), e.m, e.n, e.k, e.layout, e.name))
     return best, worse, nearby[: opt.n_nearby]
 
