@@ -1,0 +1,340 @@
+"""The kernel library: the best correct kernel per (GPU, shape, layout), as data, and its dispatcher.
+
+``export_library(db, path)`` writes a JSON file (default ``kernels_search/library/library.json``)
+with one entry per (gpu, shape, layout): the candidate with the best *paired* speedup (its
+time against the fastest same-layout baseline measured in the same ``evaluate_shape`` call), or,
+where no candidate beats that baseline by ``min_speedup``, an entry of kind ``baseline`` naming
+the baseline method that was fastest in that layout (the dispatcher then calls it and labels the
+result ``fallback=<method>``; a cuBLAS-family call is never passed off as a searched kernel).
+
+The ``library`` Method (``--methods library`` or ``library:path=lib.json``) serves any shape:
+
+1. exact: an entry for this GPU, shape and layout;
+2. nearest: the entries of the nearest tuned shapes (log-space distance, same GPU and layout, at
+   most ``nearest`` of them), the first whose kernel supports the shape, prepares, and computes
+   a correct product on the prepare inputs (checked against an fp32 reference; the harness
+   gates it again anyway);
+3. fallback: ``torch.matmul`` (``fallback="torch"`` in the row's info).
+
+Every row says which rule served it (info ``library_match``, ``library_shape``, ``library_spec``).
+From PyTorch: ``hgemm(a, b, layout="nn")`` or ``torch.ops.hgemm_bench.hgemm(a, b, "nn")``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import threading
+import time
+from datetime import datetime, timezone
+from functools import partial
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from harness.method import SUPPORTED, Prepared, PrepareContext, Support
+from harness.problem import Problem, Shape
+from harness.registry import register
+from kernels_search.search.features import shape_distance
+
+LIBRARY_VERSION = 1
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "library" / "library.json"
+VERIFY_TOL = 1e-2  # relative Frobenius error vs an fp32 reference (fp16 output rounding is ~5e-4)
+
+
+def default_path() -> Path:
+    env = os.environ.get("HGEMM_LIBRARY")
+    return Path(env) if env else DEFAULT_PATH
+
+
+# ---------------------------------------------------------------------------------- export
+def _f(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
+                    shapes: Sequence[Shape] | None = None) -> list[dict]:
+    """The entries ``export_library`` writes (see the module docstring for the rule)."""
+    df = db.df
+    if df.empty:
+        return []
+    if gpu is not None:
+        df = df[df["gpu_uuid"] == gpu]
+    if shapes is not None:
+        df = df[df["shape"].isin({s.name for s in shapes})]
+    ok = df[(df["status"] == "ok") & df["device_us"].notna()]
+    base = ok[ok["kind"] == "baseline"]
+    cand = ok[ok["kind"] == "candidate"]
+    # fastest baseline per (call, layout): what a candidate of that call is paired with
+    call_base = base.groupby(["call_id", "layout"])["device_us"].min()
+    entries = []
+    for (g, shape, layout), grp in ok.groupby(["gpu_uuid", "shape", "layout"]):
+        cg = cand[(cand["gpu_uuid"] == g) & (cand["shape"] == shape) & (cand["layout"] == layout)]
+        bg = base[(base["gpu_uuid"] == g) & (base["shape"] == shape) & (base["layout"] == layout)]
+        best_base = None
+        if not bg.empty:
+            med = bg.groupby("method")["device_us"].median()
+            best_base = (str(med.idxmin()), float(med.min()))
+        best = None
+        for r in cg.itertuples(index=False):
+            pb = call_base.get((r.call_id, layout))
+            sp = (float(pb) / float(r.device_us)) if pb is not None and r.device_us > 0 else None
+            key = (sp if sp is not None else -1.0, -float(r.device_us))
+            if best is None or key > best[0]:
+                best = (key, r, sp)
+        row0 = grp.iloc[0]
+        common = dict(gpu_uuid=g, gpu_name=row0["gpu_name"], shape=shape, m=int(row0["m"]), n=int(row0["n"]),
+                      k=int(row0["k"]), layout=layout,
+                      baseline_method=best_base[0] if best_base else None,
+                      baseline_us=best_base[1] if best_base else None)
+        if best is not None and (best_base is None or (best[2] is not None and best[2] >= min_speedup)):
+            r = best[1]
+            entries.append(dict(common, kind="kernel", spec=r.method, family=r.family,
+                                knobs=json.loads(r.knobs or "{}"), source_hash=r.source_hash or "",
+                                device_us=float(r.device_us), paired_speedup=best[2],
+                                registers=_f(r.registers), spill_bytes=_f(r.spill_bytes),
+                                measured_at=r.measured_at, search_id=r.search_id))
+        elif best_base is not None:
+            entries.append(dict(common, kind="baseline", spec=best_base[0], family="baseline", knobs={},
+                                source_hash="", device_us=best_base[1], paired_speedup=1.0,
+                                best_candidate=best[1].method if best else None,
+                                best_candidate_speedup=best[2] if best else None))
+    return sorted(entries, key=lambda e: (e["gpu_name"] or "", e["m"], e["n"], e["k"], e["layout"]))
+
+
+def export_library(db, path: str | Path | None = None, *, gpu: str | None = None, min_speedup: float = 1.0,
+                   shapes: Sequence[Shape] | None = None) -> Path:
+    """Write the library JSON atomically; returns its path."""
+    path = Path(path) if path is not None else default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"version": LIBRARY_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "min_speedup": min_speedup, "entries": library_entries(db, gpu, min_speedup, shapes)}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_library(path: str | Path | None = None) -> list[dict]:
+    path = Path(path) if path is not None else default_path()
+    if not path.exists():
+        return []
+    doc = json.loads(path.read_text())
+    if doc.get("version") != LIBRARY_VERSION:
+        raise ValueError(f"{path}: library version {doc.get('version')!r}, expected {LIBRARY_VERSION}")
+    return list(doc.get("entries", []))
+
+
+# ---------------------------------------------------------------------------------- dispatch
+def current_gpu_name(device: str) -> str:
+    """The name rows record as gpu_name (harness.env.collect's rule)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).name
+    return f"CPU: {platform.processor() or platform.machine()}"
+
+
+def plan(entries: list[dict], problem: Problem, gpu_name: str, nearest: int = 4) -> list[tuple[str, dict]]:
+    """Entries to try for ``problem``, in order: [("exact"|"nearest"|"other-gpu", entry)]."""
+    same = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") == gpu_name]
+    other = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") != gpu_name]
+    out: list[tuple[str, dict]] = []
+    shape = problem.shape
+    for e in same:
+        if (e["m"], e["n"], e["k"]) == (shape.m, shape.n, shape.k):
+            out.append(("exact", e))
+    near = sorted((shape_distance(shape, Shape(e["m"], e["n"], e["k"])), e["shape"], e) for e in same
+                  if (e["m"], e["n"], e["k"]) != (shape.m, shape.n, shape.k))
+    out += [("nearest", e) for _, _, e in near[:nearest]]
+    far = sorted((shape_distance(shape, Shape(e["m"], e["n"], e["k"])), e["shape"], e) for e in other)
+    out += [("other-gpu", e) for _, _, e in far[:nearest]]
+    return out
+
+
+def _correct(fn, problem: Problem, inputs) -> tuple[bool, float]:
+    """Does ``fn`` compute A @ B on the prepare inputs? (relative Frobenius error vs fp32)."""
+    import torch
+
+    a, b, c = inputs
+    fn(a, b, c)
+    if c.is_cuda:
+        torch.cuda.synchronize(c.device)
+    ref = a.float() @ (b if problem.layout == "nn" else b.t()).float()
+    err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
+    return bool(err <= VERIFY_TOL), err
+
+
+class LibraryMethod:
+    """The ``library`` dispatcher Method (see the module docstring)."""
+
+    family = "library"
+    is_baseline = False
+    devices = ("cuda", "cpu")
+    source_hash = ""
+
+    def __init__(self, path: str | Path | None = None, nearest: int = 4, verify: bool = True):
+        self.path = Path(path) if path is not None else default_path()
+        self.nearest = nearest
+        self.verify = verify
+        self.name = "library" if path is None else f"library:path={self.path}"
+        self.config = {"library": str(self.path), "nearest": nearest, "verify": verify}
+        self._entries: list[dict] | None = None
+
+    @property
+    def entries(self) -> list[dict]:
+        if self._entries is None:
+            self._entries = load_library(self.path)
+        return self._entries
+
+    def supports(self, problem: Problem, device: str) -> Support:
+        return SUPPORTED  # torch.matmul serves whatever no tuned kernel does
+
+    def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
+        from harness.registry import resolve
+
+        t0 = time.perf_counter()
+        tried: list[str] = []
+        for match, e in plan(self.entries, problem, current_gpu_name(ctx.device), self.nearest):
+            try:
+                (m,) = resolve([e["spec"]])
+            except Exception as ex:
+                tried.append(f"{e['spec']}@{e['shape']}: {type(ex).__name__}: {ex}")
+                continue
+            if ctx.device.split(":")[0] not in m.devices or not m.supports(problem, ctx.device):
+                tried.append(f"{e['spec']}@{e['shape']}: unsupported")
+                continue
+            try:
+                prep = m.prepare(problem, ctx)
+                if self.verify and match != "exact":
+                    ok, err = _correct(prep.fn, problem, ctx.inputs)
+                    if not ok:
+                        if prep.close:
+                            prep.close()
+                        tried.append(f"{e['spec']}@{e['shape']}: wrong result (rel err {err:.2e})")
+                        continue
+            except Exception as ex:
+                tried.append(f"{e['spec']}@{e['shape']}: {type(ex).__name__}: {ex}")
+                continue
+            info = {f"inner_{k}": v for k, v in prep.info.items()}
+            info.update(library_match=match, library_shape=e["shape"], library_spec=e["spec"],
+                        library_kind=e["kind"], library_family=e.get("family"))
+            if e["kind"] == "baseline":
+                info["fallback"] = e["spec"]
+            if tried:
+                info["library_skipped"] = tried
+            return Prepared(prep.fn, setup_s=time.perf_counter() - t0, info=info, capturable=prep.capturable,
+                            close=prep.close)
+        (m,) = resolve(["torch"])
+        prep = m.prepare(problem, ctx)
+        info = dict(library_match="fallback", fallback="torch", library_spec="torch")
+        if tried:
+            info["library_skipped"] = tried
+        return Prepared(prep.fn, setup_s=time.perf_counter() - t0, info=info, capturable=prep.capturable,
+                        close=prep.close)
+
+
+def _parse_args(args: str | None) -> dict:
+    out: dict[str, Any] = {}
+    for part in (args or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        if not sep or key not in ("path", "nearest", "verify"):
+            raise ValueError(f"library: bad argument {part!r}; expected path=, nearest=, verify=")
+        out[key] = int(val) if key == "nearest" else (val not in ("0", "false", "no") if key == "verify" else val)
+    return out
+
+
+register("library", lambda args: LibraryMethod(**_parse_args(args)), default=False,
+         help="searched-kernel library: exact shape, else nearest tuned shape's kernel, else torch.matmul "
+              "(library:path=lib.json,nearest=4,verify=1)")
+
+
+# ---------------------------------------------------------------------------------- PyTorch API
+_PREPARED: dict[tuple, Prepared] = {}
+_LOCK = threading.Lock()
+
+
+def hgemm(a, b, layout: str = "nn", library: str | Path | None = None):
+    """C = A @ B in fp16 through the library (``layout="tn"``: b is stored (N, K), C = A @ b.T).
+
+    The first call per (device, shape, layout) prepares the chosen kernel (build/load, workspace);
+    later calls only launch it on the current stream.
+    """
+    import torch
+
+    from harness.timing import time_candidates
+
+    if a.dtype != torch.float16 or b.dtype != torch.float16:
+        raise TypeError("hgemm takes float16 tensors")
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError("hgemm takes 2-D tensors")
+    a, b = a.contiguous(), b.contiguous()
+    m, k = a.shape
+    kb, n = (b.shape if layout == "nn" else (b.shape[1], b.shape[0]))
+    if kb != k:
+        raise ValueError(f"inner dimensions differ: A is {tuple(a.shape)}, B ({layout}) is {tuple(b.shape)}")
+    problem = Problem(Shape(int(m), int(n), int(k)), layout)
+    device = "cuda" if a.is_cuda else "cpu"
+    c = torch.empty((m, n), dtype=torch.float16, device=a.device)
+    key = (str(a.device), m, n, k, layout, str(library or default_path()))
+    with _LOCK:
+        prep = _PREPARED.get(key)
+        if prep is None:
+            ins = (a, b, c)
+            ctx = PrepareContext(device, ins, partial(time_candidates, inputs=ins, device=device))
+            prep = LibraryMethod(library).prepare(problem, ctx)
+            _PREPARED[key] = prep
+    prep.fn(a, b, c)
+    return c
+
+
+def served_by(m: int, n: int, k: int, layout: str = "nn", device: str = "cpu",
+              library: str | Path | None = None) -> dict:
+    """Which rule serves the problem: the ``info`` of a prepared hgemm call (prepares if needed)."""
+    for key, prep in _PREPARED.items():
+        if key[1:5] == (m, n, k, layout) and key[0].startswith(device) and key[5] == str(library or default_path()):
+            return dict(prep.info)
+    import torch
+
+    a = torch.zeros((m, k), dtype=torch.float16, device=device)
+    b = torch.zeros((k, n) if layout == "nn" else (n, k), dtype=torch.float16, device=device)
+    hgemm(a, b, layout, library)
+    return served_by(m, n, k, layout, device, library)
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        for prep in _PREPARED.values():
+            if prep.close:
+                try:
+                    prep.close()
+                except Exception:
+                    pass
+        _PREPARED.clear()
+
+
+def _register_op() -> None:
+    if hasattr(torch.ops, "hgemm_bench") and hasattr(torch.ops.hgemm_bench, "hgemm"):
+        return
+
+    @torch.library.custom_op("hgemm_bench::hgemm", mutates_args=())
+    def _hgemm_op(a: torch.Tensor, b: torch.Tensor, layout: str = "nn") -> torch.Tensor:
+        return hgemm(a, b, layout)
+
+    @_hgemm_op.register_fake
+    def _(a, b, layout="nn"):
+        n = b.shape[1] if layout == "nn" else b.shape[0]
+        return a.new_empty((a.shape[0], n))
+
+
+_register_op()
