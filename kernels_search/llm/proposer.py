@@ -179,6 +179,8 @@ class LLMProposer:
                 if known is not None:
                     rewards += reward_rows([tid], known, note=f"duplicate of measured {spec} (DB reward)")
                 continue
+            if spec in new:  # the same source twice in this batch: one candidate, both rows rewarded
+                self.stats["duplicates"] += 1
             new.setdefault(spec, {"source": parsed.source, "traj_ids": [], "rows": []})
             new[spec]["traj_ids"].append(tid)
             new[spec]["rows"].append(row)

@@ -97,7 +97,10 @@ class TrajectoryStore:
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
         final = self.root / kind / name
         tmp = final.with_name("." + name + ".tmp")
-        pq.write_table(table, tmp)
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, final)
         return final
 
