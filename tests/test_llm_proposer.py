@@ -250,3 +250,56 @@ def test_precompile_with_local_nvcc(tmp_path, monkeypatch):
     assert good["registers"].iloc[0] > 0 and good["spill_bytes"].iloc[0] == 0
     nxt = prop.build_prompt(SHAPE, PromptContext())
     assert "## Last compiler error" in nxt.user and "error" in nxt.user.split("## Last compiler error")[1]
+
+
+def test_grpo_reward_function(tmp_path):
+    """Valid sources go to ``evaluate`` with the row's shape and layouts; invalid and cheating
+    completions get -1 without it; an evaluator exception is a failed candidate; rows recorded."""
+    from kernels_search.llm.grpo import grpo_reward_function
+
+    seen = []
+
+    def evaluate(src, shape, layouts):
+        seen.append((shape, layouts))
+        if "T = 8" in src:
+            raise RuntimeError("worker died")
+        return 0.3
+
+    store = TrajectoryStore(tmp_path / "g")
+    f = grpo_reward_function(evaluate, store=store, model="tiny")
+    comps = [fenced(HONEST), [{"role": "assistant", "content": fenced(CHEATS["own stream"][0])}], "junk",
+             fenced(HONEST.replace("T = 16", "T = 8"))]
+    r = f(["p"] * 4, comps, m=[64] * 4, n=[32] * 4, k=[128] * 4, layout=["nn,tn"] * 4, reward=[0.0] * 4)
+    assert r == [0.3, -1.0, -1.0, -1.0]
+    assert seen == [(Shape(64, 32, 128), ("nn", "tn"))] * 2
+    df = store.load()
+    assert len(df) == 4 and df["reward"].tolist() == [0.3, -1.0, -1.0, -1.0] and (df["backend"] == "grpo").all()
+
+
+@pytest.mark.slow
+def test_trl_grpo_trainer_consumes_export(tmp_path):
+    """One GRPO step with TRL on the exported trajectories (tiny random model, CPU): the dataset's
+    prompt column is used and the shape columns reach the reward function."""
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    from kernels_search.llm.grpo import grpo_reward_function
+
+    prop = make(tmp_path, Canned([fenced(HONEST), "junk"]), n=2)
+    for s in (Shape(64, 64, 64), Shape(128, 64, 64)):
+        for c in prop.propose(s, PromptContext()):
+            prop.record_reward(c, 0.2)
+    ds = datasets.load_dataset("parquet", data_files=str(TrajectoryStore(tmp_path / "traj").export_grpo(
+        tmp_path / "grpo.parquet")), split="train")
+    model, tok = tiny_lm(n_positions=8192)
+    shapes = []
+    fn = grpo_reward_function(lambda src, shape, lays: 0.5)
+
+    def reward(prompts, completions, **cols):
+        shapes.extend(zip(cols["m"], cols["n"], cols["k"]))
+        return fn(prompts, completions, **cols)
+
+    args = trl.GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2, num_generations=2,
+                          max_completion_length=8, max_steps=1, report_to=[], use_cpu=True, save_strategy="no")
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok)
+    trainer.train()
+    assert shapes and set(shapes) <= {(64, 64, 64), (128, 64, 64)}

@@ -263,8 +263,8 @@ def aggregate_outcomes(outs: Sequence) -> dict:
           if getattr(o, "status", "") == "ok" and o.device_us and o.baseline_us and o.device_us > 0]
     bad = [f"{o.layout}: {o.status} {getattr(o, 'status_reason', '') or ''}".strip()
            for o in outs if getattr(o, "status", "") != "ok"]
-    build_failed = any("BuildError" in (o.status_reason or "") or "build failed" in (o.status_reason or "")
-                       for o in outs)
+    build_failed = any(getattr(o, "failure", "") == "compile" or "BuildError" in (o.status_reason or "")
+                       or "build failed" in (o.status_reason or "") for o in outs)
     return {
         "reward": sum(rewards) / len(rewards) if rewards else None,
         "build_ok": False if build_failed else (True if any(o.status == "ok" for o in outs) else None),
