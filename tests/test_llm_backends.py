@@ -64,6 +64,9 @@ class FakeOpenAI:
                     action = "ok"
                 if action in ("500", "400", "429"):
                     return self._send(int(action), b'{"error": "scripted"}')
+                if action == "400ctx":  # what vLLM says when prompt + max_tokens exceed the context
+                    return self._send(400, b'{"object": "error", "message": "This model\'s maximum context '
+                                           b'length is 4096 tokens. However, you requested 9000 tokens."}')
                 if action == "garbage-json":
                     return self._send(200, b"\x00not json at all")
                 n = int(body.get("n", 1)) - (1 if action == "short" else 0)
@@ -140,6 +143,17 @@ def test_openai_timeout_then_success():
         be = OpenAIBackend(srv.url, model="m", timeout_s=0.5, retries=1, backoff_s=0.01)
         assert be.generate(["p"], n=1, max_tokens=8, temperature=0.5) == ["answer 0 to: p"]
         assert len(srv.posts) == 2
+
+
+def test_openai_shrinks_max_tokens_on_context_overflow():
+    with FakeOpenAI(script=["400ctx", "400ctx"]) as srv:
+        be = OpenAIBackend(srv.url, model="m", backoff_s=0.01)
+        assert be.generate(["p"], n=1, max_tokens=8192, temperature=0.5) == ["answer 0 to: p"]
+        assert [p["max_tokens"] for p in srv.posts] == [8192, 4096, 2048] and be.shrunk_max_tokens == 2048
+    with FakeOpenAI(script=["400ctx"] * 10) as srv:  # bounded: gives up
+        with pytest.raises(BackendError, match="maximum context"):
+            OpenAIBackend(srv.url, model="m", backoff_s=0.01).generate(["p"], 1, 8192, 0.5)
+        assert len(srv.posts) == 4
 
 
 def test_openai_tops_up_short_replies():

@@ -124,3 +124,10 @@ def test_from_mapping_db_like_row():
                                     "speedup": float("nan"), "resources": {"max_registers": 80, "spill_bytes": 8},
                                     "extra": 1})
     assert (e.m, e.registers, e.spill_bytes, e.speedup) == (64, 80, 8, None)
+
+
+def test_one_entry_per_kernel_across_layouts():
+    """A kernel measured in both layouts is shown once (its better layout), never twice."""
+    exs = [ex("k1", 64, 64, 64, 1.2, "nn"), ex("k1", 64, 64, 64, 0.9, "tn"), ex("k2", 64, 64, 64, 0.5, "tn")]
+    p = build_prompt(64, 64, 64, ("nn", "tn"), PromptContext(examples=exs))
+    assert p.examples_shown == ("k1", "k2") and p.user.count("source of k1") == 1

@@ -205,6 +205,7 @@ def test_context_from_kernel_db(tmp_path):
         row("llm:ffffffffffff", "llm", {}, 256, 256, 1024, "nn", "error", None, origin="llm", failure="compile",
             reason="BuildError: kernel.cu(9): error: expected a ';'"),
         row("splitk:bm=64", "splitk", {"bm": 64}, 256, 512, 1024, "nn", "ok", 1.4),
+        row("hopper:x", "hopper", {}, 256, 256, 512, "nn", "ok", 1.3),
     ])
     ctx = context_from_db(db, SHAPE, ("nn",), gpu="GPU-x", kernels=kstore)
     names = [e.name for e in ctx.examples]
@@ -213,6 +214,8 @@ def test_context_from_kernel_db(tmp_path):
     assert "hgemm-bench family smalltile" in by["smalltile:bm=32"].source
     assert by[llm_spec].source == HONEST and by["llm:ffffffffffff"].verdict.startswith("error")
     assert "expected a ';'" in ctx.last_compile_error
+    # the CUTLASS-based family's figures are shown, its source (unusable for an LLM kernel) is not
+    assert "hopper:x" in names and by["hopper:x"].source == "" and "CUTLASS" in by["hopper:x"].note
     prop = make(tmp_path, Canned(["x"]))
     p = prop.build_prompt(SHAPE, SearchContext(shape=SHAPE, n=1, exclude=set(), db=db, gpu="GPU-x", layouts=("nn",)))
     assert "speedup 1.100x" in p.user and "expected a ';'" in p.user and "M=256 N=512 K=1024" in p.user

@@ -98,6 +98,7 @@ class OpenAIBackend:
         self.seed = seed
         self.extra_body = dict(extra_body or {})
         self.requests_made = 0
+        self.shrunk_max_tokens: int | None = None  # set when the server refused max_tokens as too long
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.model = model or self._first_model()
 
@@ -144,18 +145,31 @@ class OpenAIBackend:
 
     def _one(self, prompt: PromptInput, n: int, max_tokens: int, temperature: float) -> list[str]:
         texts: list[str] = []
-        for _ in range(1 + self.max_top_ups):
+        shrinks = 0
+        for _ in range(1 + self.max_top_ups + 3):
+            if len(texts) >= n:
+                return texts
             want = n - len(texts)
             body: dict[str, Any] = {"model": self.model, "n": want, "max_tokens": max_tokens,
                                     "temperature": temperature, **self.extra_body}
             if self.seed is not None:
                 body["seed"] = self.seed
-            if self.endpoint == "chat":
-                body["messages"] = as_messages(prompt)
-                out = self._request("POST", "/chat/completions", body)
-            else:
-                body["prompt"] = flatten(prompt)
-                out = self._request("POST", "/completions", body)
+            try:
+                if self.endpoint == "chat":
+                    body["messages"] = as_messages(prompt)
+                    out = self._request("POST", "/chat/completions", body)
+                else:
+                    body["prompt"] = flatten(prompt)
+                    out = self._request("POST", "/completions", body)
+            except BackendError as e:
+                # prompt + max_tokens over the model's context (vLLM answers 400): ask for less
+                err = str(e).lower()
+                if "http 400" in err and ("context" in err or "max_tokens" in err) and shrinks < 3 \
+                        and max_tokens > 512:
+                    max_tokens, shrinks = max(512, max_tokens // 2), shrinks + 1
+                    self.shrunk_max_tokens = max_tokens
+                    continue
+                raise
             choices = out.get("choices")
             if not isinstance(choices, list):
                 raise BackendError(f"reply has no choices list: {str(out)[:200]}")
@@ -172,8 +186,8 @@ class OpenAIBackend:
                     texts.append(content if isinstance(content, str) else "")
                 else:
                     texts.append(c.get("text") if isinstance(c.get("text"), str) else "")
-            if len(texts) >= n:
-                return texts
+        if len(texts) >= n:
+            return texts
         raise BackendError(f"server returned {len(texts)} of {n} completions after {self.max_top_ups} top-ups")
 
     def generate(self, prompts: Sequence[PromptInput], n: int = 1, max_tokens: int = 4096,

@@ -200,6 +200,8 @@ def select_examples(
     lays = _layouts(layout)
     exs = list(examples)
     here = sorted((e for e in exs if (e.m, e.n, e.k) == (m, n, k) and e.layout in lays), key=_speed_key)
+    seen: set[str] = set()  # one entry per kernel (its best layout): no source shown twice
+    here = [e for e in here if not (e.name in seen or seen.add(e.name))]
     best = [e for e in here if e.correct and e.speedup is not None][: opt.n_best]
     rest = [e for e in here if e not in best]
     # contrast: spread the worse ones over the remaining range (the worst, then the middle ...)

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import logging
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -347,8 +348,12 @@ def context_from_db(db, shape, layouts: Sequence[str] = ("nn",), *, gpu: str | N
     chosen = []
     for e in best + worse + nearby:
         r = ex_rows[(e.name, e.m, e.n, e.k, e.layout)][1]
-        chosen.append(dataclasses.replace(e, source=example_source(str(r.get("family") or ""), r.get("knobs"),
-                                                                   e.name, kernels)))
+        src = example_source(str(r.get("family") or ""), r.get("knobs"), e.name, kernels)
+        note = e.note
+        if src and re.search(r"#\s*include\s*[<\"](?:cutlass|cute)/", src):
+            # LLM kernels are built alone, without CUTLASS: show the figures, not the source
+            src, note = "", (note + "; " if note else "") + "CUTLASS-based (source not shown: not available to you)"
+        chosen.append(dataclasses.replace(e, source=src, note=note))
     last_err = ""
     if len(here) and "failure" in here.columns:
         fails = here[(here["failure"] == "compile") & (here["origin"] == "llm")]
