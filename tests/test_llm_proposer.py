@@ -306,3 +306,27 @@ def test_trl_grpo_trainer_consumes_export(tmp_path):
     trainer = trl.GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok)
     trainer.train()
     assert shapes and set(shapes) <= {(64, 64, 64), (128, 64, 64)}
+
+
+@pytest.mark.slow
+def test_parsed_candidate_compiles_through_plugin_method(tmp_path, monkeypatch):
+    """The Method the evaluator's worker gets for ``llm:<hash>`` (plug-in -> raw_source) builds
+    the stored source with nvcc (compile only: no GPU here) and exposes the C ABI symbols."""
+    import ctypes
+
+    from kernels_search import toolchain
+
+    if not toolchain.find_nvcc():
+        pytest.skip("nvcc not found")
+    monkeypatch.setenv("HGEMM_BUILD_CACHE", str(tmp_path / "build"))
+    prop = make(tmp_path, Canned([fenced(HONEST)]), n=1)
+    (c,) = prop.propose(SHAPE, PromptContext())
+    from kernels_search.llm.plugin import method
+
+    m = method(c.spec, KernelStore(tmp_path / "kernels"))
+    assert m.name == c.spec and m.source_hash == c.meta["source_hash"]
+    res = m.build()
+    assert res.ok, res.log[-2000:]
+    assert res.resources["max_registers"] > 0 and res.spill_bytes == 0
+    lib = ctypes.CDLL(res.lib_path)  # loads without a GPU; the symbols are there with C linkage
+    assert lib.hgemm_run and lib.hgemm_workspace
