@@ -261,3 +261,15 @@ def test_transformers_tiny_random_model():
     assert be.truncated_prompts == 1  # the 1000-char prompt was cut to fit 256 positions
     greedy = be.generate(["abc"], n=1, max_tokens=8, temperature=0.0)
     assert greedy == be.generate(["abc"], n=1, max_tokens=8, temperature=0.0)
+
+
+def test_transformers_chat_template_path():
+    """With a chat template the messages are rendered by it (system and user both reach the model)."""
+    from kernels_search.llm.backends import TransformersBackend
+
+    model, tok = tiny_lm()
+    tok.chat_template = "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}{% endfor %}[assistant]"
+    be = TransformersBackend(model, tok, device="cpu", seed=0)
+    ids = be._encode([{"role": "system", "content": "SYS"}, {"role": "user", "content": "USR"}])
+    assert tok.decode(ids) == "[system]SYS[user]USR[assistant]"
+    assert len(be.generate([[{"role": "user", "content": "hi"}]], n=2, max_tokens=4, temperature=0.8)) == 2
