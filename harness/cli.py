@@ -59,6 +59,18 @@ def _split(values: List[str]) -> List[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
+def _split_methods(values: List[str]) -> List[str]:
+    """Method specs, comma separated; a ``k=v`` piece without a name belongs to the spec before
+    it, so ``splitk:bm=64,splits=16,torch`` is two specs."""
+    out: List[str] = []
+    for piece in _split(values):
+        if "=" in piece and ":" not in piece and out and ":" in out[-1]:
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
+
+
 class _RichReporter(Reporter):
     """Progress bars for the runner: one bar over shapes, a line for the current stage."""
 
@@ -136,7 +148,7 @@ def compare(
             importlib.import_module(mod)
         except ImportError as e:
             _fail(f"--plugin {mod}: {e}")
-    specs = _split(methods) or default_specs()
+    specs = _split_methods(methods) or default_specs()
     try:
         method_objs = resolve(specs)
     except MethodSpecError as e:

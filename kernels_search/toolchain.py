@@ -102,7 +102,8 @@ def cutlass_version() -> str:
 
 
 def find_cuobjdump() -> str | None:
-    """cuobjdump (to read SASS) from $HGEMM_CUOBJDUMP, next to nvcc, CUDA homes, then PATH."""
+    """cuobjdump (to read SASS) from $HGEMM_CUOBJDUMP, next to nvcc, CUDA homes, the
+    nvidia-cuda-cuobjdump wheel (a test dependency, so CI reads SASS too), then PATH."""
     env = os.environ.get("HGEMM_CUOBJDUMP")
     if env:
         return env
@@ -111,6 +112,12 @@ def find_cuobjdump() -> str | None:
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if home:
             cands.append(Path(home) / "bin" / "cuobjdump")
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels (nvidia/cu13/bin/...)
+
+        cands += [Path(p) / cu / "bin" / "cuobjdump" for p in nvidia.__path__ for cu in ("cu13", "cu12")]
+    except ImportError:
+        pass
     for c in cands:
         if c.is_file():
             return str(c)

@@ -104,3 +104,10 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path):
     samples = read_samples(out).to_pandas()
     assert not samples.duplicated(keys + ["round", "metric"]).any()
     assert set(samples["shape"]) == set(after["shape"])
+
+
+def test_method_specs_keep_their_knob_lists():
+    from harness.cli import _split_methods
+
+    assert _split_methods(["splitk:bm=64,splits=16,torch", "cublas"]) == ["splitk:bm=64,splits=16", "torch", "cublas"]
+    assert _split_methods(["a=1"]) == ["a=1"]  # nothing to attach to: left for the registry to reject
