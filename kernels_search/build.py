@@ -58,9 +58,19 @@ class BuildResult:
         return int(self.resources.get("spill_bytes", 0))
 
 
+def _portable(flag: str) -> str:
+    """An include flag as the key sees it: the path inside site-packages, not where that is.
+
+    Header identity comes from ``extra_key`` (e.g. the CUTLASS version), so the same build made
+    in another environment (a CI machine, the GPU host) hits the same cache entry."""
+    if flag.startswith("-I") and "site-packages/" in flag:
+        return "-I" + flag.rsplit("site-packages/", 1)[1]
+    return flag
+
+
 def cache_key(source: str, flags: Sequence[str], extra_key: str = "", nvcc: str | None = None) -> str:
     h = hashlib.sha256()
-    for part in (source, "\0".join(flags), extra_key, toolchain.nvcc_version(nvcc)):
+    for part in (source, "\0".join(map(_portable, flags)), extra_key, toolchain.nvcc_version(nvcc)):
         h.update(part.encode())
         h.update(b"\x01")
     return h.hexdigest()

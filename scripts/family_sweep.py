@@ -1,0 +1,69 @@
+"""A curated sweep of kernel-family configs for `compare`, and a prebuild step for it.
+
+CUDA family configs compile for minutes (a CUTLASS sm90 instantiation: ~1 min on one core), so
+the sweep is built ahead, here or on the GPU host, into the content-addressed build cache; the
+GPU run then only loads libraries. Runtime options (split count, raster order) share a binary.
+
+    python3 scripts/family_sweep.py specs            # the --methods value
+    python3 scripts/family_sweep.py prebuild [-j N]  # compile every CUDA config (cache hits are free)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+# Chosen per shape class of the smoke set (REFERENCES.md, "Beating cuBLAS on Hopper"):
+SWEEP = [
+    # few-tile, large-K: split-K with the reduction inside the call
+    "splitk",  # auto split (~2 CTAs per SM), atomic fp32 reduction
+    "splitk:splits=4",
+    "splitk:splits=16",
+    "splitk:splits=16:reduce=0",  # deterministic in-kernel ordered reduction
+    "splitk:bm=32:bn=64:warps_m=1:warps_n=2",
+    "splitk:bm=128:bn=128:bk=32",
+    # tiny shapes: small tiles, one launch, no workspace
+    "smalltile",
+    "smalltile:bm=64:bn=64:warps_m=2:warps_n=2",
+    # large shapes: CUTLASS sm90 TMA + WGMMA, warp-specialized, persistent
+    "hopper",  # 128x256x64, cluster 2x1, cooperative
+    "hopper:raster=2",
+    "hopper:tile_n=128:cluster_m=1",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
+    "hopper:tile_n=128:cluster_m=1:scheduler=streamk",
+    # Triton: compiled on the GPU host in ~0.3 s each
+    "triton",
+    "triton:block_m=64:block_n=64:split_k=4",
+    "triton:block_m=64:block_n=128:block_k=64:split_k=8",
+    "triton:block_m=128:block_n=256:num_warps=8",
+    "triton:persistent=1",
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["specs", "prebuild"])
+    ap.add_argument("-j", type=int, default=None, help="parallel compiles (default: cores)")
+    args = ap.parse_args()
+    if args.what == "specs":
+        print(",".join(SWEEP))
+        return 0
+    from harness.registry import resolve
+    from kernels_search.cuda_method import CudaKernelMethod, prebuild
+
+    methods = [m for m in resolve(SWEEP) if isinstance(m, CudaKernelMethod)]
+    t0 = time.perf_counter()
+    results = prebuild(methods, workers=args.j)
+    bad = 0
+    for m, r in zip(methods, results):
+        state = "cached" if r.cached else f"{r.compile_s:6.1f} s"
+        print(f"{m.name:60s} {'ok ' if r.ok else 'FAIL'} {state}  regs {r.resources.get('registers', '-')} "
+              f"spills {r.resources.get('spill_bytes', '-')}")
+        bad += not r.ok
+    print(f"{len(methods)} CUDA configs in {time.perf_counter() - t0:.0f} s, {bad} failed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
