@@ -21,6 +21,9 @@ class Expect(NamedTuple):
     stage: str  # "gate", an anti-cheat check name, "sandbox" (kills its process) or "none" (control)
     needle: str  # a substring of the reason that must appear; "a|b" accepts either
     shape: str  # the problem it is exposed on (M_N_K)
+    # A gate reason that also counts as the right catch on that shape: fp16 accumulation already
+    # fails the gate at K = 1024; the large-K probe is what must catch it at any K.
+    or_gate: str = ""
 
     def matches(self, reason: str) -> bool:
         return any(n.lower() in (reason or "").lower() for n in self.needle.split("|"))
@@ -31,7 +34,7 @@ EXPECTED: dict[str, Expect] = {
     "side_stream": Expect("side_stream", "another stream", "256_256_1024"),
     "pointer_cache": Expect("gate", "cached results", "256_256_1024"),
     "skip_repeat": Expect("skipped_work", "skipped", "256_256_1024"),
-    "fp16_accum": Expect("precision", "large-K probe", "256_256_1024"),
+    "fp16_accum": Expect("precision", "large-K probe", "256_256_1024", or_gate="wrong values"),
     "oob_write": Expect("gate", "outside C", "256_256_1024"),
     "unwritten": Expect("gate", "unwritten (NaN)", "250_250_1000"),  # M not a multiple of the 16-row tile
     "uninit_read": Expect("gate", "unwritten (NaN)", "256_256_1024"),
