@@ -205,12 +205,30 @@ def transposing_call(kernel: Callable, layout: str) -> Callable:
     return fn
 
 
+_CUTLASS_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?:cute|cutlass)/", re.M)
+
+
+def cutlass_flags(text: str) -> tuple[str, ...]:
+    """``-I`` flags for the CUTLASS/CuTe headers when ``text`` includes them (CUDA-L2's kernels do);
+    a missing CUTLASS is then left to the compiler's error, which the build result carries."""
+    from kernels_search import toolchain
+
+    if not _CUTLASS_INCLUDE_RE.search(_code(text)):
+        return ()
+    try:
+        return (*(f"-I{d}" for d in toolchain.cutlass_include_dirs()), "--expt-relaxed-constexpr")
+    except toolchain.ToolchainError:
+        return ()
+
+
 def _torch_ext_flags() -> list[str]:
     from kernels_search import toolchain
 
     # No -std: torch.utils.cpp_extension picks the C++ standard its headers need.
-    flags = [*toolchain.ARCH_FLAGS, "-O3", "--expt-relaxed-constexpr",
-             "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"]
+    # The half-precision operator flags CUDA-L2 builds its kernels with (torch's defaults hide them).
+    flags = [*toolchain.ARCH_FLAGS, "-O3", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+             "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
+             "-U__CUDA_NO_BFLOAT16_CONVERSIONS__"]
     try:  # CUDA-L2's kernels use CuTe: the nvidia-cutlass wheel's headers when installed
         flags += [f"-I{d}" for d in toolchain.cutlass_include_dirs()]
     except toolchain.ToolchainError:
@@ -337,7 +355,7 @@ def load_file(path: str | Path, c_abi_prefix: str = "cu") -> Any:
 
     kind, text, fn = classify(path)
     if kind == C_ABI:
-        return source_method(text, f"{c_abi_prefix}:{method_stem(path)}")
+        return source_method(text, f"{c_abi_prefix}:{method_stem(path)}", cutlass_flags(text))
     assert fn is not None
     return TorchExtMethod(path, text, fn)
 

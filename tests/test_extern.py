@@ -136,6 +136,18 @@ def test_inlining_follows_local_includes_once_and_keeps_line_numbers(tmp_path):
     assert where["int b;"] == ("b.cuh", 3) and where["int c;"] == ("c.cuh", 2)
 
 
+def test_cutlass_includes_get_cutlass_flags():
+    """CUDA-L2's kernels include CuTe: without the -I flags their build could never succeed."""
+    assert extern.cutlass_flags(ABI) == ()
+    assert extern.cutlass_flags("// #include <cute/tensor.hpp>\n") == ()
+    try:
+        toolchain.cutlass_include_dirs()
+    except toolchain.ToolchainError:
+        pytest.skip("CUTLASS headers not installed")
+    flags = extern.cutlass_flags("#include <cute/tensor.hpp>\n")
+    assert flags and all(f.startswith("-I") or f.startswith("--") for f in flags)
+
+
 def test_default_stream_heuristic():
     assert extern.launches_on_default_stream("k<<<g, b>>>(x);")
     assert extern.launches_on_default_stream("k<<<dim3(1, 2), b, smem>>>(x);")
@@ -266,7 +278,7 @@ def test_register_kernels_dir_makes_specs_resolvable(tmp_path):
 def test_a_fresh_process_sees_the_exported_dirs(tmp_path, monkeypatch):
     """What a spawned sandbox worker does: import the plug-in with the parent's environment."""
     d = _dir(tmp_path, GOOD)
-    monkeypatch.delenv(extern.ENV_DIRS, raising=False)
+    monkeypatch.setenv(extern.ENV_DIRS, "")  # recorded, so the export below is undone after the test
     extern.export_kernels_dirs([d])
     assert os.environ[extern.ENV_DIRS] == str(d.resolve())
     code = ("import importlib; importlib.import_module(%r); from harness.registry import resolve; "

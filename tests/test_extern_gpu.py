@@ -97,7 +97,7 @@ def test_kernels_dir_through_the_sandbox(method, monkeypatch):
     from harness import env as envmod
     from harness.runner import CompareSettings
 
-    monkeypatch.delenv(extern.ENV_DIRS, raising=False)
+    monkeypatch.setenv(extern.ENV_DIRS, "")  # recorded, so the export is undone after the test
     assert extern.export_kernels_dirs([DIR]) == ["ext:example_ext"]
     settings = CompareSettings(shapes=[], layouts=["nn", "tn"], budget_s=0.5, min_rounds=3, seed=3)
     with sandbox.Evaluator("cuda", envmod.collect("cuda"), plugins=[extern.PLUGIN]) as ev:
