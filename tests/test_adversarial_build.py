@@ -122,3 +122,23 @@ def test_skip_repeat_evades_the_gate_and_the_cpu_report_says_its_check_did_not_r
     report = run_anticheat(p, fn, "cpu")
     f = {x.check: x for x in report.findings}
     assert f["skipped_work"].skipped and "GPU" in f["skipped_work"].reason
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_precision_cheat_survives_compilation(cache):
+    """The fp16-accumulation kernel must really accumulate in half (HFMA2 in its SASS, no fp32
+    FFMA) and the control in fp32: otherwise a passing/failing precision check would say nothing
+    about the cheat it is meant to catch."""
+    import re
+
+    if not toolchain.find_cuobjdump():
+        pytest.skip("cuobjdump not installed (set HGEMM_CUOBJDUMP)")
+    counts = {}
+    for stem in ("control", "fp16_accum"):
+        r = adv.method(stem).build()
+        assert r.ok, r.log[-2000:]
+        sass = toolchain.dump_sass(r.lib_path)
+        counts[stem] = (len(re.findall(r"\bHFMA2\b", sass)), len(re.findall(r"\bFFMA\b", sass)))
+    (c_h, c_f), (h_h, h_f) = counts["control"], counts["fp16_accum"]
+    assert c_f >= 16 and h_f == 0 and h_h >= 16, counts  # the 16-deep inner loop, unrolled
