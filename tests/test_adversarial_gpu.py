@@ -21,7 +21,16 @@ from functools import partial
 import pytest
 import torch
 
-import tests.adversarial as adv
+import sys
+from pathlib import Path
+
+# The suite is the plug-in module ``tests.adversarial`` (a sandbox worker imports it by that name):
+# the repository root must be importable however pytest was started.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import tests.adversarial as adv  # noqa: E402
 from harness.anticheat import run_anticheat
 from harness.gate import GateCandidate, run_gate
 from harness.method import PrepareContext
