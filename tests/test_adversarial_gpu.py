@@ -176,3 +176,15 @@ def test_sandbox_runs_the_whole_suite_and_catches_every_kernel(evaluator):
         for stem in stems:
             _assert_caught(stem, rows[f"adv:{stem}"])
         assert {s["method"] for s in samples} == {"torch", "adv:control"}
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["250_250_1000", "7_13_33", "1_1_1", "64_128_8192"])
+def test_control_is_correct_on_ragged_and_tiny_shapes(shape, layout):
+    """The shared kernel every cheat is built on is correct wherever the cheats are exposed
+    (ragged edges, tiny and large-K shapes): a cheat's catch must not be the base kernel's bug."""
+    problem = Problem(_shape(shape), layout)
+    prep = _prepare(adv.method("control"), problem)
+    res = run_gate(problem, [GateCandidate("torch", _anchor(layout), anchor=True), GateCandidate("control", prep.fn)],
+                   "cuda", seed=99)
+    assert res["torch"].passed and res["control"].passed, res["control"].reason
