@@ -1,7 +1,8 @@
 """Features the policy conditions on: shape features, config features and their interactions.
 
 Shape features (``shape_features``), all O(1) in size so one linear model spans the grid:
-log2 M, N, K (scaled to ~[0, 1] over 1..16384), tiles per SM wave for 128x128 tiles on 132 SMs
+log2 M, N, K and log2 min(M, N) (the skinny side, which bounds useful tile sizes), scaled to
+~[0, 1] over 1..16384, tiles per SM wave for 128x128 tiles on 132 SMs
 (log2), the fill of the last wave, arithmetic intensity (log2 flop/byte, scaled) and skinniness
 log2(K / (M*N)) (scaled). Config features (``FeatureSpace``): one-hot family, one-hot value per
 (family, knob), one-hot layout, and knob-derived launch geometry for this shape where the family
@@ -27,7 +28,7 @@ WAVE_TILE = 128
 TILE_KNOBS = (("bm", "bn"), ("tile_m", "tile_n"), ("block_m", "block_n"))
 SPLIT_KNOBS = ("splits", "split_k", "sk_splits")
 
-SHAPE_FEATURES = ("log_m", "log_n", "log_k", "log_waves", "last_wave_fill", "log_intensity", "log_skinny")
+SHAPE_FEATURES = ("log_m", "log_n", "log_k", "log_min_mn", "log_waves", "last_wave_fill", "log_intensity", "log_skinny")
 
 
 def _tiles(m: int, n: int, tm: int, tn: int) -> int:
@@ -45,6 +46,7 @@ def shape_features(shape: Shape) -> np.ndarray:
         math.log2(m) / 14.0,
         math.log2(n) / 14.0,
         math.log2(k) / 14.0,
+        math.log2(min(m, n)) / 14.0,
         math.log2(waves) / 8.0,
         last / SMS,
         math.log2(intensity) / 12.0,

@@ -106,7 +106,7 @@ class Policy:
     def __init__(self, families: Mapping[str, Any], layouts: Sequence[str] = ("nn", "tn"), *,
                  seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.0,
                  random_per_family: int = 64, neighbours: int = 4, elites: int = 3,
-                 lam: float = 1.0, sigma: float = 0.3):
+                 lam: float = 1.0, sigma: float = 0.3, greedy_first: bool = True):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -115,6 +115,7 @@ class Policy:
         self.model = LinearTS(self.space.dim, lam, sigma)
         self.epsilon, self.explore, self.compile_penalty = epsilon, explore, compile_penalty
         self.random_per_family, self.n_neighbours, self.n_elites = random_per_family, neighbours, elites
+        self.greedy_first = greedy_first
         self.rng = np.random.default_rng(seed)
         self.seen: set[str] = set()
         # shape name -> [(reward, family, knobs json)], best first, a few per shape
@@ -136,7 +137,14 @@ class Policy:
         return any(fam.supports(knobs, Problem(shape, lay)) for lay in self.layouts)
 
     def _random_configs(self, family: str, n: int, rng: random.Random) -> list[dict]:
+        """``n`` random valid configs; every valid config when the space has at most 4n points."""
         fam = self.families[family]
+        if math.prod(len(k.values) for k in fam.knobs) <= 4 * n:
+            import itertools
+
+            names = [k.name for k in fam.knobs]
+            return [kn for combo in itertools.product(*(k.values for k in fam.knobs))
+                    if fam.is_valid(kn := dict(zip(names, combo)))]
         out, keys = [], set()
         for _ in range(n * 20):
             if len(out) >= n:
@@ -251,10 +259,9 @@ class Policy:
                             else 0.0 for c in cands])
         rng = np.random.default_rng(context.seed)
         chosen: list[int] = []
-        fresh_shape = shape.name not in self.history
         for pick in range(min(context.n, len(cands))):
             left = [i for i in range(len(cands)) if i not in chosen]
-            if pick == 0 and fresh_shape:
+            if pick == 0 and self.greedy_first:
                 theta, why = self.model.mean, "policy:greedy"
             elif rng.random() < self.epsilon:
                 i = int(rng.choice(left))
