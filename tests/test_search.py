@@ -1,0 +1,196 @@
+"""The search loop end to end on the CPU evaluator, and resume after a kill.
+
+Uses the synthetic ``cpuk`` family of ``test_search_plugin`` (real CPU work whose speed depends
+on the knobs; wrong-result, crashing and non-building configs). Why these can fail: rewards not
+paired with the same call's baselines, failures not scored -1, a killed search that loses or
+re-measures candidates, a policy that does not see rows written before a kill.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import env as envmod
+from harness.problem import Shape
+from harness.sandbox import Evaluator, Timeouts
+from kernels_search.search.db import KernelDB
+from kernels_search.search.loop import run_search, search_settings
+from kernels_search.search.policy import Policy
+from kernels_search.search.proposer import Candidate
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+FAST = Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)
+SHAPES = [Shape(16, 16, 32), Shape(32, 16, 64)]
+
+
+def settings():
+    return search_settings(["nn", "tn"], timing_budget_s=0.15, min_rounds=3, seed=1)
+
+
+def families():
+    import test_search_plugin
+
+    return {"cpuk": test_search_plugin.FAMILY}
+
+
+class Fixed:
+    """Proposes the three failure kinds once, on the first shape, so each is certain to occur."""
+
+    name = "fixed"
+
+    def __init__(self):
+        import test_search_plugin
+
+        self.fam = test_search_plugin.FAMILY
+        self.done = False
+        self.seen = []
+
+    def propose(self, shape, context):
+        if self.done or shape != SHAPES[0]:
+            return []
+        self.done = True
+        out = []
+        for knobs in ({"pad": 3, "split": 4, "bug": 2, "small": 0},  # crash
+                      {"pad": 0, "split": 1, "bug": 1, "small": 0},  # wrong result
+                      {"pad": 2, "split": 4, "bug": 0, "small": 0}):  # build failure
+            out.append(Candidate("cpuk", knobs, self.fam.spec(knobs), origin="fixed"))
+        return out
+
+    def observe(self, shape, outcomes):
+        self.seen.extend(outcomes)
+
+
+@pytest.mark.slow
+def test_search_loop_end_to_end_on_cpu(tmp_path):
+    db = KernelDB(tmp_path / "db")
+    policy = Policy(families(), seed=0)
+    fixed = Fixed()
+    progress = []
+    with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"], timeouts=FAST) as ev:
+        summary = run_search(SHAPES, 14.0, ev, db, policy, [policy, fixed], batch_per_shape=2,
+                             progress=progress.append, settings=settings(), checkpoint=tmp_path / "policy.npz")
+    assert summary.stop_reason == "budget" and summary.rounds >= 1
+    df = db.df
+    cand = df[df.kind == "candidate"]
+    base = df[df.kind == "baseline"]
+    # every call measured the baseline with the candidates, in both layouts, and paired them
+    assert set(base.method) == {"torch"} and set(base.layout) == {"nn", "tn"}
+    assert set(cand.call_id) <= set(base.call_id)
+    for call_id, grp in cand[cand.status == "ok"].groupby("call_id"):
+        b = base[base.call_id == call_id]
+        assert (grp.baseline_us == b[b.status == "ok"].device_us.min()).all()
+    # rewards: clipped log speedup for correct rows, -1 for each failure kind
+    ok = cand[cand.status == "ok"]
+    assert ok.reward.between(-1, 1).all() and ok.reward.notna().all()
+    import numpy as np
+
+    np.testing.assert_allclose(ok.reward, np.clip(np.log(ok.baseline_us / ok.device_us), -1, 1))
+    kinds = dict(zip(cand.method, cand.failure))
+    assert kinds["cpuk:pad=3,split=4,bug=2,small=0"] == "crash"
+    assert kinds["cpuk:pad=0,split=1,bug=1,small=0"] == "wrong"
+    assert kinds["cpuk:pad=2,split=4,bug=0,small=0"] == "compile"
+    assert (cand[cand.failure != ""].reward == -1).all()
+    # no (shape, spec, layout) measured twice; knob and ptxas columns present
+    assert not cand.duplicated(["shape", "method", "layout"]).any()
+    assert {"knob_pad", "knob_split", "registers"} <= set(df.columns)
+    assert ok.registers.notna().all()
+    # the build failure is never proposed again, on any shape (same binary = same compile key)
+    first = cand[cand.method == "cpuk:pad=2,split=4,bug=0,small=0"].recorded_at.min()
+    later = cand[(cand.recorded_at > first) & (cand.origin != "fixed")]
+    assert not ((later.knob_pad == "2") & (later.knob_split == "4") & (later.knob_bug == "0")).any()
+    # the fixed proposer was told about its own candidates only; the policy saw every row
+    assert {o.candidate.origin for o in fixed.seen} == {"fixed"}
+    assert set(cand.row_id) <= policy.seen
+    # progress: per shape, with throughput and the compile/measure split
+    assert progress and progress[-1].candidates == len(cand) // 2
+    p = progress[-1]
+    assert p.candidates_per_s > 0 and p.measure_s > 0 and p.compile_s >= 0
+    assert p.shapes_total == 2 and 1 <= p.shapes_measured <= 2 and p.best_speedup > 0
+    assert summary.per_shape and all(r["device_us"] > 0 for r in summary.per_shape)
+
+
+RUNNER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+
+    def main(out, budget, max_rounds):
+        from harness import env as envmod
+        from harness.problem import Shape
+        from harness.sandbox import Evaluator, Timeouts
+        from kernels_search.search.db import KernelDB
+        from kernels_search.search.loop import run_search, search_settings
+        from kernels_search.search.policy import Policy
+        import test_search_plugin
+
+        out = Path(out)
+        db = KernelDB(out / "db")
+        policy = Policy({"cpuk": test_search_plugin.FAMILY}, seed=0)
+        with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"],
+                       timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
+            s = run_search([Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)], float(budget), ev, db, policy,
+                           batch_per_shape=2, settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1),
+                           checkpoint=out / "policy.npz", search_id="resume-test",
+                           max_rounds=int(max_rounds) if max_rounds != "none" else None)
+        print("STOP", s.stop_reason, s.rounds, s.candidates, flush=True)
+
+    if __name__ == "__main__":
+        main(*sys.argv[1:])
+""")
+
+
+def _run(script, out, budget, max_rounds, **kw):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]))
+    return subprocess.Popen([sys.executable, str(script), str(out), str(budget), str(max_rounds)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@pytest.mark.slow
+def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    parts = tmp_path / "db" / "parts"
+    # 1) a long search, killed (whole process group: the loop and its evaluator worker) mid-run
+    proc = _run(script, tmp_path, 600, "none", start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(parts.glob("part-*.parquet"))) < 4:
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = KernelDB(tmp_path / "db").df
+    assert len(list(parts.glob("part-*.parquet"))) >= 4
+    rounds_before = int(before["round"].max())
+    n_before = int((before.kind == "candidate").sum())
+    ids_before = set(before.row_id)
+    # 2) rerun the same command with a round limit: it continues where the DB stops
+    proc = _run(script, tmp_path, 600, rounds_before + 2)
+    out, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, out
+    assert "STOP rounds" in out, out
+    after = KernelDB(tmp_path / "db").df
+    cand = after[after.kind == "candidate"]
+    assert ids_before <= set(after.row_id)  # nothing lost
+    assert len(cand) > n_before  # continued
+    assert after.row_id.is_unique
+    assert not cand.duplicated(["shape", "method", "layout"]).any()  # nothing measured twice
+    assert int(after["round"].max()) == rounds_before + 1
+    # every (round, shape) measured at most once: the interrupted round was completed, not redone
+    calls = after.groupby(["round", "shape"]).call_id.nunique()
+    assert (calls == 1).all(), calls
+    # the policy checkpoint covers every candidate row (replayed or observed), budget was carried over
+    from kernels_search.search.policy import Policy
+    import test_search_plugin
+
+    pol = Policy({"cpuk": test_search_plugin.FAMILY})
+    assert pol.load(tmp_path / "policy.npz")
+    assert set(cand.row_id) <= pol.seen
+    db = KernelDB(tmp_path / "db")
+    assert db.budget_used("resume-test") >= before.groupby("call_id").elapsed_s.first().sum()
