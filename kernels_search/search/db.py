@@ -152,6 +152,10 @@ class KernelDB:
         return final
 
     # ------------------------------------------------------------------ queries
+    def knob_columns(self) -> set[str]:
+        """The ``knob_<name>`` columns (one per knob name seen in any family)."""
+        return {c for c in self.df.columns if c.startswith("knob_")}
+
     def _sel(self, gpu: str | None = None, shape: Shape | str | None = None, layout: str | None = None,
              kind: str | None = "candidate") -> pd.DataFrame:
         df = self.df

@@ -1,0 +1,175 @@
+"""Kernel DB, library export and the ``library`` dispatcher (exact / nearest / fallback), on CPU.
+
+Why these can fail: a torn or duplicated part counted twice, an export that keeps a kernel
+slower than the baseline it was paired with, a dispatcher that serves an unsupported or wrong
+kernel for a shape it never saw, or a fallback that is not labelled as one.
+"""
+
+import json
+
+import pytest
+import torch
+
+import kernels_search.search.library as lib
+from harness import env as envmod
+from harness.problem import Problem, Shape
+from harness.sandbox import Evaluator, Timeouts
+from kernels_search.search.db import KernelDB
+from kernels_search.search.reward import failure_kind, reward, strongest_baseline
+
+import test_search_plugin  # noqa: F401  (registers the cpuk family in this process)
+
+GPU = lib.current_gpu_name("cpu")
+
+
+def cand_row(shape, layout, spec, us, base_us, call, **kw):
+    m, n, k = map(int, shape.split("_"))
+    knobs = dict(p.split("=") for p in spec.split(":", 1)[1].split(","))
+    return dict(dict(search_id="s", call_id=call, round=0, gpu_uuid="cpu", gpu_name=GPU, device="cpu", shape=shape,
+                     m=m, n=n, k=k, layout=layout, kind="candidate", method=spec, family="cpuk", origin="policy",
+                     knobs=json.dumps({a: int(b) for a, b in knobs.items()}), status="ok", failure="",
+                     device_us=us, baseline_us=base_us, speedup=base_us / us if us else None, reward=0.0, elapsed_s=1.0), **kw)
+
+
+def base_row(shape, layout, us, call, method="torch"):
+    m, n, k = map(int, shape.split("_"))
+    return dict(search_id="s", call_id=call, round=0, gpu_uuid="cpu", gpu_name=GPU, device="cpu", shape=shape, m=m,
+                n=n, k=k, layout=layout, kind="baseline", method=method, family="baseline", origin="baseline",
+                knobs="{}", status="ok", failure="", device_us=us, elapsed_s=1.0)
+
+
+K_FAST = "cpuk:pad=0,split=1,bug=0,small=0"
+K_SMALL = "cpuk:pad=0,split=2,bug=0,small=1"
+K_SLOW = "cpuk:pad=3,split=1,bug=0,small=0"
+
+
+@pytest.fixture
+def db(tmp_path):
+    d = KernelDB(tmp_path / "db")
+    d.append([base_row("16_16_32", "nn", 10.0, "c1"), base_row("16_16_32", "tn", 12.0, "c1"),
+              cand_row("16_16_32", "nn", K_FAST, 8.0, 10.0, "c1"), cand_row("16_16_32", "nn", K_SLOW, 30.0, 10.0, "c1"),
+              cand_row("16_16_32", "tn", K_FAST, 20.0, 10.0, "c1")])
+    d.append([base_row("32_32_64", "nn", 20.0, "c2"), cand_row("32_32_64", "nn", K_SMALL, 15.0, 20.0, "c2"),
+              cand_row("32_32_64", "nn", "cpuk:pad=0,split=1,bug=1,small=0", None, 20.0, "c2", status="gate_failed",
+                       failure="wrong", reward=-1.0)])
+    return d
+
+
+def test_db_parts_are_atomic_and_reload_dedupes(db, tmp_path):
+    parts = db.part_files()
+    assert len(parts) == 2
+    (db.parts_dir / "part-zzz.parquet.tmp").write_bytes(b"torn write")  # a kill mid-write
+    dup = db.parts_dir / ("part-99999999999999999999-copy.parquet")
+    dup.write_bytes(parts[0].read_bytes())  # the same part twice: counted once
+    again = KernelDB(tmp_path / "db")
+    assert not list(db.parts_dir.glob("*.tmp"))
+    assert len(again.df) == len(db.df) == 8 and again.df.row_id.is_unique
+    best = again.best(shape=Shape(16, 16, 32))
+    assert dict(zip(best.layout, best.method)) == {"nn": K_FAST, "tn": K_FAST}
+    assert again.measured_specs(Shape(32, 32, 64)) == {K_SMALL, "cpuk:pad=0,split=1,bug=1,small=0"}
+    (near, dist), = again.neighbours(Shape(16, 16, 64), k=1)
+    assert near == Shape(16, 16, 32) and dist == 1.0
+    assert again.budget_used("s") == 2.0 and again.knob_columns() >= {"knob_pad", "knob_split"}
+
+
+def test_reward_is_paired_clipped_log_speedup_and_minus_one_on_failure():
+    rows = [dict(is_baseline=True, status="ok", device_us_median=10.0, method="torch", layout="nn"),
+            dict(is_baseline=True, status="ok", device_us_median=8.0, method="cublas", layout="tn"),
+            dict(is_baseline=True, status="error", device_us_median=1.0, method="x", layout="nn")]
+    assert strongest_baseline(rows) == (8.0, "cublas|tn")  # best of every baseline, both layouts
+    assert reward(dict(status="ok", device_us_median=4.0), 8.0) == pytest.approx(0.6931, abs=1e-3)
+    assert reward(dict(status="ok", device_us_median=1.0), 8.0) == 1.0  # clipped
+    assert reward(dict(status="gate_failed"), 8.0) == -1.0
+    assert failure_kind(dict(status="error", status_reason="prepare raised BuildError: build failed")) == "compile"
+    assert failure_kind(dict(status="error", status_reason="timeout: no progress for 4 s in gate")) == "timeout"
+    assert failure_kind(dict(status="error", status_reason="worker died in gate (signal 11)")) == "crash"
+    assert reward(dict(status="ok", device_us_median=4.0), None) is None
+
+
+def test_export_round_trip_keeps_only_winners(db, tmp_path):
+    path = lib.export_library(db, tmp_path / "lib.json")
+    entries = lib.load_library(path)
+    by = {(e["shape"], e["layout"]): e for e in entries}
+    assert set(by) == {("16_16_32", "nn"), ("16_16_32", "tn"), ("32_32_64", "nn")}
+    assert by[("16_16_32", "nn")]["kind"] == "kernel" and by[("16_16_32", "nn")]["spec"] == K_FAST
+    assert by[("16_16_32", "nn")]["paired_speedup"] == pytest.approx(10 / 8)
+    assert by[("16_16_32", "nn")]["knobs"] == {"pad": 0, "split": 1, "bug": 0, "small": 0}
+    # tn: the only candidate (20 us) loses to the same-call tn baseline (12 us): served by the baseline
+    assert by[("16_16_32", "tn")]["kind"] == "baseline" and by[("16_16_32", "tn")]["spec"] == "torch"
+    assert by[("16_16_32", "tn")]["best_candidate"] == K_FAST
+    assert by[("32_32_64", "nn")]["spec"] == K_SMALL  # the wrong-result candidate is never exported
+    again = lib.export_library(KernelDB(tmp_path / "db"), tmp_path / "lib2.json")
+    assert lib.load_library(again) == entries
+
+
+def _lib(tmp_path, entries):
+    path = tmp_path / "lib.json"
+    path.write_text(json.dumps({"version": 1, "entries": entries}))
+    return path
+
+
+def entry(shape, spec, layout="nn", kind="kernel", gpu=GPU):
+    m, n, k = map(int, shape.split("_"))
+    return dict(gpu_uuid="cpu", gpu_name=gpu, shape=shape, m=m, n=n, k=k, layout=layout, kind=kind, spec=spec,
+                family="cpuk" if kind == "kernel" else "baseline", knobs={}, source_hash="", device_us=1.0)
+
+
+def _check(c, a, b, layout):
+    ref = a.float() @ (b if layout == "nn" else b.t()).float()
+    assert torch.allclose(c.float(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_dispatch_exact_nearest_and_fallback(tmp_path):
+    path = _lib(tmp_path, [
+        entry("16_16_32", K_SMALL),                              # small=1: serves M <= 64 only
+        entry("64_64_64", "cpuk:pad=1,split=1,bug=0,small=1"),   # small=1 as well
+        entry("16_16_16", "cpuk:pad=0,split=1,bug=1,small=0"),   # a wrong kernel (must be rejected)
+        entry("4096_4096_4096", "torch", kind="baseline"),
+    ])
+    lib.clear_cache()
+    torch.manual_seed(0)
+    # exact
+    a, b = torch.randn(16, 32, dtype=torch.float16), torch.randn(32, 16, dtype=torch.float16)
+    _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")
+    info = lib.served_by(16, 16, 32, "nn", library=path)
+    assert info["library_match"] == "exact" and info["library_spec"] == K_SMALL
+    # nearest that supports the shape: 16_16_64 -> 16_16_32's kernel
+    a, b = torch.randn(16, 64, dtype=torch.float16), torch.randn(64, 16, dtype=torch.float16)
+    _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")
+    info = lib.served_by(16, 16, 64, "nn", library=path)
+    assert info["library_match"] == "nearest" and info["library_shape"] == "16_16_32"
+    # M=128: both small=1 kernels decline, the wrong kernel fails the check, the baseline entry serves
+    a, b = torch.randn(128, 16, dtype=torch.float16), torch.randn(16, 32, dtype=torch.float16)
+    _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")
+    info = lib.served_by(128, 32, 16, "nn", library=path)
+    assert info["library_match"] == "nearest" and info["library_kind"] == "baseline" and info["fallback"] == "torch"
+    skipped = " ".join(info["library_skipped"])
+    assert "unsupported" in skipped and "wrong result" in skipped
+    # no entry for tn at all: torch.matmul, labelled
+    a, b = torch.randn(8, 24, dtype=torch.float16), torch.randn(40, 24, dtype=torch.float16)
+    c = torch.ops.hgemm_bench.hgemm(a, b, "tn")
+    _check(c, a, b, "tn")
+    info = lib.served_by(8, 40, 24, "tn")  # the custom op uses the default library: none here
+    assert info["library_match"] == "fallback" and info["fallback"] == "torch"
+    # another GPU's entries only: used, and said so
+    other = _lib(tmp_path, [entry("16_16_32", K_FAST, gpu="NVIDIA H200")])
+    lib.clear_cache()
+    assert lib.served_by(16, 16, 32, "nn", library=other)["library_match"] == "other-gpu"
+
+
+def test_library_method_through_the_harness_is_gated_and_labelled(tmp_path):
+    """The dispatcher as a registered method in the sandboxed evaluator: gated like any method,
+    and the row's info says which rule served it."""
+    path = _lib(tmp_path, [entry("16_16_32", K_FAST)])
+    from kernels_search.search.loop import search_settings
+
+    spec = f"library:path={path}"
+    with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin", "kernels_search.search.library"],
+                   timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
+        for shape, match in ((Shape(16, 16, 32), "exact"), (Shape(16, 16, 48), "nearest"), (Shape(16, 16, 8), "nearest")):
+            ((rows, _),) = ev.evaluate_shape(shape, ["torch", spec], search_settings(["nn", "tn"], timing_budget_s=0.1),
+                                             [("offline", "warm")], "lib")
+            got = {(r["method"], r["layout"]): r for r in rows}
+            nn, tn = got[(spec, "nn")], got[(spec, "tn")]
+            assert nn["status"] == "ok" and nn["gate_passed"] and json.loads(nn["info"])["library_match"] == match
+            assert tn["status"] == "ok" and json.loads(tn["info"])["fallback"] == "torch"
