@@ -36,6 +36,7 @@ from harness.tensors import InputSet, timing_sets
 
 PRECISION_PROBE = Shape(64, 128, 8192)
 SIDE_STREAM_MIN_GPU_MS = 5.0  # the side-stream check needs the GPU, not the host, to bound the wall time
+SIDE_STREAM_MAX_CALLS = 500  # under the ~1000 launches a stream queues before the host blocks
 SKIP_RATIO = 0.5  # same-input calls cheaper than this fraction of distinct-input calls: skipped work
 
 
@@ -84,11 +85,18 @@ def _events_batch_ms(fn: Callable, sets: list[InputSet], calls: int) -> float:
 
 
 def check_side_stream(fn: Callable, s: InputSet) -> Finding:
-    """Events on the current stream vs device-synchronized wall time for N calls."""
+    """Events on the current stream vs device-synchronized wall time for N calls.
+
+    N is sized from one call's device-synchronized wall time (events would read ~0 for a
+    cheat) and capped well under the ~1000 launches a stream queues before the host blocks,
+    so that the host finishes enqueuing long before the GPU finishes the work."""
     fn(s.a, s.b, s.c)
     torch.cuda.synchronize()
-    one = _events_batch_ms(fn, [s], 1)
-    n = int(min(2000, max(10, SIDE_STREAM_MIN_GPU_MS / max(one, 1e-3))))
+    t0 = time.perf_counter()
+    fn(s.a, s.b, s.c)
+    torch.cuda.synchronize()
+    one_ms = (time.perf_counter() - t0) * 1e3
+    n = int(min(SIDE_STREAM_MAX_CALLS, max(10, SIDE_STREAM_MIN_GPU_MS / max(one_ms, 1e-3))))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -102,7 +110,8 @@ def check_side_stream(fn: Callable, s: InputSet) -> Finding:
     enqueue_ms = (t_enqueued - t0) * 1e3
     event_ms = start.elapsed_time(end)
     figs = {"calls": n, "event_ms": event_ms, "wall_ms": wall_ms, "enqueue_ms": enqueue_ms}
-    gpu_bound = wall_ms > 2 * enqueue_ms and wall_ms > 1.0
+    # GPU-bound: the device kept working well after the host had queued everything.
+    gpu_bound = wall_ms - enqueue_ms > max(1.0, 0.25 * wall_ms)
     if gpu_bound and event_ms < 0.5 * wall_ms:
         return Finding("side_stream", False,
                        f"{n} calls kept the GPU busy {wall_ms:.2f} ms (device-wide sync) but events on the timed "

@@ -119,6 +119,8 @@ def compare(
                                     "without harm (auto: when any method is not a baseline)."),
     plugin: List[str] = typer.Option([], "--plugin", help="Python module to import that registers more methods."),
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks on non-baseline methods."),
+    kernels_dir: List[Path] = typer.Option([], "--kernels-dir", help="Directory of external .cu kernels: our C ABI "
+                                           "(cu:<stem>) or PyTorch extensions f(a, b, b_col_major, c) (ext:<stem>)."),
 ):
     """Gate and time methods on shapes; write Parquet; print paired speedups."""
     import importlib
@@ -149,6 +151,17 @@ def compare(
         except ImportError as e:
             _fail(f"--plugin {mod}: {e}")
     specs = _split_methods(methods) or default_specs()
+    if kernels_dir:
+        from kernels_search import extern
+
+        missing = [str(d) for d in kernels_dir if not d.is_dir()]
+        if missing:
+            _fail(f"--kernels-dir: not a directory: {', '.join(missing)}")
+        try:
+            specs += extern.export_kernels_dirs(kernels_dir)  # the worker re-registers them from the env
+        except extern.ExternError as e:
+            _fail(f"--kernels-dir: {e}")
+        plugin = [*plugin, extern.PLUGIN]
     try:
         method_objs = resolve(specs)
     except MethodSpecError as e:
@@ -189,7 +202,7 @@ def compare(
     progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
                         console=console, transient=False)
-    from harness.runner import ContextLost
+    from harness.method import ContextLost
     from harness.sandbox import Evaluator
 
     evaluator = None

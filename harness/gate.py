@@ -27,6 +27,7 @@ from typing import Callable, Hashable, Sequence
 
 import torch
 
+from harness.method import check_cuda_context
 from harness.problem import Problem
 from harness.tensors import DISTRIBUTIONS, empty_inputs, fill_, generator, guarded_output
 
@@ -126,13 +127,15 @@ def run_gate(
             if on_candidate:
                 on_candidate(c.key)
             g = outs[c.key]
-            g.poison_()
-            sync()
             try:
+                g.poison_()
+                sync()
                 c.fn(a, b, g.c)
                 sync()
             except Exception as ex:
                 failed[c.key] = f"raised {type(ex).__name__}: {ex}"
+                if device == "cuda":
+                    check_cuda_context(c.key, failed[c.key])  # raises ContextLost if it is gone
                 continue
             if not g.guards_intact():
                 failed[c.key] = "wrote outside C (guard band changed)"

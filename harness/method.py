@@ -83,3 +83,24 @@ class Method(Protocol):
     def supports(self, problem: Problem, device: str) -> Support: ...
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared: ...
+
+
+class ContextLost(RuntimeError):
+    """A method's call left the CUDA context unusable; nothing else can run in this process."""
+
+    def __init__(self, key, reason: str):
+        super().__init__(f"CUDA context lost after {key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+def check_cuda_context(key, what: str) -> None:
+    """After a method raised on CUDA: raise ContextLost if the context is no longer usable
+    (an illegal address poisons it for the whole process)."""
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception as e:
+        raise ContextLost(key, f"{what} ({type(e).__name__}: {e})") from e

@@ -21,7 +21,7 @@ import torch
 
 from harness.anticheat import CheatReport, run_anticheat
 from harness.gate import GateCandidate, GateResult, run_gate
-from harness.method import Method, Prepared, PrepareContext, Support, unsupported
+from harness.method import ContextLost, Method, Prepared, PrepareContext, Support, check_cuda_context, unsupported
 from harness.problem import Problem, Shape
 from harness.results import SCHEMA_VERSION, ResultStore, config_json
 from harness.tensors import InputSet, cold_set_count, timing_sets
@@ -54,15 +54,6 @@ class CompareSettings:
     anticheat: bool = True  # run harness.anticheat on every non-baseline method that passed the gate
     # "method|layout" -> reason: slots the sandbox took out after they hung or killed a worker
     excluded: dict[str, str] = field(default_factory=dict)
-
-
-class ContextLost(RuntimeError):
-    """A method's call left the CUDA context unusable; nothing else can run in this process."""
-
-    def __init__(self, key, reason: str):
-        super().__init__(f"CUDA context lost after {key}: {reason}")
-        self.key = key
-        self.reason = reason
 
 
 class Reporter:
@@ -191,13 +182,8 @@ class CompareRunner:
     def _check_context(self, key, what: str) -> None:
         """After a method raised: is the CUDA context still usable? If not, nothing more can
         run in this process (the sandbox restarts its worker and excludes ``key``)."""
-        if self.device != "cuda":
-            return
-        try:
-            torch.cuda.synchronize()
-            torch.ones(1, device="cuda").add_(1).item()
-        except Exception as e:
-            raise ContextLost(key, f"{what} ({type(e).__name__}: {e})") from e
+        if self.device == "cuda":
+            check_cuda_context(key, what)
 
     def _gate(self, slots: list[_Slot]) -> None:
         for li, layout in enumerate(self.s.layouts):
@@ -214,9 +200,6 @@ class CompareRunner:
             )
             for s in ready:
                 s.gate = res[s.key]
-            raised = [s for s in ready if s.gate.reason.startswith("raised")]
-            if raised:
-                self._check_context(raised[0].key, raised[0].gate.reason)
 
     def _anticheat(self, slots: list[_Slot], inputs: dict) -> None:
         """Anti-cheat checks for every non-baseline method that passed the gate."""

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from harness.problem import Shape
-from harness.runner import CompareRunner, CompareSettings, ContextLost, Reporter
+from harness.method import ContextLost
+from harness.runner import CompareRunner, CompareSettings, Reporter
 
 
 class EvaluatorError(RuntimeError):

@@ -10,6 +10,10 @@
 #   repeat   the same shapes twice in one run (run-to-run agreement)
 #   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
 #   cold     compare --shapes smoke --cache cold
+#   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
+#   sweep    compare the curated family sweep (scripts/family_sweep.py) against the baselines on
+#            SWEEP_SHAPES (default smoke), then the best family config per shape
+# A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
 set -uo pipefail
@@ -17,9 +21,12 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT" /tmp/hb
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} COLUMNS=160
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=$PYTHONPATH:/tmp/site || echo "wheel install failed"
+  # a path ending in site-packages/ keeps build-cache keys identical to builds made elsewhere
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/hb-py/site-packages .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/hb-py/site-packages \
+    || echo "wheel install failed"
 fi
+[ -d .hbcache ] && export HGEMM_BUILD_CACHE=$PWD/.hbcache
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
@@ -53,6 +60,16 @@ for stage in $STAGES; do
         --budget "${GRID_BUDGET:-1.0}" --out /tmp/hb/grid50.parquet --fresh --seed 4 > "$OUT/grid50.txt" 2>&1
       end=$(date +%s)
       python3 scripts/throughput.py /tmp/hb/grid50.parquet $((end - start)) 2>&1 | tee -a "$OUT/grid50.txt" ;;
+    families)
+      log "pytest -m gpu: families, adversarial, extern"
+      timeout -s INT "${FAMILIES_LIMIT:-300}" python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py \
+        tests/test_adversarial_gpu.py tests/test_extern_gpu.py 2>&1 | tee "$OUT/pytest-families.txt" | tail -30 ;;
+    sweep)
+      log "family sweep on ${SWEEP_SHAPES:-smoke}"
+      $HB compare --shapes "${SWEEP_SHAPES:-smoke}" --methods "torch,cublas,cublaslt,cublaslt-autotune,$(python3 scripts/family_sweep.py specs)" \
+        --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
+      tail -5 "$OUT/sweep.txt"
+      python3 scripts/best_family.py /tmp/hb/sweep.parquet 2>&1 | tee "$OUT/best_family.md" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar czf "$OUT/results.tgz" -C /tmp hb 2>/dev/null

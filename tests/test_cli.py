@@ -111,3 +111,33 @@ def test_method_specs_keep_their_knob_lists():
 
     assert _split_methods(["splitk:bm=64,splits=16,torch", "cublas"]) == ["splitk:bm=64,splits=16", "torch", "cublas"]
     assert _split_methods(["a=1"]) == ["a=1"]  # nothing to attach to: left for the registry to reject
+
+
+def test_kernels_dir_errors_name_the_problem(tmp_path):
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--kernels-dir", str(tmp_path / "nope"),
+                              "--out", str(tmp_path / "r.parquet")])
+    assert res.exit_code == 2 and "not a directory" in res.output
+    bad = tmp_path / "k"
+    bad.mkdir()
+    (bad / "junk.cu").write_text("__global__ void k() {}\n")
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--kernels-dir", str(bad), "--out", str(tmp_path / "r.parquet")])
+    assert res.exit_code == 2 and "junk.cu" in res.output
+
+
+def test_kernels_dir_methods_reach_the_run(tmp_path):
+    """C-ABI kernels from a directory become cu:<stem> rows (unsupported on the CPU path)."""
+    from pathlib import Path
+
+    src = Path(__file__).parent / "adversarial"
+    d = tmp_path / "k"
+    d.mkdir()
+    (d / "common.cuh").write_text((src / "common.cuh").read_text())
+    (d / "mine.cu").write_text((src / "control.cu").read_text())
+    out = tmp_path / "r.parquet"
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--kernels-dir", str(d), "--methods", "torch",
+                              "--shapes", "8_8_8", "--layouts", "nn", "--budget", "0.2", "--out", str(out)],
+                        env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    df = read_results(out).to_pandas()
+    row = df[df["method"] == "cu:mine"].iloc[0]
+    assert row["status"] == "unsupported" and "cpu" in row["status_reason"]
