@@ -194,3 +194,34 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     assert set(cand.row_id) <= pol.seen
     db = KernelDB(tmp_path / "db")
     assert db.budget_used("resume-test") >= before.groupby("call_id").elapsed_s.first().sum()
+
+
+@pytest.mark.slow
+def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, monkeypatch):
+    """What the `search` CLI command calls: a tiny CPU search with the synthetic family, a
+    held-out first-pick check, the library export, then a resume that only adds rounds."""
+    import test_search_plugin
+    from kernels_search.search import policy as policy_mod
+    from kernels_search.search.library import load_library
+    from kernels_search.search.run import holdout_shapes, parse_duration, search_main
+
+    monkeypatch.setattr(policy_mod, "default_families", lambda device: {"cpuk": test_search_plugin.FAMILY})
+    assert parse_duration("20m") == 1200 and parse_duration("90s") == 90 and parse_duration(5) == 5
+    with pytest.raises(ValueError):
+        parse_duration("20 minutes")
+    held = holdout_shapes(SHAPES, 3)
+    assert len(held) == 3 and not {s.name for s in held} & {s.name for s in SHAPES}
+    lines = []
+    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
+              print_fn=lines.append)
+    doc = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=1, holdout=[Shape(16, 16, 16)], **kw)
+    assert doc["rounds"] == 1 and doc["candidates"] == 4 and doc["stop_reason"] == "rounds"
+    assert len(doc["first_pick"]) == 1 and doc["first_pick"][0]["reference"] == "strongest"
+    assert any("shapes" in ln and "cand" in ln for ln in lines) and any("per GPU-minute" in ln for ln in lines)
+    assert json.loads((tmp_path / "s" / "summary.json").read_text())["candidates"] == 4
+    entries = load_library(tmp_path / "s" / "library.json")
+    assert {e["shape"] for e in entries} == {s.name for s in SHAPES}  # held-out shapes are not exported
+    doc2 = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=2, **kw)
+    assert doc2["rounds"] == 1 and doc2["candidates"] == 4
+    cand = KernelDB(tmp_path / "s" / "db").candidates()
+    assert not cand.duplicated(["shape", "method", "layout"]).any()

@@ -162,6 +162,105 @@ def _shape_stats(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> tupl
     return len(per_shape), int((per_shape > 1.0).sum()), float(per_shape.max()), gm
 
 
+def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: KernelDB, settings: CompareSettings,
+                       baselines: Sequence[str], meta: dict, prebuild=None, run_id: str = "search",
+                       log: Callable[[str], None] = lambda s: None, t0: float | None = None):
+    """One paired call: prebuild, ``evaluate_shape(baselines + candidates)``, rows -> one DB part.
+
+    Returns (prebuild seconds, evaluate_shape seconds, the DB rows written, strongest baseline us).
+    Candidates the evaluator produced no row for (it gave up on the shape) are recorded as
+    ``failure="harness"`` with no reward: the harness failed, not necessarily the kernel.
+    """
+    from harness.sandbox import EvaluatorError
+
+    t0 = time.perf_counter() if t0 is None else t0
+    env = getattr(evaluator, "env", {}) or {}
+    groups = [(m, c) for m in settings.modes for c in settings.caches]
+    specs = list(baselines) + [c.spec for c in cands]
+    pre_s = 0.0
+    if prebuild is not None:
+        try:
+            pre_s = float(prebuild([c.spec for c in cands]) or 0.0)
+        except Exception:
+            log(f"{shape.name}: prebuild failed:\n{traceback.format_exc()}")
+    t_eval = time.perf_counter()
+    try:
+        result = evaluator.evaluate_shape(shape, specs, settings, groups, run_id)
+        rows = result[0][0] if result else []
+        harness_error = ""
+    except EvaluatorError as e:
+        rows, harness_error = [], str(e)
+    eval_s = time.perf_counter() - t_eval
+    by_name: dict[str, Candidate] = {}
+    for c in cands:
+        for nm in _names(c.spec):
+            by_name.setdefault(nm, c)
+    base_us, base_who = strongest_baseline(rows)
+    call = dict(meta, call_id=uuid.uuid4().hex, eval_s=eval_s)
+    db_rows = []
+    for r in rows:
+        cand = None if r.get("is_baseline") else by_name.get(r["method"])
+        if not r.get("is_baseline") and cand is None:
+            continue  # a method nobody proposed (never expected)
+        db_rows.append(_db_row(r, cand, base_us, base_who, call))
+    seen_specs = {r["method"] for r in db_rows}
+    for c in cands:
+        if not any(nm in seen_specs for nm in _names(c.spec)):
+            for lay in settings.layouts:
+                db_rows.append(dict(call, gpu_uuid=env.get("gpu_uuid"), gpu_name=env.get("gpu_name"),
+                                    device=getattr(evaluator, "device", None), shape=shape.name, m=shape.m, n=shape.n,
+                                    k=shape.k, layout=lay, kind="candidate", method=c.spec, family=c.family,
+                                    origin=c.origin, knobs=c.knobs_json(), status="error",
+                                    status_reason=harness_error or "no result row", failure="harness",
+                                    reward=None, info="{}"))
+    elapsed = time.perf_counter() - t0
+    for r in db_rows:
+        r["elapsed_s"] = elapsed
+    db.append(db_rows)
+    return pre_s, eval_s, db_rows, base_us
+
+
+def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,
+                    baselines: Sequence[str] | None = None, reference: str = "cublaslt-autotune",
+                    search_id: str = "first-pick", prebuild="auto", run_id: str | None = None,
+                    progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Generalization check: one evaluation per shape of the policy's first pick (argmax of
+    predicted reward), paired with the baselines. Per shape: the pick, its best-of-layouts time,
+    ``reference``'s best-of-layouts time (the strongest baseline where ``reference`` has no
+    correct row) and the speedup. Rows are recorded in the DB under ``search_id``; the policy
+    is not updated here."""
+    device = getattr(evaluator, "device", "cuda")
+    gpu = (getattr(evaluator, "env", {}) or {}).get("gpu_uuid")
+    settings = settings or search_settings()
+    baselines = list(baselines if baselines is not None else default_baselines(device))
+    if prebuild == "auto":
+        prebuild = auto_prebuild if device == "cuda" else None
+    out = []
+    for shape in shapes:
+        cand = policy.first_pick(shape, db, gpu)
+        cand.origin = "policy:first-pick"
+        _, _, rows, base_us = measure_candidates(shape, [cand], evaluator, db, settings, baselines,
+                                                 dict(search_id=search_id, round=0), prebuild,
+                                                 run_id or f"{search_id}-{uuid.uuid4().hex[:8]}")
+        mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and r.get("device_us") and not r["failure"]]
+        ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
+               and r.get("device_us") and not r["failure"]]
+        ref_us = min(ref) if ref else base_us
+        cand_us = min(mine) if mine else None
+        rec = dict(shape=shape.name, spec=cand.spec, device_us=cand_us, reference=reference if ref else "strongest",
+                   reference_us=ref_us, speedup=(ref_us / cand_us) if (ref_us and cand_us) else 0.0,
+                   failure=next((r["failure"] for r in rows if r["kind"] == "candidate" and r["failure"]), ""))
+        out.append(rec)
+        if progress is not None:
+            progress(rec)
+    return out
+
+
+def geomean(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
 def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB, policy,
                proposers: Sequence[Proposer] | None = None, batch_per_shape: int = 4,
                progress: Callable[[SearchProgress], None] | None = None, *,
@@ -189,7 +288,6 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     run_id = run_id or f"{search_id}-{uuid.uuid4().hex[:8]}"
     if prebuild == "auto":
         prebuild = auto_prebuild if device == "cuda" else None
-    groups = [(m, c) for m in settings.modes for c in settings.caches]
 
     if checkpoint is not None and policy is not None:
         if policy.load(checkpoint):
@@ -245,52 +343,13 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
             if not cands:
                 exhausted.add(shape.name)
                 continue
-            specs = baselines + [c.spec for c in cands]
-            pre_s = 0.0
-            if prebuild is not None:
-                try:
-                    pre_s = float(prebuild([c.spec for c in cands]) or 0.0)
-                except Exception:
-                    log(f"{shape.name}: prebuild failed:\n{traceback.format_exc()}")
-            t_eval = time.perf_counter()
-            from harness.sandbox import EvaluatorError
-
-            try:
-                result = evaluator.evaluate_shape(shape, specs, settings, groups, run_id)
-                rows = result[0][0] if result else []
-                harness_error = ""
-            except EvaluatorError as e:
-                rows, harness_error = [], str(e)
-            eval_s = time.perf_counter() - t_eval
-            by_name: dict[str, Candidate] = {}
-            for c in cands:
-                for nm in _names(c.spec):
-                    by_name.setdefault(nm, c)
-            base_us, base_who = strongest_baseline(rows)
-            call = dict(search_id=search_id, call_id=uuid.uuid4().hex, round=rnd, eval_s=eval_s)
-            db_rows = []
-            for r in rows:
-                cand = None if r.get("is_baseline") else by_name.get(r["method"])
-                if not r.get("is_baseline") and cand is None:
-                    continue  # a method nobody proposed (never expected)
-                db_rows.append(_db_row(r, cand, base_us, base_who, call))
-            seen_specs = {r["method"] for r in db_rows}
-            for c in cands:  # candidates with no row at all (the evaluator gave up on the shape)
-                if not any(nm in seen_specs for nm in _names(c.spec)):
-                    for lay in settings.layouts:
-                        db_rows.append(dict(call, gpu_uuid=gpu, gpu_name=env.get("gpu_name"), device=device,
-                                            shape=shape.name, m=shape.m, n=shape.n, k=shape.k, layout=lay,
-                                            kind="candidate", method=c.spec, family=c.family, origin=c.origin,
-                                            knobs=c.knobs_json(), status="error",
-                                            status_reason=harness_error or "no result row", failure="harness",
-                                            reward=None, info="{}"))
+            pre_s, eval_s, db_rows, base_us = measure_candidates(
+                shape, cands, evaluator, db, settings, baselines, dict(search_id=search_id, round=rnd),
+                prebuild, run_id, log, t0=t0)
+            by_name = {nm: c for c in cands for nm in _names(c.spec)}
             setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
             cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
-            elapsed = time.perf_counter() - t0
-            for r in db_rows:
-                r["elapsed_s"] = elapsed
-            db.append(db_rows)
-            spent += elapsed
+            spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
             n_cand += len(cands)
             compile_s += pre_s + cand_setup
             measure_s += max(0.0, eval_s - setup)

@@ -9,15 +9,17 @@ to every measured reward, over all shapes at once, so one shape's measurements m
 predictions for every other shape through the shared shape-feature terms.
 
 How it chooses. For a shape it builds a candidate pool: random valid configs of every family
-that supports the shape, every family's defaults, and the best configs measured on this shape
-and on its nearest measured neighbours (warm start) together with all their one-knob mutations.
-Configs already measured on the shape, and compile-time configs that failed to build anywhere,
-are left out. A candidate's value is the max over layouts of its reward. The first pick for a
-shape with no measurement yet is the argmax of the posterior *mean* (the best prediction); every
-other pick is Thompson sampling (one posterior draw of theta per pick, argmax of the drawn
-values), except that with probability ``epsilon`` a pick is uniform over the pool (the floor on
-exploration). A new compile-time config costs ``compile_penalty`` reward units in the
-acquisition (builds are the expensive part on the GPU host; 0 disables it).
+that supports the shape (every valid config when a family's space is small), every family's
+defaults, and the best configs measured on this shape and on its nearest measured neighbours
+(warm start) together with all their one-knob mutations. Configs already measured on the shape,
+and compile-time configs that failed to build anywhere, are left out. A candidate's value is the
+max over layouts of its reward. The first pick of every batch is the argmax of the posterior
+*mean* (exploit: on a shape never measured this is the prediction transferred from other shapes
+and the neighbours' elites); every other pick is Thompson sampling (one posterior draw of theta
+per pick, argmax of the drawn values; ``explore`` scales the draw's spread), except that with
+probability ``epsilon`` a pick is uniform over the pool (the floor on exploration). A new
+compile-time config costs ``compile_penalty`` reward units in the acquisition (builds are the
+expensive part on the GPU host; 0 disables it). ``first_pick(shape)`` is the greedy choice alone.
 
 It checkpoints to one ``.npz`` (posterior, ids of the rows it has seen, per-shape elites);
 ``sync(db)`` replays every DB row it has not seen, so a checkpoint older than the DB (a kill
@@ -317,8 +319,6 @@ class Policy:
 
     def sync(self, db) -> int:
         """Replay every DB candidate row this policy has not seen; returns how many were folded in."""
-        from kernels_search.search.db import KernelDB  # noqa: F401  (type only)
-
         df = db.df
         if df.empty:
             return 0

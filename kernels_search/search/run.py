@@ -1,0 +1,158 @@
+"""``hgemm-bench search`` as a function: what the CLI command calls (flags map 1:1 to arguments).
+
+``search_main`` opens (or resumes) a search folder, runs the search with progress lines, prints
+a summary table, exports the library and, with ``holdout`` shapes, measures the policy's first
+pick on shapes the search never measured. Folder layout (``out``)::
+
+    db/parts/part-*.parquet   the kernel DB (append-only)
+    policy.npz                the policy checkpoint
+    library.json              the exported library (also written to ``library`` if given)
+    summary.json              per-shape best kernels, throughput, first-pick results
+
+Rerunning the same command resumes: the budget is the total for the search id (default: the
+folder name), nothing measured is measured again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from harness.problem import Shape
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str | float) -> float:
+    """'20m', '90s', '1.5h', '300' (seconds) -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(text))
+    if not m:
+        raise ValueError(f"bad duration {text!r}: expected e.g. 20m, 90s, 1h or seconds")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def holdout_shapes(train: Sequence[Shape], n: int, seed: int = 1) -> list[Shape]:
+    """``n`` cuda-l2 grid shapes, stratified like ``sample_grid``, none of them in ``train``."""
+    from harness.shapes import sample_grid
+
+    taken = {s.name for s in train}
+    out: list[Shape] = []
+    for s in sample_grid(max(4 * n, n + len(taken)), seed):
+        if s.name not in taken and s not in out:
+            out.append(s)
+    step = len(out) / n if len(out) >= n else 1
+    return [out[int(i * step)] for i in range(min(n, len(out)))]
+
+
+def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *, device: str = "cuda",
+                batch: int = 4, layouts: Sequence[str] = ("nn", "tn"), families: Sequence[str] | None = None,
+                seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.02,
+                timing_budget_s: float = 2.0, ci_target: float = 0.02, baselines: Sequence[str] | None = None,
+                plugins: Sequence[str] = (), proposers: Sequence = (), library: str | Path | None = None,
+                min_speedup: float = 1.0, holdout: Sequence[Shape] = (), search_id: str | None = None,
+                max_rounds: int | None = None, anticheat: bool = True,
+                print_fn: Callable[[str], None] = print, console=None) -> dict:
+    """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``."""
+    from harness import env as envmod
+    from harness.sandbox import Evaluator
+    from kernels_search.search.db import KernelDB
+    from kernels_search.search.library import export_library
+    from kernels_search.search.loop import first_pick_eval, geomean, run_search, search_settings
+    from kernels_search.search.policy import Policy, default_families
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget_s = parse_duration(budget)
+    search_id = search_id or out.resolve().name
+    fams = default_families(device)
+    if families:
+        from kernels_search.families import ALL
+
+        unknown = [f for f in families if f not in ALL and f not in fams]
+        if unknown:
+            raise ValueError(f"unknown families {unknown}; known: {sorted(ALL)}")
+        fams = {f: fams.get(f, ALL.get(f)) for f in families}
+    env = envmod.collect(device)
+    db = KernelDB(out / "db")
+    prior = set(db.df["gpu_uuid"].dropna()) if not db.df.empty else set()
+    if prior and env.get("gpu_uuid") not in prior:
+        raise ValueError(f"{out} holds a search on another device ({', '.join(sorted(prior))}); use another folder")
+    policy = Policy(fams, tuple(layouts), seed=seed, epsilon=epsilon, explore=explore,
+                    compile_penalty=compile_penalty)
+    settings = search_settings(layouts, timing_budget_s=timing_budget_s, ci_target=ci_target, seed=seed,
+                               anticheat=anticheat)
+    t0 = time.perf_counter()
+    last = {}
+
+    def progress(p):
+        last["p"] = p
+        bs = f"{p.best_speedup:.3f}x" if p.best_speedup else "-"
+        gm = f"{p.geomean_best_speedup:.3f}x" if p.geomean_best_speedup else "-"
+        fails = sum(1 for o in p.last if o.failure)
+        print_fn(f"[round {p.round}] {p.shape:>17} | shapes {p.shapes_measured}/{p.shapes_total} "
+                 f"(beating baseline {p.shapes_beating_baseline}) | best {bs} geomean {gm} | "
+                 f"{p.candidates} cand ({p.candidates_per_s * 60:.1f}/min) | compile {p.compile_s:.0f}s "
+                 f"measure {p.measure_s:.0f}s | {p.elapsed_s:.0f}/{p.budget_s:.0f}s"
+                 + (f" | {fails} failed rows" if fails else ""))
+
+    with Evaluator(device, env, plugins=list(plugins)) as ev:
+        summary = run_search(list(shapes), budget_s, ev, db, policy, [policy, *proposers], batch, progress,
+                             settings=settings, baselines=baselines, search_id=search_id,
+                             checkpoint=out / "policy.npz", max_rounds=max_rounds, log=print_fn)
+        wall = time.perf_counter() - t0
+        first = []
+        if holdout:
+            print_fn(f"first pick on {len(holdout)} held-out shapes (one evaluation each)")
+            first = first_pick_eval(list(holdout), ev, db, policy, settings=settings, baselines=baselines,
+                                    search_id=f"{search_id}-first-pick",
+                                    progress=lambda r: print_fn(f"  {r['shape']:>17} {r['speedup']:.3f}x vs "
+                                                                f"{r['reference']} ({r['spec']})"))
+    lib_path = export_library(db, out / "library.json", gpu=env.get("gpu_uuid"), min_speedup=min_speedup,
+                              shapes=list(shapes))
+    if library is not None:
+        export_library(db, library, gpu=env.get("gpu_uuid"), min_speedup=min_speedup, shapes=list(shapes))
+    p = last.get("p")
+    doc = {
+        "search_id": search_id, "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
+        "shapes": [s.name for s in shapes], "budget_s": budget_s, "stop_reason": summary.stop_reason,
+        "rounds": summary.rounds, "candidates": summary.candidates, "wall_s": wall,
+        "candidates_per_gpu_minute": summary.candidates / (wall / 60) if wall > 0 else None,
+        "compile_s": p.compile_s if p else 0.0, "measure_s": p.measure_s if p else 0.0,
+        "geomean_best_speedup": p.geomean_best_speedup if p else None,
+        "per_shape": summary.per_shape, "library": str(lib_path),
+        "first_pick": first, "first_pick_geomean": geomean([r["speedup"] for r in first]) if first else None,
+    }
+    (out / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print_summary(doc, print_fn, console)
+    return doc
+
+
+def print_summary(doc: dict, print_fn: Callable[[str], None] = print, console=None) -> None:
+    """The end-of-search table (rich when a console is given, plain text otherwise)."""
+    rows = doc["per_shape"]
+    head = ("shape", "layout", "best kernel", "us", "baseline us", "speedup")
+    body = [(r["shape"], r["layout"], r["spec"], f"{r['device_us']:.2f}",
+             f"{r['baseline_us']:.2f}" if r.get("baseline_us") else "-",
+             f"{r['speedup']:.3f}x" if r.get("speedup") else "-") for r in rows]
+    if console is not None:
+        from rich.table import Table
+
+        t = Table(*head, title=f"search {doc['search_id']} on {doc['gpu_name']}")
+        for b in body:
+            t.add_row(*b)
+        console.print(t)
+    else:
+        for b in (head, *body):
+            print_fn(" | ".join(b))
+    cpm = doc.get("candidates_per_gpu_minute")
+    gm = doc.get("geomean_best_speedup")
+    print_fn(f"{doc['candidates']} candidates in {doc['wall_s']:.0f}s ({cpm or 0:.1f} per GPU-minute; compile "
+             f"{doc['compile_s']:.0f}s, measure {doc['measure_s']:.0f}s); stop: {doc['stop_reason']}; geomean best "
+             f"speedup vs strongest baseline {gm or 0:.3f}x; library: {doc['library']}")
+    if doc.get("first_pick"):
+        print_fn(f"first pick on {len(doc['first_pick'])} held-out shapes: geomean {doc['first_pick_geomean'] or 0:.3f}x")
