@@ -225,3 +225,79 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     assert doc2["rounds"] == 1 and doc2["candidates"] == 4
     cand = KernelDB(tmp_path / "s" / "db").candidates()
     assert not cand.duplicated(["shape", "method", "layout"]).any()
+
+
+@pytest.mark.slow
+def test_lookahead_builds_next_shapes_while_the_current_one_is_measured(tmp_path):
+    """With lookahead, candidates of the next shapes are 'compiled' (a recording prebuild) in the
+    background before the current shape's measurement ends, each exactly once, and every
+    measured candidate was built before its own measurement."""
+    events = []
+
+    def prebuild(specs):
+        events.append(("build", time.perf_counter(), tuple(specs)))
+        time.sleep(0.3)
+        return 0.3
+
+    shapes = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)]
+    db = KernelDB(tmp_path / "db")
+    done = []
+    with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"], timeouts=FAST) as ev:
+        run_search(shapes, 300, ev, db, Policy(families(), layouts=("nn",), seed=0), batch_per_shape=2,
+                   progress=lambda p: done.append((p.shape, time.perf_counter(), p.compile_s, p.compile_wait_s)),
+                   settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1), max_rounds=1,
+                   prebuild=prebuild, lookahead=2)
+    builds = [e for e in events if e[0] == "build"]
+    assert len(builds) == 3  # one batch per shape, none twice
+    built = {s for _, _, specs in builds for s in specs}
+    assert set(db.candidates().method) <= built
+    first_done = done[0][1]
+    assert sum(t < first_done for _, t, _ in builds) == 3  # all three batches started while shape 1 ran
+    assert done[-1][2] >= 0.9 - 1e-6  # compile seconds counted (3 x 0.3 s)
+
+
+class FakeGpuEvaluator:
+    """Stands in for a CUDA evaluator: resolves the real family specs (hopper, splitk, smalltile)
+    and returns rows with a made-up device time, so the GPU code path of the loop (spec names,
+    knobs, rewards, export) runs on a CPU machine. Nothing here is a measurement."""
+
+    device = "cuda"
+    env = {"gpu_uuid": "GPU-fake", "gpu_name": "NVIDIA H200", "device": "cuda"}
+
+    def __init__(self):
+        self.calls = []
+
+    def evaluate_shape(self, shape, specs, settings, groups, run_id):
+        from harness.registry import resolve
+
+        self.calls.append(list(specs))
+        rows = []
+        for m in resolve(specs):
+            for lay in settings.layouts:
+                us = 100.0 if m.is_baseline else 80.0 + 10 * len(m.name) % 50
+                rows.append(dict(self.env, measured_at="2026-11-30T00:00:00+00:00", shape=shape.name, m=shape.m,
+                                 n=shape.n, k=shape.k, layout=lay, method=m.name, family=m.family,
+                                 is_baseline=m.is_baseline, config=json.dumps(m.config, default=str),
+                                 source_hash="", info=json.dumps({"ptxas_max_registers": 128}), setup_s=0.01,
+                                 status="ok", status_reason="", gate_passed=True, device_us_median=us))
+        return [(rows, [])]
+
+
+def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
+    from kernels_search.search.library import library_entries
+    from kernels_search.search.policy import default_families
+
+    fams = default_families("cuda")
+    assert {"hopper", "splitk", "smalltile"} <= set(fams)
+    db = KernelDB(tmp_path / "db")
+    ev = FakeGpuEvaluator()
+    policy = Policy(fams, seed=0, compile_penalty=0.02)
+    s = run_search([Shape(4096, 4096, 4096), Shape(256, 128, 16384)], 1e9, ev, db, policy, batch_per_shape=3,
+                   max_rounds=2, prebuild=None, settings=search_settings())
+    assert s.rounds == 2 and s.candidates == 12
+    assert all(c[:4] == ["torch", "cublas", "cublaslt", "cublaslt-autotune"] for c in ev.calls)
+    cand = db.candidates()
+    assert len(cand) == 24 and set(cand.family) <= set(fams) and cand.reward.notna().all()
+    assert cand.registers.eq(128).all() and not cand.duplicated(["shape", "method", "layout"]).any()
+    entries = library_entries(db)
+    assert len(entries) == 4 and all(e["kind"] == "kernel" and e["gpu_name"] == "NVIDIA H200" for e in entries)

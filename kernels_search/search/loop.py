@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import queue
+import threading
 import time
 import traceback
 import uuid
@@ -66,6 +68,7 @@ class SearchProgress:
     candidates_per_s: float  # this invocation
     compile_s: float  # this invocation: parallel prebuild + candidates' setup (build/load) in the worker
     measure_s: float  # this invocation: gate, anti-cheat and timing (evaluate_shape wall minus setup)
+    compile_wait_s: float = 0.0  # this invocation: time the loop waited on background builds
     last: list[Outcome] = field(default_factory=list)
 
 
@@ -109,6 +112,49 @@ def auto_prebuild(specs: Sequence[str]) -> float:
 
         prebuild(methods)
     return time.perf_counter() - t0
+
+
+class _Job:
+    def __init__(self, specs):
+        self.specs = specs
+        self.done = threading.Event()
+        self.seconds = 0.0
+
+    def wait(self) -> float:
+        self.done.wait()
+        return self.seconds
+
+
+class _Prefetcher:
+    """One daemon thread that runs prebuild batches in order (each batch compiles in parallel on
+    the build pool); a daemon, so a finished search never waits for builds nobody needs."""
+
+    def __init__(self, prebuild: Callable[[Sequence[str]], float]):
+        self.prebuild = prebuild
+        self.q: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="hgemm-search-prebuild", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self.q.get()
+            if job is None:
+                return
+            t0 = time.perf_counter()
+            try:
+                self.prebuild(job.specs)
+            except Exception:
+                traceback.print_exc()
+            job.seconds = time.perf_counter() - t0
+            job.done.set()
+
+    def submit(self, specs) -> _Job:
+        job = _Job(list(specs))
+        self.q.put(job)
+        return job
+
+    def close(self) -> None:
+        self.q.put(None)
 
 
 def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: str | None, meta: dict) -> dict:
@@ -267,7 +313,8 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                settings: CompareSettings | None = None, baselines: Sequence[str] | None = None,
                search_id: str = "search", checkpoint: str | Path | None = None,
                max_rounds: int | None = None, prebuild: Callable[[Sequence[str]], float] | str | None = "auto",
-               run_id: str | None = None, log: Callable[[str], None] | None = None) -> SearchSummary:
+               run_id: str | None = None, log: Callable[[str], None] | None = None,
+               lookahead: int = 0) -> SearchSummary:
     """Search kernels for ``shapes`` until ``budget_s`` seconds (total for ``search_id``) are spent.
 
     ``evaluator``: a harness.sandbox.Evaluator (its ``env`` names the GPU). ``policy``: the
@@ -277,6 +324,9 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     ``baselines``: method specs measured with the candidates in every call (default: every
     cuBLAS-family method on CUDA, torch on CPU). ``prebuild``: "auto" compiles CUDA candidates
     on the build pool before each call (on CUDA devices), a callable does it your way, None skips.
+    ``lookahead``: with a prebuild, propose the next ``lookahead`` shapes of the round early and
+    compile their candidates in a background thread while the GPU measures the current shape
+    (their proposals miss the results of at most ``lookahead`` shapes); 0 = one shape at a time.
     """
     log = log or (lambda s: None)
     env = getattr(evaluator, "env", {}) or {}
@@ -309,75 +359,101 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     t_start = time.perf_counter()
     stop = "budget"
 
-    while True:
-        if spent >= budget_s:
-            stop = "budget"
-            break
-        if max_rounds is not None and rnd >= max_rounds:
-            stop = "rounds"
-            break
-        if len(exhausted) == len(shapes):
-            stop = "exhausted"
-            break
-        for shape in shapes:
+    def plan(shape: Shape):
+        """Ask every proposer for candidates for ``shape``: (candidates, spec -> proposer)."""
+        exclude = db.measured_specs(shape, gpu)
+        cands: list[Candidate] = []
+        owner: dict[str, Proposer] = {}
+        for p in proposers:
+            ctx = SearchContext(shape, batch_per_shape, exclude | {c.spec for c in cands}, db, gpu,
+                                tuple(settings.layouts), rnd, _seed(search_id, rnd, shape.name, p.name))
+            try:
+                got = p.propose(shape, ctx) or []
+            except Exception:
+                log(f"{shape.name}: proposer {getattr(p, 'name', p)} failed:\n{traceback.format_exc()}")
+                continue
+            for c in got:
+                if c.spec not in exclude and c.spec not in owner:
+                    owner[c.spec] = p
+                    cands.append(c)
+        return cands, owner
+
+    builder = _Prefetcher(prebuild) if (prebuild is not None and lookahead > 0) else None
+    compile_wait_s = 0.0
+    try:
+        while True:
             if spent >= budget_s:
+                stop = "budget"
                 break
-            if shape.name in done_in_round or shape.name in exhausted:
-                continue
-            t0 = time.perf_counter()
-            exclude = db.measured_specs(shape, gpu)
-            cands: list[Candidate] = []
-            owner: dict[str, Proposer] = {}
-            for p in proposers:
-                ctx = SearchContext(shape, batch_per_shape, exclude | {c.spec for c in cands}, db, gpu,
-                                    tuple(settings.layouts), rnd, _seed(search_id, rnd, shape.name, p.name))
-                try:
-                    got = p.propose(shape, ctx) or []
-                except Exception:
-                    log(f"{shape.name}: proposer {getattr(p, 'name', p)} failed:\n{traceback.format_exc()}")
+            if max_rounds is not None and rnd >= max_rounds:
+                stop = "rounds"
+                break
+            if len(exhausted) == len(shapes):
+                stop = "exhausted"
+                break
+            order = [s for s in shapes if s.name not in done_in_round and s.name not in exhausted]
+            planned: dict[str, tuple] = {}
+            for i, shape in enumerate(order):
+                if spent >= budget_s:
+                    break
+                # propose this shape and the next ``lookahead`` ones; their builds start in the background
+                for nxt in order[i:i + 1 + (lookahead if builder else 0)]:
+                    if nxt.name not in planned:
+                        cands_n, owner_n = plan(nxt)
+                        job = builder.submit([c.spec for c in cands_n]) if (builder and cands_n) else None
+                        planned[nxt.name] = (cands_n, owner_n, job)
+                cands, owner, job = planned.pop(shape.name)
+                if not cands:
+                    exhausted.add(shape.name)
                     continue
-                for c in got:
-                    if c.spec not in exclude and c.spec not in owner:
-                        owner[c.spec] = p
-                        cands.append(c)
-            if not cands:
-                exhausted.add(shape.name)
-                continue
-            pre_s, eval_s, db_rows, base_us = measure_candidates(
-                shape, cands, evaluator, db, settings, baselines, dict(search_id=search_id, round=rnd),
-                prebuild, run_id, log, t0=t0)
-            by_name = {nm: c for c in cands for nm in _names(c.spec)}
-            setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
-            cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
-            spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
-            n_cand += len(cands)
-            compile_s += pre_s + cand_setup
-            measure_s += max(0.0, eval_s - setup)
-            outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["knobs"]), r["method"]),
-                                r["layout"], r["status"], r["reward"], r.get("device_us"), base_us,
-                                r.get("status_reason") or "", r.get("failure") or "", r["row_id"])
-                        for r in db_rows if r["kind"] == "candidate"]
-            if policy is not None:
-                policy.observe(shape, outcomes)
-                if checkpoint is not None:
-                    policy.save(checkpoint)
-            for p in proposers:
-                if p is not policy:
-                    try:
-                        observe(p, shape, [o for o in outcomes if owner.get(o.candidate.spec) is p])
-                    except Exception:
-                        log(f"{shape.name}: proposer {getattr(p, 'name', p)}.observe failed:\n{traceback.format_exc()}")
-            if progress is not None:
-                measured, beating, best, gm = _shape_stats(db, gpu, shapes)
-                wall = time.perf_counter() - t_start
-                progress(SearchProgress(
-                    round=rnd, shape=shape.name, shapes_total=len(shapes), shapes_measured=measured,
-                    shapes_beating_baseline=beating, best_speedup=best, geomean_best_speedup=gm,
-                    candidates=n_cand, candidates_total=total_before + n_cand, elapsed_s=spent, budget_s=budget_s,
-                    candidates_per_s=n_cand / wall if wall > 0 else 0.0, compile_s=compile_s, measure_s=measure_s,
-                    last=outcomes))
-        rounds_run += 1
-        rnd += 1
-        done_in_round = set()
+                t0 = time.perf_counter()
+                if job is not None:
+                    build_s = job.wait()
+                    compile_wait_s += time.perf_counter() - t0
+                    pre = None  # built already (in the background)
+                else:
+                    build_s, pre = 0.0, prebuild
+                pre_s, eval_s, db_rows, base_us = measure_candidates(
+                    shape, cands, evaluator, db, settings, baselines, dict(search_id=search_id, round=rnd),
+                    pre, run_id, log, t0=t0)
+                pre_s += build_s
+                by_name = {nm: c for c in cands for nm in _names(c.spec)}
+                setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
+                cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
+                spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
+                n_cand += len(cands)
+                compile_s += pre_s + cand_setup
+                measure_s += max(0.0, eval_s - setup)
+                outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["knobs"]),
+                                                                          r["method"]),
+                                    r["layout"], r["status"], r["reward"], r.get("device_us"), base_us,
+                                    r.get("status_reason") or "", r.get("failure") or "", r["row_id"])
+                            for r in db_rows if r["kind"] == "candidate"]
+                if policy is not None:
+                    policy.observe(shape, outcomes)
+                    if checkpoint is not None:
+                        policy.save(checkpoint)
+                for p in proposers:
+                    if p is not policy:
+                        try:
+                            observe(p, shape, [o for o in outcomes if owner.get(o.candidate.spec) is p])
+                        except Exception:
+                            log(f"{shape.name}: proposer {getattr(p, 'name', p)}.observe failed:\n"
+                                f"{traceback.format_exc()}")
+                if progress is not None:
+                    measured, beating, best, gm = _shape_stats(db, gpu, shapes)
+                    wall = time.perf_counter() - t_start
+                    progress(SearchProgress(
+                        round=rnd, shape=shape.name, shapes_total=len(shapes), shapes_measured=measured,
+                        shapes_beating_baseline=beating, best_speedup=best, geomean_best_speedup=gm,
+                        candidates=n_cand, candidates_total=total_before + n_cand, elapsed_s=spent,
+                        budget_s=budget_s, candidates_per_s=n_cand / wall if wall > 0 else 0.0,
+                        compile_s=compile_s, measure_s=measure_s, compile_wait_s=compile_wait_s, last=outcomes))
+            rounds_run += 1
+            rnd += 1
+            done_in_round = set()
+    finally:
+        if builder is not None:
+            builder.close()
     return SearchSummary(search_id=search_id, rounds=rounds_run, candidates=n_cand, elapsed_s=spent,
                          stop_reason=stop, per_shape=_summary_rows(db, gpu, shapes))

@@ -55,7 +55,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 timing_budget_s: float = 2.0, ci_target: float = 0.02, baselines: Sequence[str] | None = None,
                 plugins: Sequence[str] = (), proposers: Sequence = (), library: str | Path | None = None,
                 min_speedup: float = 1.0, holdout: Sequence[Shape] = (), search_id: str | None = None,
-                max_rounds: int | None = None, anticheat: bool = True,
+                max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``."""
     from harness import env as envmod
@@ -103,7 +103,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     with Evaluator(device, env, plugins=list(plugins)) as ev:
         summary = run_search(list(shapes), budget_s, ev, db, policy, [policy, *proposers], batch, progress,
                              settings=settings, baselines=baselines, search_id=search_id,
-                             checkpoint=out / "policy.npz", max_rounds=max_rounds, log=print_fn)
+                             checkpoint=out / "policy.npz", max_rounds=max_rounds, log=print_fn,
+                             lookahead=(4 if device == "cuda" else 0) if lookahead is None else lookahead)
         wall = time.perf_counter() - t0
         first = []
         if holdout:
