@@ -381,5 +381,8 @@ class CompareRunner:
                     except Exception:
                         pass
             if self.device == "cuda":
-                torch.cuda.empty_cache()
+                try:
+                    torch.cuda.empty_cache()
+                except Exception:  # a dead context: ContextLost is already on its way up
+                    pass
         return all_rows

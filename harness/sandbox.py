@@ -92,12 +92,28 @@ def _worker_main(conn, device: str, plugins: Sequence[str], env: dict) -> None:
             runner.seed = settings.seed if settings.seed is not None else runner.seed
             runner._run_shape(shape, groups)
             conn.send(("done", store.groups))
-        except ContextLost as e:
-            conn.send(("lost", e.key, e.reason))
-            conn.close()
-            os._exit(3)  # the CUDA context is gone: this process is done
-        except Exception:
+        except Exception as e:
+            lost = e if isinstance(e, ContextLost) else _lost_context(e)
+            if lost is not None:
+                conn.send(("lost", lost.key, lost.reason))
+                conn.close()
+                os._exit(3)  # the CUDA context is gone: this process is done
             conn.send(("error", traceback.format_exc()))
+
+
+def _lost_context(e: Exception) -> ContextLost | None:
+    """A harness-level exception that left the CUDA context dead is a lost context (culprit
+    unknown), not a harness bug: the parent restarts the worker instead of giving up."""
+    from harness.method import check_cuda_context
+
+    try:
+        import torch
+
+        if torch.cuda.is_initialized():
+            check_cuda_context(None, f"{type(e).__name__}: {e}")
+    except ContextLost as lost:
+        return lost
+    return None
 
 
 # ---------------------------------------------------------------------------------- parent side
