@@ -54,10 +54,14 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.02,
                 timing_budget_s: float = 2.0, ci_target: float = 0.02, baselines: Sequence[str] | None = None,
                 plugins: Sequence[str] = (), proposers: Sequence = (), library: str | Path | None = None,
-                min_speedup: float = 1.0, holdout: Sequence[Shape] = (), search_id: str | None = None,
+                min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 print_fn: Callable[[str], None] = print, console=None) -> dict:
-    """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``."""
+    """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
+
+    ``min_speedup`` (default 1.02): a searched kernel goes into the library only if its paired
+    speedup over the same-layout baseline is at least this; the 2% margin keeps measurement noise
+    from exporting a kernel that a later ``compare`` finds slower than the baseline it replaced."""
     from harness import env as envmod
     from harness.sandbox import Evaluator
     from kernels_search.search.db import KernelDB
