@@ -12,7 +12,7 @@ import torch
 
 import kernels_search.search.library as lib
 from harness import env as envmod
-from harness.problem import Problem, Shape
+from harness.problem import Shape
 from harness.sandbox import Evaluator, Timeouts
 from kernels_search.search.db import KernelDB
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline

@@ -9,16 +9,14 @@ real work on the CPU, so the measured reward depends on them the way a GPU famil
   call (a crash: reward -1, worker restarted). Validity rules keep bug=1 to pad<=1 and bug=2 to
   the single config pad=3, split=4, so crashes are rare but reachable.
 * pad=2 with split=4 "fails to compile" (prepare raises a build error: reward -1).
+* ``small``: 1 serves shapes with M <= 64 only (``supports`` declines others), for the library
+  dispatcher's nearest-shape rule.
 
-Also a family with the same spirit for library tests, ``cpuk`` only serving shapes with
-M <= 64 when ``small=1`` (``supports`` declines others), to exercise the dispatcher's
-nearest-shape rule. This module holds no tests.
+This module holds no tests.
 """
 
 import hashlib
 import os
-
-import torch
 
 from harness.method import SUPPORTED, Prepared, unsupported
 from harness.registry import register
