@@ -211,3 +211,20 @@ def test_shape_features_and_geometry():
     fs = FeatureSpace(FAMS, ("nn", "tn"))
     x = fs.features(Shape(64, 64, 64), "tiled", TILED.defaults(), "tn")
     assert x.shape == (fs.dim,) and len(fs.names()) == fs.dim
+
+
+def test_new_build_cap_limits_distinct_new_binaries_per_batch():
+    """With max_new_builds=1 a batch needs at most one new binary (runtime-knob twins share it);
+    once a binary is built, variants of it are free to pick."""
+    pol = Policy({"tiled": TILED}, layouts=("nn",), seed=0, max_new_builds=1)
+    s = Shape(512, 512, 512)
+    picks = pol.propose(s, SearchContext(s, 4, set(), seed=1))
+    keys = {pol.compile_key(c.family, c.knobs) for c in picks}
+    assert len(keys) == 1 and len(picks) == 2  # raster 0 and 1 of one binary (its runtime twin joins the pool)
+    pol.observe(s, [Outcome(c, "nn", "ok", 0.1, None, None) for c in picks])
+    assert keys <= pol.built
+    more = pol.propose(s, SearchContext(s, 4, {c.spec for c in picks}, seed=2))
+    new = {pol.compile_key(c.family, c.knobs) for c in more} - pol.built
+    assert len(new) <= 1 and more
+    free = Policy({"tiled": TILED}, layouts=("nn",), seed=0)
+    assert len({free.compile_key(c.family, c.knobs) for c in free.propose(s, SearchContext(s, 4, set(), seed=1))}) > 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import queue
 import threading
 import time
 import traceback
@@ -115,10 +114,25 @@ def auto_prebuild(specs: Sequence[str]) -> float:
 
 
 class _Job:
-    def __init__(self, specs):
-        self.specs = specs
+    """One background prebuild batch (a daemon thread: a finished search never waits for builds
+    nobody needs; each batch compiles its own candidates in parallel on the build pool, and the
+    batches of the ``lookahead`` shapes ahead run side by side)."""
+
+    def __init__(self, prebuild: Callable[[Sequence[str]], float], specs):
+        self.specs = list(specs)
         self.done = threading.Event()
         self.seconds = 0.0
+        self.thread = threading.Thread(target=self._run, args=(prebuild,), name="hgemm-search-prebuild", daemon=True)
+        self.thread.start()
+
+    def _run(self, prebuild) -> None:
+        t0 = time.perf_counter()
+        try:
+            prebuild(self.specs)
+        except Exception:
+            traceback.print_exc()
+        self.seconds = time.perf_counter() - t0
+        self.done.set()
 
     def wait(self) -> float:
         self.done.wait()
@@ -126,35 +140,14 @@ class _Job:
 
 
 class _Prefetcher:
-    """One daemon thread that runs prebuild batches in order (each batch compiles in parallel on
-    the build pool); a daemon, so a finished search never waits for builds nobody needs."""
-
     def __init__(self, prebuild: Callable[[Sequence[str]], float]):
         self.prebuild = prebuild
-        self.q: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._run, name="hgemm-search-prebuild", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            job = self.q.get()
-            if job is None:
-                return
-            t0 = time.perf_counter()
-            try:
-                self.prebuild(job.specs)
-            except Exception:
-                traceback.print_exc()
-            job.seconds = time.perf_counter() - t0
-            job.done.set()
 
     def submit(self, specs) -> _Job:
-        job = _Job(list(specs))
-        self.q.put(job)
-        return job
+        return _Job(self.prebuild, specs)
 
     def close(self) -> None:
-        self.q.put(None)
+        pass
 
 
 def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: str | None, meta: dict) -> dict:
@@ -325,8 +318,9 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     cuBLAS-family method on CUDA, torch on CPU). ``prebuild``: "auto" compiles CUDA candidates
     on the build pool before each call (on CUDA devices), a callable does it your way, None skips.
     ``lookahead``: with a prebuild, propose the next ``lookahead`` shapes of the round early and
-    compile their candidates in a background thread while the GPU measures the current shape
-    (their proposals miss the results of at most ``lookahead`` shapes); 0 = one shape at a time.
+    compile their candidates in background threads (one batch per shape, side by side) while
+    the GPU measures the current shape (their proposals miss the results of at most
+    ``lookahead`` shapes); 0 = one shape at a time.
     """
     log = log or (lambda s: None)
     env = getattr(evaluator, "env", {}) or {}

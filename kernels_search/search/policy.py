@@ -19,7 +19,10 @@ and the neighbours' elites); every other pick is Thompson sampling (one posterio
 per pick, argmax of the drawn values; ``explore`` scales the draw's spread), except that with
 probability ``epsilon`` a pick is uniform over the pool (the floor on exploration). A new
 compile-time config costs ``compile_penalty`` reward units in the acquisition (builds are the
-expensive part on the GPU host; 0 disables it). ``first_pick(shape)`` is the greedy choice alone.
+expensive part on the GPU host; 0 disables it), and ``max_new_builds`` caps how many new
+binaries one batch may need (the rest of the batch varies runtime options of binaries already
+built, or of the new one; a batch comes back shorter rather than over the cap).
+``first_pick(shape)`` is the greedy choice alone.
 
 It checkpoints to one ``.npz`` (posterior, ids of the rows it has seen, per-shape elites);
 ``sync(db)`` replays every DB row it has not seen, so a checkpoint older than the DB (a kill
@@ -108,7 +111,8 @@ class Policy:
     def __init__(self, families: Mapping[str, Any], layouts: Sequence[str] = ("nn", "tn"), *,
                  seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.0,
                  random_per_family: int = 64, neighbours: int = 4, elites: int = 3,
-                 lam: float = 1.0, sigma: float = 0.3, greedy_first: bool = True):
+                 lam: float = 1.0, sigma: float = 0.3, greedy_first: bool = True,
+                 max_new_builds: int | None = None):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -118,6 +122,7 @@ class Policy:
         self.epsilon, self.explore, self.compile_penalty = epsilon, explore, compile_penalty
         self.random_per_family, self.n_neighbours, self.n_elites = random_per_family, neighbours, elites
         self.greedy_first = greedy_first
+        self.max_new_builds = max_new_builds
         self.rng = np.random.default_rng(seed)
         self.seen: set[str] = set()
         # shape name -> [(reward, family, knobs json)], best first, a few per shape
@@ -256,28 +261,70 @@ class Policy:
             return []
         X = self._features(shape, cands)
         flat = X.reshape(-1, self.space.dim)
-        penalty = np.array([self.compile_penalty if (getattr(self.families[c.family], "backend", "") == "cuda"
-                                                     and self.compile_key(c.family, c.knobs) not in self.built)
-                            else 0.0 for c in cands])
+        keys = [self.compile_key(c.family, c.knobs) for c in cands]
+        needs_build = np.array([getattr(self.families[c.family], "backend", "") == "cuda" and key not in self.built
+                                for c, key in zip(cands, keys)])
+        penalty = self.compile_penalty * needs_build
         rng = np.random.default_rng(context.seed)
         chosen: list[int] = []
+        new_keys: set[str] = set()
+
+        def add_runtime_twins(i: int) -> None:
+            """Under a build cap, the new binary's runtime-option variants join the pool."""
+            nonlocal X, flat, needs_build, penalty
+            fam = self.families[cands[i].family]
+            have = {c.spec for c in cands} | set(context.exclude)
+            twins = []
+            for k in fam.knobs:
+                if not k.runtime:
+                    continue
+                for v in k.values:
+                    kn = dict(cands[i].knobs, **{k.name: v})
+                    if fam.is_valid(kn) and fam.spec(kn) not in have and self._supported(cands[i].family, kn, shape):
+                        have.add(fam.spec(kn))
+                        twins.append(Candidate(cands[i].family, kn, fam.spec(kn), "policy:runtime-twin"))
+            if not twins:
+                return
+            Xt = self._features(shape, twins)
+            cands.extend(twins)
+            keys.extend(keys[i] for _ in twins)
+            X = np.concatenate([X, Xt])
+            flat = X.reshape(-1, self.space.dim)
+            needs_build = np.concatenate([needs_build, np.ones(len(twins), dtype=bool)])
+            penalty = self.compile_penalty * needs_build
         for pick in range(min(context.n, len(cands))):
-            left = [i for i in range(len(cands)) if i not in chosen]
+            # at most ``max_new_builds`` new binaries per batch: picks sharing one count once
+            blocked = np.zeros(len(cands), dtype=bool)
+            if self.max_new_builds is not None and len(new_keys) >= self.max_new_builds:
+                blocked = needs_build & np.array([k not in new_keys for k in keys])
+            left = [i for i in range(len(cands)) if i not in chosen and not blocked[i]]
+            if not left:
+                break
             if pick == 0 and self.greedy_first:
                 theta, why = self.model.mean, "policy:greedy"
             elif rng.random() < self.epsilon:
                 i = int(rng.choice(left))
                 chosen.append(i)
+                if needs_build[i] and keys[i] not in new_keys:
+                    new_keys.add(keys[i])
+                    if self.max_new_builds is not None:
+                        add_runtime_twins(i)
+                cands[i].meta["pool_origin"] = cands[i].origin
                 cands[i].origin = "policy:epsilon"
                 continue
             else:
                 theta, why = self.model.sample(rng, self.explore), "policy:thompson"
             value = (flat @ theta).reshape(X.shape[:2]).max(axis=1) - penalty
             value[chosen] = -np.inf
+            value[blocked] = -np.inf
             i = int(np.argmax(value))
             chosen.append(i)
             cands[i].meta["pool_origin"] = cands[i].origin
             cands[i].origin = why
+            if needs_build[i] and keys[i] not in new_keys:
+                new_keys.add(keys[i])
+                if self.max_new_builds is not None:
+                    add_runtime_twins(i)
         return [cands[i] for i in chosen]
 
     def observe(self, shape: Shape, outcomes: Sequence[Outcome]) -> None:

@@ -56,8 +56,13 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 plugins: Sequence[str] = (), proposers: Sequence = (), library: str | Path | None = None,
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
+                max_new_builds: int | None = None,
                 print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
+
+    CUDA defaults: ``lookahead=8`` (the next 8 shapes' candidates compile while the GPU measures),
+    ``max_new_builds=2`` per shape batch (a CUTLASS sm90 build takes 1-2 min: 9 batches x 2 builds
+    keep the 16-core host busy without starving the timing).
 
     ``min_speedup`` (default 1.02): a searched kernel goes into the library only if its paired
     speedup over the same-layout baseline is at least this; the 2% margin keeps measurement noise
@@ -86,8 +91,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     prior = set(db.df["gpu_uuid"].dropna()) if not db.df.empty else set()
     if prior and env.get("gpu_uuid") not in prior:
         raise ValueError(f"{out} holds a search on another device ({', '.join(sorted(prior))}); use another folder")
+    cuda = device == "cuda"
     policy = Policy(fams, tuple(layouts), seed=seed, epsilon=epsilon, explore=explore,
-                    compile_penalty=compile_penalty)
+                    compile_penalty=compile_penalty,
+                    max_new_builds=(2 if cuda else None) if max_new_builds is None else max_new_builds)
     settings = search_settings(layouts, timing_budget_s=timing_budget_s, ci_target=ci_target, seed=seed,
                                anticheat=anticheat)
     t0 = time.perf_counter()
@@ -108,7 +115,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
         summary = run_search(list(shapes), budget_s, ev, db, policy, [policy, *proposers], batch, progress,
                              settings=settings, baselines=baselines, search_id=search_id,
                              checkpoint=out / "policy.npz", max_rounds=max_rounds, log=print_fn,
-                             lookahead=(4 if device == "cuda" else 0) if lookahead is None else lookahead)
+                             lookahead=(8 if cuda else 0) if lookahead is None else lookahead)
         wall = time.perf_counter() - t0
         first = []
         if holdout:
