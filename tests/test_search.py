@@ -200,12 +200,9 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
 def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, monkeypatch):
     """What the `search` CLI command calls: a tiny CPU search with the synthetic family, a
     held-out first-pick check, the library export, then a resume that only adds rounds."""
-    import test_search_plugin
-    from kernels_search.search import policy as policy_mod
     from kernels_search.search.library import load_library
     from kernels_search.search.run import holdout_shapes, parse_duration, search_main
 
-    monkeypatch.setattr(policy_mod, "default_families", lambda device: {"cpuk": test_search_plugin.FAMILY})
     assert parse_duration("20m") == 1200 and parse_duration("90s") == 90 and parse_duration(5) == 5
     with pytest.raises(ValueError):
         parse_duration("20 minutes")
@@ -301,3 +298,35 @@ def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
     assert cand.registers.eq(128).all() and not cand.duplicated(["shape", "method", "layout"]).any()
     entries = library_entries(db)
     assert len(entries) == 4 and all(e["kind"] == "kernel" and e["gpu_name"] == "NVIDIA H200" for e in entries)
+
+
+@pytest.mark.slow
+def test_search_cli_command_on_cpu(tmp_path):
+    """The mountable `search` command: flags reach search_main, bad input is exit code 2."""
+    import typer
+    from typer.testing import CliRunner
+
+    from kernels_search.search.cli import register
+
+    app = typer.Typer()
+    register(app)
+
+    @app.command("noop")
+    def _noop():  # a second command so Typer keeps `search` as a subcommand
+        pass
+
+    run = CliRunner()
+    bad = run.invoke(app, ["search", "--shapes", "1_2", "--device", "cpu"])
+    assert bad.exit_code == 2 and "malformed shape" in bad.output
+    bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--budget", "soon"])
+    assert bad.exit_code == 2 and "bad duration" in bad.output
+    none = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--families", "hopper",
+                            "--out", str(tmp_path / "x")])
+    assert none.exit_code == 2 and "unknown or unavailable families" in none.output  # hopper is CUDA-only
+    res = run.invoke(app, ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin",
+                           "test_search_plugin", "--layouts", "nn", "--batch", "1", "--max-rounds", "1",
+                           "--time-budget", "0.1", "--holdout", "1", "--budget", "2m", "--out", str(tmp_path / "s"),
+                           "--library", str(tmp_path / "lib.json")], catch_exceptions=False, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "per GPU-minute" in res.output and "first pick on 1 held-out" in res.output
+    assert (tmp_path / "lib.json").exists() and (tmp_path / "s" / "summary.json").exists()

@@ -21,6 +21,7 @@ import os
 from harness.method import SUPPORTED, Prepared, unsupported
 from harness.registry import register
 from kernels_search.family import Family, Knob
+from kernels_search.search.policy import register_search_family
 
 
 class CpuFamily(Family):
@@ -86,3 +87,4 @@ class CpuKernel:
 
 
 register("cpuk", lambda args: CpuKernel(FAMILY.parse(args)), help="search test CPU family")
+register_search_family(FAMILY)

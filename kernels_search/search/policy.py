@@ -47,14 +47,30 @@ from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 CHECKPOINT_VERSION = 1
 
 
-def default_families(device: str = "cuda") -> dict[str, Any]:
-    """The kernel families a search on ``device`` walks (triton only where it imports)."""
-    from kernels_search.families import ALL
+_EXTRA_FAMILIES: dict[str, Any] = {}
 
-    fams = dict(ALL)
-    if "triton" in fams and not fams["triton"].supports({}, Problem(Shape(128, 128, 128))):
-        fams.pop("triton")
-    return fams if device == "cuda" else {}
+
+def register_search_family(family) -> None:
+    """Add a family (a kernels_search.family.Family whose configs resolve as ``<name>:<knobs>``
+    method specs) to the search space of devices matching its ``backend`` ("cuda", or e.g.
+    "cpu" for test families registered by a plug-in)."""
+    _EXTRA_FAMILIES[family.name] = family
+
+
+def default_families(device: str = "cuda") -> dict[str, Any]:
+    """The kernel families a search on ``device`` walks: every built-in family on CUDA (triton
+    only where it imports), plus families plug-ins registered for this device."""
+    fams: dict[str, Any] = {}
+    if device == "cuda":
+        from kernels_search.families import ALL
+
+        fams = dict(ALL)
+        if "triton" in fams and not fams["triton"].supports({}, Problem(Shape(128, 128, 128))):
+            fams.pop("triton")
+    for name, fam in _EXTRA_FAMILIES.items():
+        if getattr(fam, "backend", "cuda") in (device, "triton" if device == "cuda" else device):
+            fams[name] = fam
+    return fams
 
 
 class LinearTS:

@@ -78,14 +78,18 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     out.mkdir(parents=True, exist_ok=True)
     budget_s = parse_duration(budget)
     search_id = search_id or out.resolve().name
+    import importlib
+
+    for mod in plugins:  # plug-ins may add search families (register_search_family)
+        importlib.import_module(mod)
     fams = default_families(device)
     if families:
-        from kernels_search.families import ALL
-
-        unknown = [f for f in families if f not in ALL and f not in fams]
+        unknown = [f for f in families if f not in fams]
         if unknown:
-            raise ValueError(f"unknown families {unknown}; known: {sorted(ALL)}")
-        fams = {f: fams.get(f, ALL.get(f)) for f in families}
+            raise ValueError(f"unknown or unavailable families {unknown} on {device}; available: {sorted(fams)}")
+        fams = {f: fams[f] for f in families}
+    if not fams:
+        raise ValueError(f"no kernel family to search on {device}")
     env = envmod.collect(device)
     db = KernelDB(out / "db")
     prior = set(db.df["gpu_uuid"].dropna()) if not db.df.empty else set()

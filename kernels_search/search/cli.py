@@ -1,0 +1,97 @@
+"""The ``hgemm-bench search`` command, ready to mount: ``register(app)`` adds it to a Typer app.
+
+Flags map 1:1 to ``kernels_search.search.run.search_main`` arguments. Bad input is one error
+line and exit code 2, as in ``compare``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def search(
+    shapes: List[str] = typer.Option(["smoke"], "--shapes", "-s",
+                                     help="M_N_K list, a file, or a named set (cuda-l2, smoke, square)."),
+    sample: int = typer.Option(0, help="Search N shapes sampled from --shapes' grid (harness.shapes.sample_grid; "
+                                       "cuda-l2 only: stratified by tile count and K). 0: every shape given."),
+    budget: str = typer.Option("20m", help="Total budget (20m, 90s, 1h). Rerunning with the same --out resumes "
+                                           "and counts what earlier runs spent."),
+    out: Path = typer.Option(Path("results/search"), "--out", "-o",
+                             help="Search folder: kernel DB, policy checkpoint, library, summary."),
+    device: str = typer.Option("auto", help="auto, cuda or cpu."),
+    layouts: str = typer.Option("nn,tn", help="B layouts every candidate is measured in."),
+    batch: int = typer.Option(4, help="Candidates per shape per round (per proposer)."),
+    families: str = typer.Option("", help="Comma list of families to search (default: all available)."),
+    holdout: int = typer.Option(0, help="Then measure the policy's first pick on N grid shapes the search never "
+                                        "measured (one evaluation each) and report the geomean vs cuBLASLt autotune."),
+    library: Optional[Path] = typer.Option(None, help="Also export the library here (e.g. "
+                                                      "kernels_search/library/library.json, what `--methods library` "
+                                                      "serves by default)."),
+    min_speedup: float = typer.Option(1.02, help="Export a kernel only if its paired speedup over the same-layout "
+                                                 "baseline is at least this; else the baseline serves (labelled)."),
+    time_budget: float = typer.Option(2.0, "--time-budget", help="Timing budget per shape call, seconds."),
+    ci_target: float = typer.Option(0.02, help="Timing CI target per call."),
+    epsilon: float = typer.Option(0.05, help="Exploration floor: share of picks drawn uniformly."),
+    explore: float = typer.Option(1.0, help="Thompson draw spread (0 = greedy)."),
+    compile_penalty: float = typer.Option(0.02, help="Reward units a new binary costs in the acquisition."),
+    max_new_builds: Optional[int] = typer.Option(None, help="New binaries per shape batch (default 2 on CUDA)."),
+    lookahead: Optional[int] = typer.Option(None, help="Shapes whose candidates compile ahead (default 8 on CUDA)."),
+    max_rounds: Optional[int] = typer.Option(None, help="Stop after this many rounds."),
+    seed: int = typer.Option(0, help="Policy and sampling seed."),
+    plugin: List[str] = typer.Option([], "--plugin", help="Python module to import (more methods / families)."),
+    no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks."),
+):
+    """Search kernels per shape (knob-level policy), export the library, print a summary."""
+    from rich.console import Console
+
+    from harness import env as envmod
+    from harness.shapes import ShapeError, parse_shapes, sample_grid
+    from kernels_search.search.run import holdout_shapes, parse_duration, search_main
+
+    console, err = Console(), Console(stderr=True)
+
+    def fail(msg: str) -> None:
+        err.print(f"[bold red]error:[/] {msg}")
+        raise typer.Exit(2)
+
+    try:
+        shape_list = parse_shapes(shapes)
+        parse_duration(budget)
+    except (ShapeError, ValueError) as e:
+        fail(str(e))
+    if sample:
+        if [s.name for s in parse_shapes("cuda-l2")] != [s.name for s in shape_list]:
+            fail("--sample draws from the cuda-l2 grid: use --shapes cuda-l2 --sample N")
+        shape_list = sample_grid(sample, seed)
+    lays = [x.strip() for x in layouts.split(",") if x.strip()]
+    if not lays or any(x not in ("nn", "tn") for x in lays):
+        fail(f"unknown layout(s) in {layouts!r}: use nn and/or tn")
+    if batch < 1 or time_budget <= 0 or ci_target <= 0 or not 0 <= epsilon <= 1:
+        fail("--batch >= 1, --time-budget > 0, --ci-target > 0, 0 <= --epsilon <= 1")
+    try:
+        dev = envmod.resolve_device(device)
+    except (envmod.NoGPUError, ValueError) as e:
+        fail(str(e))
+    held = holdout_shapes(shape_list, holdout, seed + 1) if holdout else []
+    try:
+        search_main(shape_list, budget, out, device=dev, batch=batch, layouts=lays,
+                    families=[f.strip() for f in families.split(",") if f.strip()] or None, seed=seed,
+                    epsilon=epsilon, explore=explore, compile_penalty=compile_penalty, timing_budget_s=time_budget,
+                    ci_target=ci_target, plugins=plugin, library=library, min_speedup=min_speedup, holdout=held,
+                    max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
+                    max_new_builds=max_new_builds, print_fn=console.print, console=console)
+    except ImportError as e:
+        fail(f"--plugin: {e}")
+    except ValueError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted:[/] everything measured is in {out}; rerun the same command to resume")
+        raise typer.Exit(130)
+
+
+def register(app: typer.Typer) -> None:
+    """Mount ``search`` on the ``hgemm-bench`` app."""
+    app.command("search")(search)
