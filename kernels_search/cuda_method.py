@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
 from kernels_search import build as build_mod
-from kernels_search.family import Family
+from kernels_search.family import Family, FamilyMethod
 
 ERRORS = {
     1: "bad arguments",
@@ -77,19 +77,11 @@ def build_config(family: Family, knobs: Mapping[str, Any], **kw) -> build_mod.Bu
     )
 
 
-class CudaKernelMethod:
+class CudaKernelMethod(FamilyMethod):
     """One family config as a Method; the name is the canonical ``family:k=v,...`` spec."""
 
-    is_baseline = False
-    devices = ("cuda",)
-
     def __init__(self, family: Family, knobs: Mapping[str, Any]):
-        family.validate(knobs)
-        self._family = family
-        self.knobs = dict(knobs)
-        self.family = family.name
-        self.name = family.spec(self.knobs)
-        self.config = dict(self.knobs)
+        super().__init__(family, knobs)
         self._source: str | None = None
         self._source_hash: str | None = None
 

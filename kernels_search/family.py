@@ -142,3 +142,19 @@ def cuda_source(header_comment: str, defines: Mapping[str, Any], body_template: 
         + "\n"
         + template(body_template)
     )
+
+
+class FamilyMethod:
+    """What every Method made from one family config shares: the canonical spec is its name and
+    every knob is a config column. Backends (nvcc library, Triton) add how it runs."""
+
+    is_baseline = False
+    devices = ("cuda",)
+
+    def __init__(self, family: Family, knobs: Mapping[str, Any]):
+        family.validate(knobs)
+        self._family = family
+        self.knobs = dict(knobs)
+        self.family = family.name
+        self.name = family.spec(self.knobs)
+        self.config = dict(self.knobs)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
-from kernels_search.family import Family
+from kernels_search.family import Family, FamilyMethod
 
 
 @dataclass
@@ -64,17 +64,9 @@ def launch(p: Plan, a, b, c, ws=None) -> None:
         c.copy_(ws)  # fp32 -> fp16 cast, inside the call
 
 
-class TritonMethod:
-    is_baseline = False
-    devices = ("cuda",)
-
+class TritonMethod(FamilyMethod):
     def __init__(self, family: Family, knobs: Mapping[str, Any]):
-        family.validate(knobs)
-        self._family = family
-        self.knobs = dict(knobs)
-        self.family = family.name
-        self.name = family.spec(self.knobs)
-        self.config = dict(self.knobs)
+        super().__init__(family, knobs)
         self.source_hash = hashlib.sha256(family.render(self.knobs).encode()).hexdigest()
 
     def supports(self, problem: Problem, device: str) -> Support:
