@@ -99,16 +99,16 @@ def auto_prebuild(specs: Sequence[str]) -> float:
     """Compile every CUDA family candidate in parallel (build pool); returns the seconds spent."""
     from harness.registry import resolve
 
+    from kernels_search.cuda_method import CudaKernelMethod, prebuild
+
     t0 = time.perf_counter()
     methods = []
     for spec in specs:
         try:
-            methods += [m for m in resolve([spec]) if hasattr(m, "build") and hasattr(m, "_family")]
+            methods += [m for m in resolve([spec]) if isinstance(m, CudaKernelMethod)]
         except Exception:
             continue
     if methods:
-        from kernels_search.cuda_method import prebuild
-
         prebuild(methods)
     return time.perf_counter() - t0
 
