@@ -216,6 +216,10 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     assert len(doc["first_pick"]) == 1 and doc["first_pick"][0]["reference"] == "strongest"
     assert any("shapes" in ln and "cand" in ln for ln in lines) and any("per GPU-minute" in ln for ln in lines)
     assert json.loads((tmp_path / "s" / "summary.json").read_text())["candidates"] == 4
+    from harness.shapes import parse_shapes
+
+    assert parse_shapes(str(tmp_path / "s" / "shapes.txt")) == SHAPES
+    assert parse_shapes(str(tmp_path / "s" / "holdout.txt")) == [Shape(16, 16, 16)]
     entries = load_library(tmp_path / "s" / "library.json")
     assert {e["shape"] for e in entries} == {s.name for s in SHAPES}  # held-out shapes are not exported
     doc2 = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=2, **kw)

@@ -8,6 +8,7 @@ pick on shapes the search never measured. Folder layout (``out``)::
     policy.npz                the policy checkpoint
     library.json              the exported library (also written to ``library`` if given)
     summary.json              per-shape best kernels, throughput, first-pick results
+    shapes.txt, holdout.txt   the searched / held-out shapes (``compare --shapes`` reads them)
 
 Rerunning the same command resumes: the budget is the total for the search id (default: the
 folder name), nothing measured is measured again.
@@ -144,6 +145,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
         "first_pick": first, "first_pick_geomean": geomean([r["speedup"] for r in first]) if first else None,
     }
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    # shape files for a follow-up `hgemm-bench compare --shapes out/shapes.txt --methods library,...`
+    (out / "shapes.txt").write_text("".join(f"{s.name}\n" for s in shapes))
+    if holdout:
+        (out / "holdout.txt").write_text("".join(f"{s.name}\n" for s in holdout))
     print_summary(doc, print_fn, console)
     return doc
 
