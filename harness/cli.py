@@ -295,6 +295,18 @@ def report(
     console.print(f"site: {index}")
 
 
+def _mount_search() -> None:
+    """`hgemm-bench search` lives with the search (kernels_search.search.cli); mounted here."""
+    try:
+        from kernels_search.search.cli import register
+    except ImportError:  # a harness-only install: compare and report still work
+        return
+    register(app)
+
+
+_mount_search()
+
+
 def main() -> None:  # pragma: no cover
     app()
 

@@ -36,3 +36,6 @@ def _register_all() -> None:
 
 
 _register_all()
+
+# The `library` method (searched kernels as data, with a dispatcher) is resolvable by default.
+import kernels_search.search.library  # noqa: E402,F401

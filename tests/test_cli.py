@@ -141,3 +141,11 @@ def test_kernels_dir_methods_reach_the_run(tmp_path):
     df = read_results(out).to_pandas()
     row = df[df["method"] == "cu:mine"].iloc[0]
     assert row["status"] == "unsupported" and "cpu" in row["status_reason"]
+
+
+def test_search_is_mounted_and_llm_flags_fail_clearly(tmp_path):
+    res = runner.invoke(app, ["search", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "--llm-backend" in res.output and "--budget" in res.output
+    res = runner.invoke(app, ["search", "--device", "cpu", "--shapes", "8_8_8", "--budget", "1s", "--llm",
+                              "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "--llm-url" in res.output

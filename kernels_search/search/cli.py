@@ -43,6 +43,14 @@ def search(
     seed: int = typer.Option(0, help="Policy and sampling seed."),
     plugin: List[str] = typer.Option([], "--plugin", help="Python module to import (more methods / families)."),
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks."),
+    llm: bool = typer.Option(False, "--llm", help="Also let an LLM write kernels (contrastive prompts; trajectories "
+                                                  "in OUT/llm-trajectories for GRPO)."),
+    llm_backend: str = typer.Option("openai", help="openai (any OpenAI-compatible server, e.g. `vllm serve`), "
+                                                   "vllm (offline engine) or transformers (in process)."),
+    llm_url: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
+    llm_model: Optional[str] = typer.Option(None, help="Model name (server) or path (vllm, transformers)."),
+    llm_api_key: Optional[str] = typer.Option(None, help="API key (default: $OPENAI_API_KEY)."),
+    llm_max_tokens: int = typer.Option(8192, help="Completion length limit."),
 ):
     """Search kernels per shape (knob-level policy), export the library, print a summary."""
     from rich.console import Console
@@ -76,11 +84,18 @@ def search(
     except (envmod.NoGPUError, ValueError) as e:
         fail(str(e))
     held = holdout_shapes(shape_list, holdout, seed + 1) if holdout else []
+    proposers, plugins = [], list(plugin)
+    if llm:
+        try:
+            proposers.append(_llm_proposer(out, llm_backend, llm_url, llm_model, llm_api_key, llm_max_tokens, dev))
+        except (ValueError, ImportError) as e:
+            fail(f"--llm: {e}")
+        plugins.append("kernels_search.llm.plugin")
     try:
         search_main(shape_list, budget, out, device=dev, batch=batch, layouts=lays,
                     families=[f.strip() for f in families.split(",") if f.strip()] or None, seed=seed,
                     epsilon=epsilon, explore=explore, compile_penalty=compile_penalty, timing_budget_s=time_budget,
-                    ci_target=ci_target, plugins=plugin, library=library, min_speedup=min_speedup, holdout=held,
+                    ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, print_fn=console.print, console=console)
     except ImportError as e:
@@ -90,6 +105,22 @@ def search(
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted:[/] everything measured is in {out}; rerun the same command to resume")
         raise typer.Exit(130)
+
+
+def _llm_proposer(out: Path, backend: str, url, model, api_key, max_tokens: int, device: str):
+    """The opt-in LLM proposer; its kernels live in OUT/llm-kernels, which the evaluator's worker
+    finds through $HGEMM_LLM_KERNELS (set before the worker starts)."""
+    import os
+
+    os.environ["HGEMM_LLM_KERNELS"] = str(Path(out) / "llm-kernels")
+    import kernels_search.llm.plugin  # noqa: F401  (registers llm:<hash> specs here too)
+    from kernels_search.llm.backends import make_backend
+    from kernels_search.llm.kernels import KernelStore
+    from kernels_search.llm.proposer import LLMConfig, LLMProposer
+
+    return LLMProposer(make_backend(backend, url=url, model=model, api_key=api_key),
+                       Path(out) / "llm-trajectories", KernelStore(),
+                       LLMConfig(max_tokens=max_tokens, precompile=device == "cuda"))
 
 
 def register(app: typer.Typer) -> None:
