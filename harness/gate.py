@@ -27,7 +27,7 @@ from typing import Callable, Hashable, Sequence
 
 import torch
 
-from harness.method import check_cuda_context
+from harness.method import Unsupported, check_cuda_context
 from harness.problem import Problem
 from harness.tensors import DISTRIBUTIONS, empty_inputs, fill_, generator, guarded_output
 
@@ -48,6 +48,7 @@ class GateResult:
     tol_rel_fro: float = math.nan
     tol_max_norm: float = math.nan
     per_draw: list[dict] = field(default_factory=list)
+    unsupported: bool = False  # the call declined the problem (harness.method.Unsupported)
 
     def columns(self) -> dict:
         return {
@@ -110,6 +111,7 @@ def run_gate(
     a, b = empty_inputs(problem, device)
     outs = {c.key: guarded_output(problem, device) for c in candidates}
     failed: dict[Hashable, str] = {}
+    declined: set[Hashable] = set()
     errs: dict[Hashable, list[tuple[float, float]]] = {c.key: [] for c in candidates}
     tols: list[tuple[float, float]] = []
     prev_out: dict[Hashable, torch.Tensor] = {}
@@ -132,6 +134,10 @@ def run_gate(
                 sync()
                 c.fn(a, b, g.c)
                 sync()
+            except Unsupported as ex:
+                failed[c.key] = str(ex)
+                declined.add(c.key)
+                continue
             except Exception as ex:
                 failed[c.key] = f"raised {type(ex).__name__}: {ex}"
                 if device == "cuda":
@@ -178,5 +184,6 @@ def run_gate(
             tol_rel_fro=min((t[0] for t in tols), default=math.nan),
             tol_max_norm=min((t[1] for t in tols), default=math.nan),
             per_draw=[{"rel_fro": x[0], "max_norm": x[1]} for x in e],
+            unsupported=c.key in declined,
         )
     return results

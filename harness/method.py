@@ -85,6 +85,12 @@ class Method(Protocol):
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared: ...
 
 
+class Unsupported(Exception):
+    """Raised by ``prepare`` or by a prepared call when the method turns out not to serve this
+    problem after all (a kernel's own run-time refusal, e.g. CUTLASS ``can_implement``). The
+    row says ``unsupported`` with the reason; it is not a wrong result."""
+
+
 class ContextLost(RuntimeError):
     """A method's call left the CUDA context unusable; nothing else can run in this process."""
 

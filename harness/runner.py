@@ -21,7 +21,8 @@ import torch
 
 from harness.anticheat import CheatReport, run_anticheat
 from harness.gate import GateCandidate, GateResult, run_gate
-from harness.method import ContextLost, Method, Prepared, PrepareContext, Support, check_cuda_context, unsupported
+from harness.method import (ContextLost, Method, Prepared, PrepareContext, Support, Unsupported,
+                            check_cuda_context, unsupported)
 from harness.problem import Problem, Shape
 from harness.results import SCHEMA_VERSION, ResultStore, config_json
 from harness.tensors import InputSet, cold_set_count, timing_sets
@@ -144,6 +145,8 @@ class CompareRunner:
             row.update(slot.gate.columns())
         if not slot.support:
             row.update(status="unsupported", status_reason=slot.support.reason)
+        elif slot.gate and slot.gate.unsupported:
+            row.update(status="unsupported", status_reason=slot.gate.reason)
         elif slot.error:
             row.update(status="error", status_reason=slot.error)
         elif slot.gate and not slot.gate.passed:
@@ -174,6 +177,8 @@ class CompareRunner:
                 if not prep.setup_s:
                     prep.setup_s = time.perf_counter() - t0
                 slot.prepared = prep
+            except Unsupported as e:
+                slot.support = unsupported(str(e))
             except Exception as e:
                 slot.error = f"prepare raised {type(e).__name__}: {e}"
                 self._check_context(slot.key, slot.error)

@@ -15,11 +15,12 @@ import threading
 import time
 from typing import Any, Mapping
 
-from harness.method import Prepared, PrepareContext, Support, unsupported
+from harness.method import Prepared, PrepareContext, Support, Unsupported, unsupported
 from harness.problem import Problem
 from kernels_search import build as build_mod
 from kernels_search.family import Family, FamilyMethod
 
+ERR_UNSUPPORTED = 3  # HGEMM_ERR_UNSUPPORTED in templates/hgemm_abi.cuh
 ERRORS = {
     1: "bad arguments",
     2: "unknown layout",
@@ -42,6 +43,11 @@ class BuildError(RuntimeError):
 
 class HgemmError(RuntimeError):
     """hgemm_run returned a nonzero code."""
+
+
+class KernelDeclined(HgemmError, Unsupported):
+    """hgemm_run returned HGEMM_ERR_UNSUPPORTED: the kernel itself refused this shape or these
+    options at run time (e.g. CUTLASS can_implement): an unsupported row, not a wrong one."""
 
 
 _LIBS: dict[str, ctypes.CDLL] = {}
@@ -136,7 +142,8 @@ class CudaKernelMethod(FamilyMethod):
             rc = run(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, layout, opts, n_opts,
                      ws_ptr, ws_bytes, torch.cuda.current_stream().cuda_stream)
             if rc:
-                raise HgemmError(f"{self.name}: hgemm_run returned {rc} ({ERRORS.get(rc, 'unknown')})")
+                err = KernelDeclined if rc == ERR_UNSUPPORTED else HgemmError
+                raise err(f"{self.name}: hgemm_run returned {rc} ({ERRORS.get(rc, 'unknown')})")
 
         info = {
             "build_key": res.key,

@@ -66,3 +66,12 @@ for name, kw in {
     "t-raise-call": {"call_hook": _raise},
 }.items():
     register(name, lambda args, _n=name, _kw=kw: _Cpu(_n, **_kw), help="sandbox test method")
+
+
+def _decline():
+    from harness.method import Unsupported
+
+    raise Unsupported("kernel declined these options at run time (simulated can_implement refusal)")
+
+
+register("t-decline-call", lambda args: _Cpu("t-decline-call", call_hook=_decline), help="sandbox test method")

@@ -75,3 +75,12 @@ def test_unknown_plugin_is_a_clear_error(tmp_path):
     res = CliRunner().invoke(app, ["compare", "--device", "cpu", "--plugin", "no_such_module_xyz",
                                    "--out", str(tmp_path / "r.parquet")])
     assert res.exit_code == 2 and "no_such_module_xyz" in res.output
+
+
+def test_a_kernel_that_declines_at_run_time_is_unsupported_not_wrong(evaluator):
+    groups = evaluator.evaluate_shape(Shape(16, 16, 16), ["torch", "t-decline-call"], settings(),
+                                      [("offline", "warm")], "run")
+    rows, _ = rows_by_method(groups)
+    r = rows[("t-decline-call", "nn")]
+    assert r["status"] == "unsupported" and "declined" in r["status_reason"]
+    assert rows[("torch", "nn")]["status"] == "ok"
