@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
+from kernels_search.cuda_source import launch_configs
 
 C_ABI = "c_abi"
 TORCH_EXT = "torch_ext"
@@ -57,7 +58,6 @@ _TORCH_FN_RE = re.compile(
 )
 _PYBIND_RE = re.compile(r"\bPYBIND11_MODULE\s*\(")
 _MDEF_RE = re.compile(r"\.def\s*\(\s*\"([A-Za-z_]\w*)\"\s*,\s*&?\s*([A-Za-z_][\w:]*)")
-_LAUNCH_RE = re.compile(r"<<<(.*?)>>>", re.S)
 
 
 class ExternError(ValueError):
@@ -158,18 +158,7 @@ def classify(path: str | Path) -> tuple[str, str, TorchFn | None]:
 def launches_on_default_stream(text: str) -> bool:
     """True when some ``<<<...>>>`` launch names no stream (it runs on the legacy default stream,
     which CUDA graph capture on another stream refuses). A heuristic on the source text."""
-    for m in _LAUNCH_RE.finditer(_code(text)):
-        depth, commas = 0, 0
-        for ch in m.group(1):
-            if ch in "([{<":
-                depth += 1
-            elif ch in ")]}>":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                commas += 1
-        if commas < 3:
-            return True
-    return False
+    return any(len(args) < 4 for _, args in launch_configs(_code(text)))  # no 4th (stream) argument
 
 
 def method_stem(path: str | Path) -> str:

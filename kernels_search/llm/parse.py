@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kernels_search.cuda_source import launch_configs
+
 MAX_COMPLETION_CHARS = 400_000  # larger replies are refused before any regex runs
 MAX_SOURCE_CHARS = 200_000
 
@@ -153,25 +155,10 @@ _IN_PTX = [
     (re.compile(r"\bfragment\s*<\s*(?:nvcuda::)?(?:wmma::)?accumulator\s*,[^>]*\b(?:__)?half\s*>"),
      "WMMA accumulator fragment in half: accumulate in fp32"),
 ]
-_LAUNCH_RE = re.compile(r"<<<(.*?)>>>", re.S)
-
-
 def _launch_problem(code: str) -> str:
-    for mt in _LAUNCH_RE.finditer(code):
-        args, depth, cur = [], 0, ""
-        for ch in mt.group(1):
-            if ch in "([{<":
-                depth += 1
-            elif ch in ")]}>":
-                depth -= 1
-            if ch == "," and depth == 0:
-                args.append(cur.strip())
-                cur = ""
-            else:
-                cur += ch
-        args.append(cur.strip())
+    for raw, args in launch_configs(code):
         if len(args) < 4 or args[3] in ("0", "nullptr", "NULL", "0L", "cudaStreamDefault"):
-            return f"kernel launch <<<{mt.group(1).strip()}>>> is not on `stream` (pass it as the 4th argument)"
+            return f"kernel launch <<<{raw}>>> is not on `stream` (pass it as the 4th argument)"
     return ""
 
 

@@ -81,7 +81,7 @@ BASE_SCHEMA = pa.schema(BASE_FIELDS)
 COLUMNS = [f for f, _ in BASE_FIELDS]
 
 
-def _num(v) -> float | None:
+def finite_float(v) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):

@@ -23,7 +23,6 @@ From PyTorch: ``hgemm(a, b, layout="nn")`` or ``torch.ops.hgemm_bench.hgemm(a, b
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import threading
@@ -38,6 +37,7 @@ import torch
 from harness.method import SUPPORTED, Prepared, PrepareContext, Support
 from harness.problem import Problem, Shape
 from harness.registry import register
+from kernels_search.search.db import finite_float
 from kernels_search.search.features import shape_distance
 
 LIBRARY_VERSION = 1
@@ -51,14 +51,6 @@ def default_path() -> Path:
 
 
 # ---------------------------------------------------------------------------------- export
-def _f(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
                     shapes: Sequence[Shape] | None = None) -> list[dict]:
     """The entries ``export_library`` writes (see the module docstring for the rule)."""
@@ -99,7 +91,7 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
             entries.append(dict(common, kind="kernel", spec=r.method, family=r.family,
                                 knobs=json.loads(r.knobs or "{}"), source_hash=r.source_hash or "",
                                 device_us=float(r.device_us), paired_speedup=best[2],
-                                registers=_f(r.registers), spill_bytes=_f(r.spill_bytes),
+                                registers=finite_float(r.registers), spill_bytes=finite_float(r.spill_bytes),
                                 measured_at=r.measured_at, search_id=r.search_id))
         elif best_base is not None:
             entries.append(dict(common, kind="baseline", spec=best_base[0], family="baseline", knobs={},

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 from harness.problem import Shape
 from harness.runner import CompareSettings
-from kernels_search.search.db import KernelDB, _num, ptxas_of
+from kernels_search.search.db import KernelDB, finite_float, ptxas_of
 from kernels_search.search.proposer import Candidate, Outcome, Proposer, SearchContext, observe
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline
 
@@ -154,7 +154,7 @@ def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: st
     info = json.loads(r.get("info") or "{}")
     ptx = ptxas_of(info)
     fk = failure_kind(r)
-    us = _num(r.get("device_us_median"))
+    us = finite_float(r.get("device_us_median"))
     rew = reward(r, base_us) if cand is not None else None
     return dict(
         meta,
@@ -166,10 +166,10 @@ def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: st
         knobs=cand.knobs_json() if cand is not None else (r.get("config") or "{}"),
         source_hash=r.get("source_hash") or "", status=r.get("status"), status_reason=r.get("status_reason") or "",
         failure=fk, gate_passed=r.get("gate_passed"), device_us=us if not fk else None,
-        device_us_ci_lo=_num(r.get("device_us_ci_lo")), device_us_ci_hi=_num(r.get("device_us_ci_hi")),
-        setup_s=_num(r.get("setup_s")), compile_s=_num(info.get("compile_s")),
-        build_cached=info.get("build_cached"), registers=_num(ptx.get("max_registers", ptx.get("registers"))),
-        spill_bytes=_num(ptx.get("spill_bytes")), ptxas=json.dumps(ptx, default=str) if ptx else "",
+        device_us_ci_lo=finite_float(r.get("device_us_ci_lo")), device_us_ci_hi=finite_float(r.get("device_us_ci_hi")),
+        setup_s=finite_float(r.get("setup_s")), compile_s=finite_float(info.get("compile_s")),
+        build_cached=info.get("build_cached"), registers=finite_float(ptx.get("max_registers", ptx.get("registers"))),
+        spill_bytes=finite_float(ptx.get("spill_bytes")), ptxas=json.dumps(ptx, default=str) if ptx else "",
         baseline_us=base_us, baseline_method=base_who,
         speedup=(base_us / us) if (base_us and us and not fk) else None, reward=rew,
         info=r.get("info") or "{}",
