@@ -206,7 +206,7 @@ class CompareRunner:
             for s in ready:
                 s.gate = res[s.key]
 
-    def _anticheat(self, slots: list[_Slot], inputs: dict) -> None:
+    def _anticheat(self, slots: list[_Slot]) -> None:
         """Anti-cheat checks for every non-baseline method that passed the gate."""
         if not self.s.anticheat:
             return
@@ -364,7 +364,7 @@ class CompareRunner:
         try:
             inputs = self._prepare(slots)
             self._gate(slots)
-            self._anticheat(slots, inputs)
+            self._anticheat(slots)
             for mode, cache in groups:
                 rows, samples = self._measure(slots, mode, cache, inputs)
                 self.store.add_group(rows, samples)
