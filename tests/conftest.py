@@ -22,3 +22,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A fresh build cache per test module: builds compile instead of trusting an old artifact,
+    and each config compiles once however many tests of the module use it."""
+    d = tmp_path_factory.mktemp("hgemm-build-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HGEMM_BUILD_CACHE", str(d))
+    yield d
+    mp.undo()

@@ -34,15 +34,6 @@ from kernels_search import cuda_method, toolchain
 needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """A fresh build cache, so the test compiles instead of trusting an old artifact."""
-    d = tmp_path_factory.mktemp("adv-build-cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HGEMM_BUILD_CACHE", str(d))
-    yield d
-    mp.undo()
-
 
 def test_every_kernel_has_an_expectation_and_resolves_by_name():
     """A kernel without an expected catch would be built but never checked; a name that does not

@@ -32,15 +32,6 @@ def _has_cutlass() -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """One build cache for the module, so each config compiles once however many tests use it."""
-    d = tmp_path_factory.mktemp("hgemm-build-cache")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HGEMM_BUILD_CACHE", str(d))
-    yield d
-    mp.undo()
-
 
 def _build_default(name: str) -> build.BuildResult:
     fam = FAMILIES[name]
