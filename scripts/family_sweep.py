@@ -6,6 +6,7 @@ GPU run then only loads libraries. Runtime options (split count, raster order) s
 
     python3 scripts/family_sweep.py specs            # the --methods value
     python3 scripts/family_sweep.py prebuild [-j N]  # compile every CUDA config (cache hits are free)
+    python3 scripts/family_sweep.py specs --set splitk   # the split-K sweep (few-tile, large-K shapes)
 """
 
 from __future__ import annotations
@@ -40,19 +41,36 @@ SWEEP = [
     "triton:persistent=1",
 ]
 
+# Few-tile, large-K shapes (256_128_16384, 64_1024_16384): the cluster (DSMEM) reduction against
+# the atomic one, and tiles that trade CTAs for L2 traffic (A is read once per tile column, B
+# once per tile row). Split counts are runtime options: one binary per tile config.
+SPLITK_SWEEP = [
+    "splitk:splits=16",  # the best split-K config of the first sweep (atomic reduction)
+    "splitk:reduce=3",  # cluster of 16 splits per 64x64 tile
+    "splitk:splits=8:reduce=3",
+    "splitk:bm=128:bn=64:reduce=3",
+    "splitk:bm=64:bn=128:reduce=3",
+    "splitk:bm=128:bn=64:warps_m=4:warps_n=2:reduce=3",
+    "splitk:bm=128:bn=128:warps_m=2:warps_n=4:reduce=3",
+    "splitk:bm=128:bn=128:bk=32:reduce=3",
+]
+SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP}
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["specs", "prebuild"])
     ap.add_argument("-j", type=int, default=None, help="parallel compiles (default: cores)")
+    ap.add_argument("--set", default="all", choices=sorted(SETS), help="which sweep (default: all)")
     args = ap.parse_args()
+    sweep = SETS[args.set]
     if args.what == "specs":
-        print(",".join(SWEEP))
+        print(",".join(sweep))
         return 0
     from harness.registry import resolve
     from kernels_search.cuda_method import CudaKernelMethod, prebuild
 
-    methods = [m for m in resolve(SWEEP) if isinstance(m, CudaKernelMethod)]
+    methods = [m for m in resolve(sweep) if isinstance(m, CudaKernelMethod)]
     t0 = time.perf_counter()
     results = prebuild(methods, workers=args.j)
     bad = 0

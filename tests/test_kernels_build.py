@@ -182,7 +182,45 @@ def test_splitk_workspace_is_sized_on_the_host(cache):
     # atomic reduction keeps a single fp32 tile set whatever the split count
     assert ws(256, 128, 16384, 16, 2) == 8 * 64 * 64 * 4 + 256
     assert ws(256, 128, 16384, 999, 0) == 0  # out-of-range option
-    assert ws(256, 128, 16384, 16, 3) == 0
+    # cluster reduction (reduce=3) needs no workspace, whatever the split count
+    assert ws(256, 128, 16384, 16, 3) == 0 and ws(256, 128, 16384, 0, 3) == 0
+    assert ws(256, 128, 16384, 16, 4) == 0  # out-of-range reduce mode
+
+
+@needs_nvcc
+def test_splitk_cluster_reduction_is_compiled_in(cache):
+    """reduce=3 instantiates a kernel that syncs its cluster and reads peers' shared memory
+    (generic 16-byte loads through map_shared_rank), with no spills."""
+    import re
+
+    res = _build_default("splitk")
+    assert res.ok and res.spill_bytes == 0, res.log[-3000:]
+    sass = _sass(res.lib_path)
+    funcs = re.split(r"\n\s*Function : ", sass)
+    mode4 = [f for f in funcs if re.match(r"_ZN2ms11gemm_kernelILi[01]ELb[01]ELi4E", f)]
+    assert len(mode4) == 4, "one MODE 4 kernel per layout x load path"
+    for f in mode4:
+        assert "UCGABAR_ARV" in f and "UCGABAR_WAIT" in f
+        assert "LD.E.128" in f
+    others = [f for f in funcs if re.match(r"_ZN2ms11gemm_kernelILi[01]ELb[01]ELi[0-3]E", f)]
+    assert others and not any("UCGABAR" in f for f in others)
+
+
+def test_family_sweep_specs_are_valid():
+    """Every config of every sweep in scripts/family_sweep.py parses and passes its family's rules,
+    so a typo fails here, not in a device call."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "family_sweep.py"
+    spec = importlib.util.spec_from_file_location("family_sweep", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert set(mod.SETS) >= {"all", "splitk"}
+    for name, sweep in mod.SETS.items():
+        for s in sweep:
+            family, _, args = s.partition(":")
+            FAMILIES[family].parse(args)  # raises KnobError on a bad knob or combination
 
 
 @needs_nvcc

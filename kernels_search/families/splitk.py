@@ -4,8 +4,11 @@ The K range is split ``splits`` ways (a runtime option, so one binary serves eve
 each CTA accumulates its slice in fp32, and the reduction plus fp16 cast happen inside the same
 ``hgemm_run``: by the last CTA to finish each tile (``reduce=0``, one launch, arrival counters in
 the workspace) or by a second small kernel on the same stream (``reduce=1``), or every split
-adds into one fp32 tile with atomics and the last CTA casts and re-zeroes it (``reduce=2``).
-Modes 0 and 2 need the workspace zero-filled once when allocated; every call leaves it so.
+adds into one fp32 tile with atomics and the last CTA casts and re-zeroes it (``reduce=2``), or
+the splits of a tile run as one thread-block cluster and reduce through distributed shared
+memory, each CTA summing and storing 1/splits of the tile (``reduce=3``, at most 16 splits, no
+global traffic for the reduction). Modes 0 and 2 need the workspace zero-filled once when
+allocated; every call leaves it so.
 """
 
 from __future__ import annotations
@@ -43,8 +46,10 @@ FAMILY = SplitK(
         Knob("stages", (4, 2, 3, 5, 6), 4, help="cp.async pipeline depth"),
         Knob("splits", (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64), 0, runtime=True,
              help="K split count; 0 = enough CTAs for one wave"),
-        Knob("reduce", (2, 0, 1), 2, runtime=True,
+        Knob("reduce", (2, 0, 1, 3), 2, runtime=True,
              help="0: slices, last CTA per tile sums them (one launch); 1: slices, second reduce "
-                  "kernel; 2: fp32 atomics into one tile, last CTA casts (one launch)"),
+                  "kernel; 2: fp32 atomics into one tile, last CTA casts (one launch); 3: the splits "
+                  "of a tile are one thread-block cluster (<= 16 splits) reducing through distributed "
+                  "shared memory (one launch, no workspace)"),
     ),
 )

@@ -13,6 +13,11 @@
 //                   2 = each split atomically adds into one fp32 tile; the last CTA casts it to
 //                       fp16 and zeroes it again (one launch, least traffic, summation order
 //                       varies run to run)
+//                   3 = the splits of a tile form one thread-block cluster (at most 16, the
+//                       split count is clamped to that); each CTA parks its fp32 tile in its own
+//                       shared memory and reduces 1/splits of the tile by reading every peer's
+//                       copy through distributed shared memory (one launch, no global traffic,
+//                       no atomics or counters, deterministic)
 // Loads are 16-byte cp.async with zero fill at the edges when K (and N for "nn") are multiples
 // of 8 and A/B are 16-byte aligned; otherwise a scalar, fully predicated load path is used.
 // Split-K partials live in the workspace; per-tile arrival counters (also in the workspace)
@@ -20,6 +25,10 @@
 
 #ifndef MS_ALLOW_SPLIT
 #define MS_ALLOW_SPLIT 1
+#endif
+
+#if MS_ALLOW_SPLIT
+#include <cooperative_groups.h>
 #endif
 
 namespace ms {
@@ -36,6 +45,10 @@ constexpr int BTN_LD = BK + PAD;  // "tn": smem B is [BN][BK]
 constexpr int B_STAGE = (BK * BNN_LD > BN * BTN_LD) ? BK * BNN_LD : BN * BTN_LD;
 constexpr int SMEM_BYTES = STAGES * (A_STAGE + B_STAGE) * 2;
 constexpr int MAX_SPLITS = 64;
+constexpr int MAX_CLUSTER = 16;  // non-portable cluster size limit on sm_90
+constexpr int RED_LD = BN + 4;   // fp32 row stride of the tile parked for the cluster reduction
+constexpr int RED_BYTES = BM * RED_LD * 4;
+constexpr int SMEM_CLUSTER = SMEM_BYTES > RED_BYTES ? SMEM_BYTES : RED_BYTES;
 static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0, "warp tile must be 16x16 multiples");
 static_assert(BK % 16 == 0, "BK must be a multiple of 16");
 static_assert((BM * BK / 8) % NT == 0 && (BN * BK / 8) % NT == 0, "tile chunks must divide among threads");
@@ -172,11 +185,67 @@ __device__ __forceinline__ void store_c(half* __restrict__ C, int M, int N, int 
       }
 }
 
+#if MS_ALLOW_SPLIT
+// MODE 4 epilogue. The CTAs of one cluster are the K splits of one output tile. Each parks its
+// fp32 accumulators row-major in its own shared memory (the pipeline buffers, drained), then
+// CTA r sums rows [r*rows, (r+1)*rows) of the tile over every peer in rank order (deterministic)
+// through distributed shared memory and stores them as fp16: 16-byte loads and stores when the
+// row allows. The second cluster barrier keeps every CTA's shared memory alive until all peers
+// have read it.
+__device__ __forceinline__ void cluster_reduce_store(half* __restrict__ C, int M, int N, int m0, int n0,
+                                                     int tid, float (&acc)[MI][NI][4],
+                                                     unsigned char* smem_raw) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  float* red = reinterpret_cast<float*>(smem_raw);
+  __syncthreads();  // every warp is done with the pipeline buffers
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int row, col;
+        frag_coord(tid, mi, ni, 2 * h, row, col);
+        *reinterpret_cast<float2*>(red + row * RED_LD + col) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+      }
+  cluster.sync();
+  const int nsplit = (int)cluster.num_blocks();
+  const int rank = (int)cluster.block_rank();
+  const int rows = (BM + nsplit - 1) / nsplit;
+  const int r0 = rank * rows, r1 = min(BM, r0 + rows);
+  constexpr int CPR = BN / 8;  // 8-column chunks per row
+  const bool vec_ok = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
+  for (int c = tid; c < (r1 - r0) * CPR; c += NT) {
+    const int row = r0 + c / CPR, col = (c % CPR) * 8;
+    const int gm = m0 + row, gn = n0 + col;
+    if (gm >= M || gn >= N) continue;
+    float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+    for (int z = 0; z < nsplit; ++z) {
+      const float4* q = reinterpret_cast<const float4*>(cluster.map_shared_rank(red + row * RED_LD + col, z));
+      float4 a = q[0], b = q[1];
+      lo.x += a.x; lo.y += a.y; lo.z += a.z; lo.w += a.w;
+      hi.x += b.x; hi.y += b.y; hi.z += b.z; hi.w += b.w;
+    }
+    half* p = C + (size_t)gm * N + gn;
+    if (vec_ok && gn + 8 <= N) {
+      __half2 h4[4] = {__floats2half2_rn(lo.x, lo.y), __floats2half2_rn(lo.z, lo.w),
+                       __floats2half2_rn(hi.x, hi.y), __floats2half2_rn(hi.z, hi.w)};
+      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<uint4*>(h4);
+    } else {
+      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      for (int j = 0; j < 8 && gn + j < N; ++j) p[j] = __float2half_rn(v[j]);
+    }
+  }
+  cluster.sync();
+}
+#endif
+
 // Partials are stored per tile in fragment order: float2 index ((mi*NI+ni)*2+h)*NT + tid.
 constexpr int TILE_F2 = MI * NI * 2 * NT;  // float2 per tile per split
 
 // MODE 0: no split; 1: slices + last CTA reduces; 2: slices only (reduce_kernel follows);
-// 3: atomic accumulation + last CTA casts.
+// 3: atomic accumulation + last CTA casts; 4: cluster of splits, reduction through DSMEM.
 template <int LAYOUT, bool VEC, int MODE>
 __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                                   half* __restrict__ C, int M, int N, int K, int k_chunk,
@@ -256,6 +325,10 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
     return;
   }
 #if MS_ALLOW_SPLIT
+  if (MODE == 4) {
+    cluster_reduce_store(C, M, N, m0, n0, tid, acc, smem_raw);
+    return;
+  }
   const int tile = blockIdx.y * gridDim.x + blockIdx.x;
   const int ntile = gridDim.x * gridDim.y;
   if (MODE == 3) {
@@ -362,17 +435,18 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   int ktiles = (K + BK - 1) / BK;
   int want = hgemm_opt(opts, n_opts, 0, 0);
   int reduce = hgemm_opt(opts, n_opts, 1, 0);
-  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 2) return false;
+  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 3) return false;
 #if !MS_ALLOW_SPLIT
   if (want > 1) return false;
   want = 1;
 #endif
   int s = want == 0 ? auto_splits(p.tiles_m * p.tiles_n, ktiles) : want;
+  if (reduce == 3) s = min(s, MAX_CLUSTER);  // the splits of a tile are one cluster
   s = min(s, ktiles);
   int per = (ktiles + s - 1) / s;  // k-tiles per split; every split gets at least one
   p.k_chunk = per * BK;
   p.splits = (ktiles + per - 1) / per;
-  p.mode = p.splits == 1 ? 0 : (reduce == 0 ? 1 : reduce == 1 ? 2 : 3);
+  p.mode = p.splits == 1 ? 0 : (reduce == 0 ? 1 : reduce == 1 ? 2 : reduce == 2 ? 3 : 4);
   return true;
 }
 
@@ -384,14 +458,61 @@ static size_t partial_bytes(const Plan& p) {
 }
 
 static size_t workspace_bytes(const Plan& p) {
-  if (p.mode == 0) return 0;
+  if (p.mode == 0 || p.mode == 4) return 0;
   return partial_bytes(p) + align256((size_t)p.tiles_m * p.tiles_n * sizeof(int));
 }
+
+#if MS_ALLOW_SPLIT
+using KernelFn = void (*)(const half*, const half*, half*, int, int, int, int, int, float2*, int*);
+
+// MODE 4: grid (tiles_n, tiles_m, splits) in clusters of (1, 1, splits). A split count whose
+// cluster cannot be co-scheduled (cudaOccupancyMaxActiveClusters == 0) is refused as
+// HGEMM_ERR_UNSUPPORTED rather than failing at launch; the answer is cached per split count.
+static int launch_cluster(KernelFn kern, const half* A, const half* B, half* C, int M, int N, int K,
+                          const Plan& p, cudaStream_t stream) {
+  static bool attr_done = false;
+  static signed char fits[MAX_CLUSTER + 1] = {0};  // 0 unknown, 1 fits, -1 does not
+  if (!attr_done) {
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_CLUSTER) != cudaSuccess ||
+        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+      return HGEMM_ERR_LAUNCH;
+    attr_done = true;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.tiles_n, p.tiles_m, p.splits);
+  cfg.blockDim = dim3(NT, 1, 1);
+  cfg.dynamicSmemBytes = SMEM_CLUSTER;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = p.splits;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (fits[p.splits] == 0) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    fits[p.splits] = n > 0 ? 1 : -1;
+  }
+  if (fits[p.splits] < 0) return HGEMM_ERR_UNSUPPORTED;
+  if (cudaLaunchKernelEx(&cfg, kern, A, B, C, M, N, K, p.k_chunk, p.splits, (float2*)nullptr, (int*)nullptr) !=
+      cudaSuccess)
+    return HGEMM_ERR_LAUNCH;
+  return HGEMM_OK;
+}
+#endif
 
 template <int LAYOUT, bool VEC, int MODE>
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p,
                   float2* partial, int* counters, cudaStream_t stream) {
   auto kern = gemm_kernel<LAYOUT, VEC, MODE>;
+#if MS_ALLOW_SPLIT
+  if (MODE == 4) return launch_cluster(kern, A, B, C, M, N, K, p, stream);
+#endif
   if (SMEM_BYTES > 48 * 1024) {
     static bool attr_done = false;  // one attribute call per instantiation and process
     if (!attr_done) {
@@ -422,6 +543,7 @@ static int dispatch_mode(const half* A, const half* B, half* C, int M, int N, in
   if (p.mode == 1) return launch<LAYOUT, VEC, 1>(A, B, C, M, N, K, p, partial, counters, stream);
   if (p.mode == 2) return launch<LAYOUT, VEC, 2>(A, B, C, M, N, K, p, partial, counters, stream);
   if (p.mode == 3) return launch<LAYOUT, VEC, 3>(A, B, C, M, N, K, p, partial, counters, stream);
+  if (p.mode == 4) return launch<LAYOUT, VEC, 4>(A, B, C, M, N, K, p, partial, counters, stream);
 #endif
   return launch<LAYOUT, VEC, 0>(A, B, C, M, N, K, p, partial, counters, stream);
 }
