@@ -11,8 +11,9 @@
 #   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
 #   cold     compare --shapes smoke --cache cold
 #   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
-#   sweep    compare the curated family sweep (scripts/family_sweep.py) against the baselines on
-#            SWEEP_SHAPES (default smoke), then the best family config per shape
+#   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
+#            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
+#            config per shape
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
@@ -65,8 +66,8 @@ for stage in $STAGES; do
       timeout -s INT "${FAMILIES_LIMIT:-300}" python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py \
         tests/test_adversarial_gpu.py tests/test_extern_gpu.py 2>&1 | tee "$OUT/pytest-families.txt" | tail -30 ;;
     sweep)
-      log "family sweep on ${SWEEP_SHAPES:-smoke}"
-      $HB compare --shapes "${SWEEP_SHAPES:-smoke}" --methods "torch,cublas,cublaslt,cublaslt-autotune,$(python3 scripts/family_sweep.py specs)" \
+      log "family sweep ${SWEEP_SET:-all} on ${SWEEP_SHAPES:-smoke}"
+      $HB compare --shapes "${SWEEP_SHAPES:-smoke}" --methods "torch,cublas,cublaslt,cublaslt-autotune,$(python3 scripts/family_sweep.py specs --set "${SWEEP_SET:-all}")" \
         --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
       tail -5 "$OUT/sweep.txt"
       python3 scripts/best_family.py /tmp/hb/sweep.parquet 2>&1 | tee "$OUT/best_family.md" ;;
