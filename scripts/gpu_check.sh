@@ -14,6 +14,8 @@
 #   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
 #            config per shape
+#   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
+#            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
@@ -71,6 +73,18 @@ for stage in $STAGES; do
         --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
       tail -5 "$OUT/sweep.txt"
       python3 scripts/best_family.py /tmp/hb/sweep.parquet 2>&1 | tee "$OUT/best_family.md" ;;
+    ncu)
+      log "ncu: ${NCU_SPECS:-splitk} on ${NCU_SHAPES:-256_128_16384}"
+      mkdir -p /tmp/hb/ncu
+      metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__registers_per_thread
+      i=0
+      for shape in ${NCU_SHAPES:-256_128_16384}; do for spec in ${NCU_SPECS:-splitk}; do for lay in ${NCU_LAYOUTS:-tn}; do
+        i=$((i + 1))
+        timeout 120 ncu --clock-control none --nvtx --nvtx-include "timed/" --csv --page raw --print-units base --metrics "$metrics" \
+          python3 scripts/ncu_case.py "$spec" "$shape" "$lay" > "/tmp/hb/ncu/$(printf %02d $i)-${shape}-${lay}-${spec//[:=,]/_}.csv" 2>&1 \
+          || echo "ncu failed: $spec $shape $lay"
+      done; done; done
+      python3 scripts/ncu_table.py /tmp/hb/ncu/*.csv 2>&1 | tee "$OUT/ncu.md" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar czf "$OUT/results.tgz" -C /tmp hb 2>/dev/null
