@@ -46,13 +46,14 @@ SWEEP = [
 # once per tile row). Split counts are runtime options: one binary per tile config.
 SPLITK_SWEEP = [
     "splitk:splits=16",  # the best split-K config of the first sweep (atomic reduction)
+    "splitk:bk=128:stages=3:splits=16",  # deeper k-tiles: more bytes in flight per CTA
     "splitk:reduce=3",  # cluster of 16 splits per 64x64 tile
-    "splitk:splits=8:reduce=3",
-    "splitk:bm=128:bn=64:reduce=3",
-    "splitk:bm=64:bn=128:reduce=3",
+    "splitk:reduce=3:spread=1",  # ... one CTA per SM
+    "splitk:splits=8:reduce=3:spread=1",
+    "splitk:bm=64:bn=32:warps_m=2:warps_n=1:splits=8:reduce=3:spread=1",
+    "splitk:bm=128:bn=64:reduce=3:spread=1",
     "splitk:bm=128:bn=64:warps_m=4:warps_n=2:reduce=3",
-    "splitk:bm=128:bn=128:warps_m=2:warps_n=4:reduce=3",
-    "splitk:bm=128:bn=128:bk=32:reduce=3",
+    "splitk:bm=128:bn=128:warps_m=2:warps_n=4:splits=8:reduce=3",
 ]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP}
 

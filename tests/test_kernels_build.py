@@ -327,11 +327,12 @@ def test_hgemm_run_rejects_bad_arguments_before_touching_the_gpu(cache):
         ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     p = ctypes.c_void_p(4096)  # never dereferenced: every call below must fail its checks first
     run = lambda m, n, k, lay, opts, ws=None, wsb=0: lib.hgemm_run(
-        p, p, p, m, n, k, lay, (ctypes.c_int * 2)(*opts), len(opts), ws, wsb, None)
+        p, p, p, m, n, k, lay, (ctypes.c_int * 3)(*opts), len(opts), ws, wsb, None)
     assert run(0, 8, 8, 0, [1, 0]) == 1  # HGEMM_ERR_ARGS
     assert run(8, 8, 8, 7, [1, 0]) == 2  # HGEMM_ERR_LAYOUT
     assert run(8, 8, 8, 0, [65, 0]) == 6  # HGEMM_ERR_OPTS: more splits than MAX_SPLITS
-    assert run(8, 8, 8, 0, [1, 3]) == 6  # unknown reduction mode
+    assert run(8, 8, 8, 0, [1, 4]) == 6  # unknown reduction mode
+    assert run(8, 8, 8, 0, [1, 3, 2]) == 6  # spread is 0 or 1
     assert run(256, 128, 16384, 0, [16, 2]) == 4  # HGEMM_ERR_WORKSPACE: split needs one
 
 

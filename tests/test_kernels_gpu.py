@@ -111,7 +111,7 @@ def _shape(s: str) -> Shape:
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", SPLITK_SHAPES)
 @pytest.mark.parametrize("opts", ["splits=0", "splits=1", "splits=16,reduce=0", "splits=16,reduce=1", "splits=16,reduce=2",
-                                  "splits=16,reduce=3", "splits=3,reduce=3", "splits=0,reduce=3"])
+                                  "splits=16,reduce=3", "splits=4,reduce=3", "splits=0,reduce=3,spread=1"])
 def test_splitk_matches_reference(shape, layout, opts):
     """Every reduction mode and split count gives the fp32-accumulated answer on any shape."""
     assert _run_case(f"splitk:{opts}", Problem(_shape(shape), layout))
@@ -180,6 +180,7 @@ def test_hopper_declines_k_not_multiple_of_8():
         ("splitk:splits=16,reduce=1", "256_128_16384"),
         ("splitk:splits=16,reduce=2", "256_128_16384"),
         ("splitk:splits=16,reduce=3", "256_128_16384"),
+        ("splitk:splits=8,reduce=3,spread=1", "256_128_16384"),
         ("splitk:splits=4", "17_33_65"),
         ("smalltile:", "64_64_64"),
         ("smalltile:", "17_33_65"),

@@ -23,6 +23,8 @@ from kernels_search.family import Family, Knob
 
 class SplitK(Family):
     def check(self, k: Mapping) -> str:
+        if k["spread"] and k["reduce"] != 3:
+            return "spread=1 only applies to reduce=3 (cluster reduction)"
         return mma_sync.check_tile(k)
 
     def render(self, k: Mapping) -> str:
@@ -32,7 +34,7 @@ class SplitK(Family):
         return SUPPORTED  # any M, N, K: 16-byte loads when aligned, scalar predicated loads otherwise
 
     def opts(self, k: Mapping, problem: Problem) -> list[int]:
-        return [int(k["splits"]), int(k["reduce"])]
+        return [int(k["splits"]), int(k["reduce"]), int(k["spread"])]
 
 
 FAMILY = SplitK(
@@ -51,5 +53,8 @@ FAMILY = SplitK(
                   "kernel; 2: fp32 atomics into one tile, last CTA casts (one launch); 3: the splits "
                   "of a tile are one thread-block cluster (<= 16 splits) reducing through distributed "
                   "shared memory (one launch, no workspace)"),
+        Knob("spread", (0, 1), 0, runtime=True,
+             help="reduce=3: 1 = pad shared memory so one CTA fits per SM (the cluster scheduler "
+                  "cannot stack a cluster's CTAs on few SMs); ignored by the other modes"),
     ),
 )

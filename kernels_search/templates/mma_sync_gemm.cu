@@ -18,6 +18,9 @@
 //                       shared memory and reduces 1/splits of the tile by reading every peer's
 //                       copy through distributed shared memory (one launch, no global traffic,
 //                       no atomics or counters, deterministic)
+//   opts[2] spread (reduce=3 only): 1 = ask for enough dynamic shared memory that one CTA fits
+//                       per SM, so the cluster scheduler cannot pack several CTAs of a cluster
+//                       onto one SM while other SMs idle; 0 = as many as fit
 // Loads are 16-byte cp.async with zero fill at the edges when K (and N for "nn") are multiples
 // of 8 and A/B are 16-byte aligned; otherwise a scalar, fully predicated load path is used.
 // Split-K partials live in the workspace; per-tile arrival counters (also in the workspace)
@@ -419,7 +422,9 @@ __global__ void reduce_kernel(const float2* __restrict__ partial, half* __restri
 
 struct Plan {
   int tiles_m, tiles_n, splits, k_chunk, mode;  // mode as gemm_kernel MODE
+  int spread;                                   // MODE 4: one CTA per SM
 };
+constexpr int SMEM_ONE_PER_SM = 120 * 1024;  // more than half of an SM's 228 KB
 
 static int auto_splits(int tiles, int ktiles) {
   // About two CTAs per SM of a 132-SM H200 (two fit at the default tile), more loads in flight
@@ -435,7 +440,8 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   int ktiles = (K + BK - 1) / BK;
   int want = hgemm_opt(opts, n_opts, 0, 0);
   int reduce = hgemm_opt(opts, n_opts, 1, 0);
-  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 3) return false;
+  p.spread = hgemm_opt(opts, n_opts, 2, 0);
+  if (want < 0 || want > MAX_SPLITS || reduce < 0 || reduce > 3 || p.spread < 0 || p.spread > 1) return false;
 #if !MS_ALLOW_SPLIT
   if (want > 1) return false;
   want = 1;
@@ -463,25 +469,30 @@ static size_t workspace_bytes(const Plan& p) {
 }
 
 #if MS_ALLOW_SPLIT
-using KernelFn = void (*)(const half*, const half*, half*, int, int, int, int, int, float2*, int*);
-
 // MODE 4: grid (tiles_n, tiles_m, splits) in clusters of (1, 1, splits). A split count whose
 // cluster cannot be co-scheduled (cudaOccupancyMaxActiveClusters == 0) is refused as
-// HGEMM_ERR_UNSUPPORTED rather than failing at launch; the answer is cached per split count.
-static int launch_cluster(KernelFn kern, const half* A, const half* B, half* C, int M, int N, int K,
-                          const Plan& p, cudaStream_t stream) {
+// HGEMM_ERR_UNSUPPORTED rather than failing at launch. The attributes and the answer are cached
+// per kernel instantiation (a template, so each layout / load path has its own statics) and
+// split count. A failed launch's error is consumed here so it cannot surface at a later launch.
+template <int LAYOUT, bool VEC>
+static int launch_cluster(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p,
+                          cudaStream_t stream) {
+  auto kern = gemm_kernel<LAYOUT, VEC, 4>;
+  constexpr int SMEM_MAX = SMEM_CLUSTER > SMEM_ONE_PER_SM ? SMEM_CLUSTER : SMEM_ONE_PER_SM;
   static bool attr_done = false;
-  static signed char fits[MAX_CLUSTER + 1] = {0};  // 0 unknown, 1 fits, -1 does not
+  static signed char fits[2][MAX_CLUSTER + 1] = {};  // [spread][splits]: 0 unknown, 1 fits, -1 not
   if (!attr_done) {
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_CLUSTER) != cudaSuccess ||
-        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_MAX) != cudaSuccess ||
+        cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+      cudaGetLastError();
       return HGEMM_ERR_LAUNCH;
+    }
     attr_done = true;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(p.tiles_n, p.tiles_m, p.splits);
   cfg.blockDim = dim3(NT, 1, 1);
-  cfg.dynamicSmemBytes = SMEM_CLUSTER;
+  cfg.dynamicSmemBytes = p.spread ? SMEM_MAX : SMEM_CLUSTER;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -490,18 +501,21 @@ static int launch_cluster(KernelFn kern, const half* A, const half* B, half* C, 
   attr[0].val.clusterDim.z = p.splits;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (fits[p.splits] == 0) {
+  signed char& fit = fits[p.spread][p.splits];
+  if (fit == 0) {
     int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
       cudaGetLastError();
       n = 0;
     }
-    fits[p.splits] = n > 0 ? 1 : -1;
+    fit = n > 0 ? 1 : -1;
   }
-  if (fits[p.splits] < 0) return HGEMM_ERR_UNSUPPORTED;
+  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
   if (cudaLaunchKernelEx(&cfg, kern, A, B, C, M, N, K, p.k_chunk, p.splits, (float2*)nullptr, (int*)nullptr) !=
-      cudaSuccess)
+      cudaSuccess) {
+    cudaGetLastError();
     return HGEMM_ERR_LAUNCH;
+  }
   return HGEMM_OK;
 }
 #endif
@@ -509,15 +523,17 @@ static int launch_cluster(KernelFn kern, const half* A, const half* B, half* C, 
 template <int LAYOUT, bool VEC, int MODE>
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p,
                   float2* partial, int* counters, cudaStream_t stream) {
-  auto kern = gemm_kernel<LAYOUT, VEC, MODE>;
 #if MS_ALLOW_SPLIT
-  if (MODE == 4) return launch_cluster(kern, A, B, C, M, N, K, p, stream);
+  if (MODE == 4) return launch_cluster<LAYOUT, VEC>(A, B, C, M, N, K, p, stream);
 #endif
+  auto kern = gemm_kernel<LAYOUT, VEC, MODE>;
   if (SMEM_BYTES > 48 * 1024) {
     static bool attr_done = false;  // one attribute call per instantiation and process
     if (!attr_done) {
-      if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) != cudaSuccess)
+      if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES) != cudaSuccess) {
+        cudaGetLastError();
         return HGEMM_ERR_LAUNCH;
+      }
       attr_done = true;
     }
   }
