@@ -223,7 +223,9 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     entries = load_library(tmp_path / "s" / "library.json")
     assert {e["shape"] for e in entries} == {s.name for s in SHAPES}  # held-out shapes are not exported
     doc2 = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=2, **kw)
-    assert doc2["rounds"] == 1 and doc2["candidates"] == 4
+    # this run's numbers, and the whole search id's (both runs, from the DB)
+    assert doc2["run_rounds"] == 1 and doc2["run_candidates"] == 4
+    assert doc2["rounds"] == 2 and doc2["candidates"] == 8
     cand = KernelDB(tmp_path / "s" / "db").candidates()
     assert not cand.duplicated(["shape", "method", "layout"]).any()
 

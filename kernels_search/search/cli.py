@@ -19,6 +19,11 @@ def search(
                                        "cuda-l2 only: stratified by tile count and K). 0: every shape given."),
     budget: str = typer.Option("20m", help="Total budget (20m, 90s, 1h). Rerunning with the same --out resumes "
                                            "and counts what earlier runs spent."),
+    run_limit: Optional[str] = typer.Option(None, "--run-limit",
+                                            help="Stop this invocation after this long (8m, 500s) even with budget "
+                                                 "left: checkpoint, library and summary are written and rerunning "
+                                                 "the same command resumes; --holdout runs in the run that finishes "
+                                                 "the budget."),
     out: Path = typer.Option(Path("results/search"), "--out", "-o",
                              help="Search folder: kernel DB, policy checkpoint, library, summary."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
@@ -68,6 +73,8 @@ def search(
     try:
         shape_list = parse_shapes(shapes)
         parse_duration(budget)
+        if run_limit is not None and parse_duration(run_limit) <= 0:
+            raise ValueError("--run-limit must be > 0")
     except (ShapeError, ValueError) as e:
         fail(str(e))
     if sample:
@@ -97,7 +104,8 @@ def search(
                     epsilon=epsilon, explore=explore, compile_penalty=compile_penalty, timing_budget_s=time_budget,
                     ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
-                    max_new_builds=max_new_builds, print_fn=console.print, console=console)
+                    max_new_builds=max_new_builds, run_limit_s=run_limit,
+                    print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")
     except ValueError as e:

@@ -13,7 +13,8 @@ baseline, method = spec, family, origin, knobs JSON, source_hash), verdict (stat
 status_reason, failure, gate_passed), timing (device_us and its CI, setup_s, compile_s),
 ptxas (registers, spill_bytes, ptxas JSON), comparison (baseline_us: the strongest baseline of
 the shape in the same call, baseline_method, speedup, reward), cost (eval_s: the call's wall
-time, elapsed_s: this part's share of the search budget), info JSON. Every knob also gets a
+time, prebuild_s: seconds its candidates spent compiling on the build pool before the call,
+elapsed_s: this part's share of the search budget), info JSON. Every knob also gets a
 string column ``knob_<name>`` (null where the family has no such knob).
 """
 
@@ -74,6 +75,7 @@ BASE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("speedup", pa.float64()),
     ("reward", pa.float64()),
     ("eval_s", pa.float64()),
+    ("prebuild_s", pa.float64()),  # absent (null) in parts written before it existed
     ("elapsed_s", pa.float64()),
     ("info", pa.string()),
 ]
@@ -239,6 +241,29 @@ class KernelDB:
             return 0.0
         per_call = sel.groupby("call_id")["elapsed_s"].first()  # every row of a call carries it
         return float(per_call.sum())
+
+    def search_totals(self, search_id: str) -> dict:
+        """What every run of ``search_id`` did together, read back from its rows.
+
+        ``candidates``: candidate evaluations (one per method per call, whatever the layouts);
+        ``calls``: ``evaluate_shape`` calls; ``budget_used_s``: as ``budget_used``; ``compile_s``:
+        parallel prebuild (``prebuild_s``, once per call) plus the candidates' setup (build/load in
+        the worker); ``measure_s``: per call, its wall time minus every row's setup. The same
+        split the loop reports per run, so the totals are the sum over runs (calls recorded
+        before ``prebuild_s`` existed count no prebuild)."""
+        df = self.df
+        sel = df[df["search_id"] == search_id] if not df.empty else df
+        if sel.empty:
+            return dict(candidates=0, calls=0, budget_used_s=0.0, compile_s=0.0, measure_s=0.0)
+        cand = sel[sel["kind"] == "candidate"]
+        per_call = sel.groupby("call_id")
+        setup = per_call["setup_s"].sum(min_count=1).fillna(0.0)
+        eval_s = per_call["eval_s"].first().fillna(0.0)
+        pre = per_call["prebuild_s"].first().fillna(0.0) if "prebuild_s" in sel else 0.0 * eval_s
+        return dict(candidates=int(len(cand.drop_duplicates(["call_id", "method"]))),
+                    calls=int(sel["call_id"].nunique()), budget_used_s=self.budget_used(search_id),
+                    compile_s=float(pre.sum() + cand["setup_s"].fillna(0.0).sum()),
+                    measure_s=float((eval_s - setup).clip(lower=0.0).sum()))
 
     def last_round(self, search_id: str) -> int:
         df = self.df

@@ -5,8 +5,9 @@ not measured on that shape; CUDA candidates are compiled in parallel on the buil
 (cache hits cost nothing); then one ``Evaluator.evaluate_shape`` call measures the candidates
 *together with* the baselines (same worker, same interleaved timing rounds), the rows go to the
 kernel DB as one atomic part, rewards go to the policy (and each proposer's ``observe``), and the
-policy is checkpointed. The loop stops when the budget is spent, ``max_rounds`` are done, or no
-proposer has anything new.
+policy is checkpointed. The loop stops when the budget is spent, ``max_rounds`` are done, no
+proposer has anything new, or (``run_limit_s``) this invocation has run for as long as it may:
+then the shape being measured is finished, no new one is started, and a rerun resumes.
 
 Resume: the budget is the total for ``search_id`` (what earlier runs spent is read back from the
 DB), the round restarts where the DB says it stopped (shapes already measured in that round are
@@ -61,7 +62,7 @@ class SearchProgress:
     best_speedup: float | None  # max over shapes of best candidate / strongest baseline
     geomean_best_speedup: float | None  # geomean over measured shapes
     candidates: int  # candidate evaluations by this invocation
-    candidates_total: int  # ... by the whole search_id
+    candidates_total: int  # ... by the whole search_id (KernelDB.search_totals)
     elapsed_s: float  # budget spent, whole search_id
     budget_s: float
     candidates_per_s: float  # this invocation
@@ -77,7 +78,7 @@ class SearchSummary:
     rounds: int
     candidates: int
     elapsed_s: float
-    stop_reason: str  # budget | rounds | exhausted
+    stop_reason: str  # budget | rounds | exhausted (the search is over) | run-limit (a rerun resumes)
     per_shape: list[dict]  # shape, layout, best spec, device_us, baseline_us, speedup
 
 
@@ -203,9 +204,12 @@ def _shape_stats(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> tupl
 
 def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: KernelDB, settings: CompareSettings,
                        baselines: Sequence[str], meta: dict, prebuild=None, run_id: str = "search",
-                       log: Callable[[str], None] = lambda s: None, t0: float | None = None):
+                       log: Callable[[str], None] = lambda s: None, t0: float | None = None,
+                       prebuilt_s: float = 0.0):
     """One paired call: prebuild, ``evaluate_shape(baselines + candidates)``, rows -> one DB part.
 
+    ``prebuilt_s``: seconds a build done elsewhere (in the background) spent on these candidates;
+    recorded with this call's own prebuild time in the rows' ``prebuild_s``.
     Returns (prebuild seconds, evaluate_shape seconds, the DB rows written, strongest baseline us).
     Candidates the evaluator produced no row for (it gave up on the shape) are recorded as
     ``failure="harness"`` with no reward: the harness failed, not necessarily the kernel.
@@ -235,7 +239,7 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
         for nm in _names(c.spec):
             by_name.setdefault(nm, c)
     base_us, base_who = strongest_baseline(rows)
-    call = dict(meta, call_id=uuid.uuid4().hex, eval_s=eval_s)
+    call = dict(meta, call_id=uuid.uuid4().hex, eval_s=eval_s, prebuild_s=pre_s + prebuilt_s)
     db_rows = []
     for r in rows:
         cand = None if r.get("is_baseline") else by_name.get(r["method"])
@@ -267,20 +271,32 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
     predicted reward), paired with the baselines. Per shape: the pick, its best-of-layouts time,
     ``reference``'s best-of-layouts time (the strongest baseline where ``reference`` has no
     correct row) and the speedup. Rows are recorded in the DB under ``search_id``; the policy
-    is not updated here."""
+    is not updated here. Every pick is made before any is measured (no held-out shape's result
+    informs another's pick) and, with a prebuild, all picks compile in one parallel batch first
+    (one build's time, not one per shape)."""
     device = getattr(evaluator, "device", "cuda")
     gpu = (getattr(evaluator, "env", {}) or {}).get("gpu_uuid")
     settings = settings or search_settings()
     baselines = list(baselines if baselines is not None else default_baselines(device))
     if prebuild == "auto":
         prebuild = auto_prebuild if device == "cuda" else None
-    out = []
+    picks = []
     for shape in shapes:
         cand = policy.first_pick(shape, db, gpu)
         cand.origin = "policy:first-pick"
+        picks.append(cand)
+    pre_s = 0.0
+    if prebuild is not None and picks:
+        try:
+            pre_s = float(prebuild([c.spec for c in picks]) or 0.0)
+        except Exception:
+            traceback.print_exc()  # each call's prepare builds (and reports) what is missing
+    out = []
+    run_id = run_id or f"{search_id}-{uuid.uuid4().hex[:8]}"
+    for i, (shape, cand) in enumerate(zip(shapes, picks)):
         _, _, rows, base_us = measure_candidates(shape, [cand], evaluator, db, settings, baselines,
-                                                 dict(search_id=search_id, round=0), prebuild,
-                                                 run_id or f"{search_id}-{uuid.uuid4().hex[:8]}")
+                                                 dict(search_id=search_id, round=0), None, run_id,
+                                                 prebuilt_s=pre_s if i == 0 else 0.0)
         mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and r.get("device_us") and not r["failure"]]
         ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
                and r.get("device_us") and not r["failure"]]
@@ -307,7 +323,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                search_id: str = "search", checkpoint: str | Path | None = None,
                max_rounds: int | None = None, prebuild: Callable[[Sequence[str]], float] | str | None = "auto",
                run_id: str | None = None, log: Callable[[str], None] | None = None,
-               lookahead: int = 0) -> SearchSummary:
+               lookahead: int = 0, run_limit_s: float | None = None, run_t0: float | None = None) -> SearchSummary:
     """Search kernels for ``shapes`` until ``budget_s`` seconds (total for ``search_id``) are spent.
 
     ``evaluator``: a harness.sandbox.Evaluator (its ``env`` names the GPU). ``policy``: the
@@ -321,6 +337,12 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     compile their candidates in background threads (one batch per shape, side by side) while
     the GPU measures the current shape (their proposals miss the results of at most
     ``lookahead`` shapes); 0 = one shape at a time.
+    ``run_limit_s``: stop this invocation (stop reason ``run-limit``) once ``run_limit_s``
+    seconds have passed since ``run_t0`` (a ``time.perf_counter()`` value; default: when this
+    call started), whatever budget is left: the shape being measured is finished, no new shape
+    is started, and background builds are only started for shapes this run can still expect to
+    reach (by its mean time per shape so far). Everything is in the DB and the checkpoint; the
+    same call again resumes.
     """
     log = log or (lambda s: None)
     env = getattr(evaluator, "env", {}) or {}
@@ -347,11 +369,23 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     done_in_round = set(prior[prior["round"] == rnd]["shape"]) if not prior.empty else set()
     if done_in_round >= {s.name for s in shapes}:
         rnd, done_in_round = rnd + 1, set()
-    total_before = int((prior["kind"] == "candidate").sum()) if not prior.empty else 0
+    total_before = db.search_totals(search_id)["candidates"]
     exhausted: set[str] = set()
     n_cand, compile_s, measure_s, rounds_run = 0, 0.0, 0.0, 0
     t_start = time.perf_counter()
+    t_run = t_start if run_t0 is None else run_t0
+    shape_walls: list[float] = []  # wall time per measured shape, this run
     stop = "budget"
+
+    def run_left() -> float:
+        """Seconds this invocation may still run (inf without a run limit)."""
+        return math.inf if run_limit_s is None else run_limit_s - (time.perf_counter() - t_run)
+
+    def reachable(ahead: int) -> bool:
+        """Can this run expect to measure the shape ``ahead`` places after the current one?"""
+        if run_limit_s is None or not shape_walls:
+            return True
+        return ahead * (sum(shape_walls) / len(shape_walls)) < run_left()
 
     def plan(shape: Shape):
         """Ask every proposer for candidates for ``shape``: (candidates, spec -> proposer)."""
@@ -374,6 +408,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
 
     builder = _Prefetcher(prebuild) if (prebuild is not None and lookahead > 0) else None
     compile_wait_s = 0.0
+    planned: dict[str, tuple] = {}
     try:
         while True:
             if spent >= budget_s:
@@ -385,13 +420,22 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
             if len(exhausted) == len(shapes):
                 stop = "exhausted"
                 break
+            if run_left() <= 0:
+                stop = "run-limit"
+                break
             order = [s for s in shapes if s.name not in done_in_round and s.name not in exhausted]
-            planned: dict[str, tuple] = {}
+            planned = {}
+            cut = False
             for i, shape in enumerate(order):
                 if spent >= budget_s:
                     break
+                if run_left() <= 0:
+                    cut = True  # the shape measured last was finished; no new one is started
+                    break
                 # propose this shape and the next ``lookahead`` ones; their builds start in the background
-                for nxt in order[i:i + 1 + (lookahead if builder else 0)]:
+                for j, nxt in enumerate(order[i:i + 1 + (lookahead if builder else 0)]):
+                    if j and not reachable(j):
+                        break  # planned when (if) this run gets near it
                     if nxt.name not in planned:
                         cands_n, owner_n = plan(nxt)
                         job = builder.submit([c.spec for c in cands_n]) if (builder and cands_n) else None
@@ -415,6 +459,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
                 cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
                 spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
+                shape_walls.append(time.perf_counter() - t0)
                 n_cand += len(cands)
                 compile_s += pre_s + cand_setup
                 measure_s += max(0.0, eval_s - setup)
@@ -444,10 +489,18 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                         budget_s=budget_s, candidates_per_s=n_cand / wall if wall > 0 else 0.0,
                         compile_s=compile_s, measure_s=measure_s, compile_wait_s=compile_wait_s, last=outcomes))
             rounds_run += 1
+            if cut:  # mid-round: the next run finishes this round (the DB says which shapes are left)
+                stop = "run-limit"
+                break
             rnd += 1
             done_in_round = set()
     finally:
         if builder is not None:
             builder.close()
+    if stop == "run-limit":
+        pending = sum(1 for _, _, job in planned.values() if job is not None and not job.done.is_set())
+        log(f"run limit: stopped after {time.perf_counter() - t_run:.0f}s in round {rnd}"
+            + (f"; {pending} background build batch(es) for shapes not reached still compiling (they finish into "
+               "the build cache before the process exits)" if pending else ""))
     return SearchSummary(search_id=search_id, rounds=rounds_run, candidates=n_cand, elapsed_s=spent,
                          stop_reason=stop, per_shape=_summary_rows(db, gpu, shapes))

@@ -381,11 +381,15 @@ class Policy:
         del h[max(8, self.n_elites):]
 
     def sync(self, db) -> int:
-        """Replay every DB candidate row this policy has not seen; returns how many were folded in."""
+        """Replay every DB candidate row this policy has not seen; returns how many were folded in.
+
+        Held-out first-pick rows (origin ``policy:first-pick``, ``loop.first_pick_eval``) are not
+        replayed: the policy never learns from the holdout, also when a finished search is rerun."""
         df = db.df
         if df.empty:
             return 0
-        df = df[(df["kind"] == "candidate") & ~df["row_id"].isin(self.seen) & df["family"].isin(list(self.families))]
+        df = df[(df["kind"] == "candidate") & ~df["row_id"].isin(self.seen) & df["family"].isin(list(self.families))
+                & (df["origin"] != "policy:first-pick")]
         n = 0
         for shape_name, grp in df.groupby("shape", sort=False):
             shape = Shape(*map(int, shape_name.split("_")))

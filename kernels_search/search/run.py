@@ -11,7 +11,14 @@ pick on shapes the search never measured. Folder layout (``out``)::
     shapes.txt, holdout.txt   the searched / held-out shapes (``compare --shapes`` reads them)
 
 Rerunning the same command resumes: the budget is the total for the search id (default: the
-folder name), nothing measured is measured again.
+folder name), nothing measured is measured again. ``run_limit_s`` splits one search over several
+invocations (e.g. a host whose commands may run 10 minutes): each stops cleanly (stop reason
+``run-limit``: checkpoint, library and summary written) once it has run that long, and the
+held-out first-pick check runs only in the invocation that finishes the search (stop reason
+budget, rounds or exhausted). A rerun of a finished search measures no new candidate: it goes
+straight to the held-out check, the export and the summary. The summary describes the whole
+search id (``candidates``, ``wall_s`` = budget spent, ``compile_s``, ``measure_s``, from the DB);
+``run_*`` keys describe this invocation only.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 plugins: Sequence[str] = (), proposers: Sequence = (), library: str | Path | None = None,
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
-                max_new_builds: int | None = None,
+                max_new_builds: int | None = None, run_limit_s: str | float | None = None,
                 print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
@@ -67,17 +74,24 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
 
     ``min_speedup`` (default 1.02): a searched kernel goes into the library only if its paired
     speedup over the same-layout baseline is at least this; the 2% margin keeps measurement noise
-    from exporting a kernel that a later ``compare`` finds slower than the baseline it replaced."""
+    from exporting a kernel that a later ``compare`` finds slower than the baseline it replaced.
+
+    ``run_limit_s`` (seconds or a duration such as ``8m``): stop this invocation once it has run
+    that long since it was called, even with budget left (see the module docstring)."""
+    t0 = time.perf_counter()
     from harness import env as envmod
     from harness.sandbox import Evaluator
     from kernels_search.search.db import KernelDB
     from kernels_search.search.library import export_library
-    from kernels_search.search.loop import first_pick_eval, geomean, run_search, search_settings
+    from kernels_search.search.loop import _shape_stats, first_pick_eval, geomean, run_search, search_settings
     from kernels_search.search.policy import Policy, default_families
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     budget_s = parse_duration(budget)
+    run_limit = parse_duration(run_limit_s) if run_limit_s is not None else None
+    if run_limit is not None and run_limit <= 0:
+        raise ValueError(f"run limit must be > 0 (got {run_limit_s!r})")
     search_id = search_id or out.resolve().name
     import importlib
 
@@ -102,7 +116,6 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                     max_new_builds=(2 if cuda else None) if max_new_builds is None else max_new_builds)
     settings = search_settings(layouts, timing_budget_s=timing_budget_s, ci_target=ci_target, seed=seed,
                                anticheat=anticheat)
-    t0 = time.perf_counter()
     last = {}
 
     def progress(p):
@@ -120,10 +133,14 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
         summary = run_search(list(shapes), budget_s, ev, db, policy, [policy, *proposers], batch, progress,
                              settings=settings, baselines=baselines, search_id=search_id,
                              checkpoint=out / "policy.npz", max_rounds=max_rounds, log=print_fn,
-                             lookahead=(8 if cuda else 0) if lookahead is None else lookahead)
+                             lookahead=(8 if cuda else 0) if lookahead is None else lookahead,
+                             run_limit_s=run_limit, run_t0=t0)
         wall = time.perf_counter() - t0
+        finished = summary.stop_reason != "run-limit"
         first = []
-        if holdout:
+        if holdout and not finished:
+            print_fn(f"held-out first pick ({len(holdout)} shapes): deferred to the run that finishes the search")
+        elif holdout:
             print_fn(f"first pick on {len(holdout)} held-out shapes (one evaluation each)")
             first = first_pick_eval(list(holdout), ev, db, policy, settings=settings, baselines=baselines,
                                     search_id=f"{search_id}-first-pick",
@@ -134,13 +151,22 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     if library is not None:
         export_library(db, library, gpu=env.get("gpu_uuid"), min_speedup=min_speedup, shapes=list(shapes))
     p = last.get("p")
+    tot = db.search_totals(search_id)
+    used = tot["budget_used_s"]
+    _, _, _, gm = _shape_stats(db, env.get("gpu_uuid"), shapes)
     doc = {
         "search_id": search_id, "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
         "shapes": [s.name for s in shapes], "budget_s": budget_s, "stop_reason": summary.stop_reason,
-        "rounds": summary.rounds, "candidates": summary.candidates, "wall_s": wall,
-        "candidates_per_gpu_minute": summary.candidates / (wall / 60) if wall > 0 else None,
-        "compile_s": p.compile_s if p else 0.0, "measure_s": p.measure_s if p else 0.0,
-        "geomean_best_speedup": p.geomean_best_speedup if p else None,
+        "finished": finished, "budget_used_s": used, "budget_left_s": max(0.0, budget_s - used),
+        # the whole search id, every run together (from the DB); wall_s is the budget spent
+        "rounds": db.last_round(search_id) + 1, "candidates": tot["candidates"], "wall_s": used,
+        "candidates_per_gpu_minute": tot["candidates"] / (used / 60) if used > 0 else None,
+        "compile_s": tot["compile_s"], "measure_s": tot["measure_s"],
+        # this invocation only
+        "run_limit_s": run_limit, "run_rounds": summary.rounds, "run_candidates": summary.candidates,
+        "run_wall_s": wall, "run_candidates_per_gpu_minute": summary.candidates / (wall / 60) if wall > 0 else None,
+        "run_compile_s": p.compile_s if p else 0.0, "run_measure_s": p.measure_s if p else 0.0,
+        "geomean_best_speedup": gm,
         "per_shape": summary.per_shape, "library": str(lib_path),
         "first_pick": first, "first_pick_geomean": geomean([r["speedup"] for r in first]) if first else None,
     }
@@ -172,8 +198,16 @@ def print_summary(doc: dict, print_fn: Callable[[str], None] = print, console=No
             print_fn(" | ".join(b))
     cpm = doc.get("candidates_per_gpu_minute")
     gm = doc.get("geomean_best_speedup")
+    run = ""
+    if "run_candidates" in doc and (doc["run_candidates"] != doc["candidates"] or doc.get("stop_reason") == "run-limit"):
+        run = (f"; this run: {doc['run_candidates']} candidates in {doc['run_wall_s']:.0f}s "
+               f"({doc.get('run_candidates_per_gpu_minute') or 0:.1f} per minute)")
     print_fn(f"{doc['candidates']} candidates in {doc['wall_s']:.0f}s ({cpm or 0:.1f} per GPU-minute; compile "
-             f"{doc['compile_s']:.0f}s, measure {doc['measure_s']:.0f}s); stop: {doc['stop_reason']}; geomean best "
-             f"speedup vs strongest baseline {gm or 0:.3f}x; library: {doc['library']}")
+             f"{doc['compile_s']:.0f}s, measure {doc['measure_s']:.0f}s){run}; stop: {doc['stop_reason']}; "
+             f"geomean best speedup vs strongest baseline {gm or 0:.3f}x; library: {doc['library']}")
     if doc.get("first_pick"):
         print_fn(f"first pick on {len(doc['first_pick'])} held-out shapes: geomean {doc['first_pick_geomean'] or 0:.3f}x")
+    if doc.get("stop_reason") == "run-limit":
+        print_fn(f"run limit ({doc.get('run_limit_s') or 0:.0f}s) reached: {doc.get('budget_left_s') or 0:.0f}s of the "
+                 f"{doc['budget_s']:.0f}s budget left ({doc.get('budget_used_s') or 0:.0f}s spent); rerun the same "
+                 "command to resume")
