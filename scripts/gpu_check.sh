@@ -16,6 +16,12 @@
 #            config per shape
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
+#   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
+#            SEARCH_RUN_LIMIT (8m) per call, resumed from results/search-h200; the call that finishes the
+#            budget also runs the held-out first pick (--holdout 20, part of the search command). State
+#            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
+#   library  compare the exported library (results/search-h200/library.json) with the baselines on the
+#            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
@@ -33,6 +39,13 @@ fi
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
+SEARCH_DIR=results/search-h200
+restore_search() {
+  # a carried copy of an earlier call's search state (see the search stage), when this machine has none
+  if [ ! -d "$SEARCH_DIR" ] && [ -f .hbstate/search-state.tgz ]; then
+    tar xzf .hbstate/search-state.tgz && echo "restored $SEARCH_DIR from .hbstate/search-state.tgz"
+  fi
+}
 for stage in $STAGES; do
   case $stage in
     env)
@@ -85,6 +98,56 @@ for stage in $STAGES; do
           || echo "ncu failed: $spec $shape $lay"
       done; done; done
       python3 scripts/ncu_table.py /tmp/hb/ncu/*.csv 2>&1 | tee "$OUT/ncu.md" ;;
+    search)
+      # One 20-minute search as 2-3 calls of `scripts/gpu_check.sh search` (a device command may run
+      # 10 minutes). Each call searches for at most SEARCH_RUN_LIMIT (default 8m: the shape in flight
+      # is finished, no new one started; SEARCH_TIMEOUT, default 550 s, interrupts a call that still
+      # runs long, losing nothing measured), writes checkpoint, library and summary, and prints how
+      # much budget is left. Call again until the log says "stop: budget": that call also runs the
+      # held-out first pick (--holdout 20) and prints its geomean; a call after that measures no new
+      # candidate (holdout, export, summary only). SEARCH_FAMILIES (comma list) narrows the families.
+      # The DB resumes on the same GPU only (it refuses a folder searched on another gpu_uuid).
+      # Between calls, bring the state and the new builds back (<files_at>: where this call's $OUT
+      # files landed on the calling side), from the repository root:
+      #   mkdir -p .hbstate && cp <files_at>/search-state.tgz .hbstate/
+      #   mkdir -p .hbcache && tar xzf <files_at>/cache-new.tgz -C .hbcache
+      # (.hbstate/ and .hbcache/ are untracked, not ignored: they travel with the next call's tree;
+      # the state is unpacked when results/search-h200 is not on the machine already.)
+      log "search: budget ${SEARCH_BUDGET:-20m} in all, at most ${SEARCH_RUN_LIMIT:-8m} in this call"
+      restore_search
+      export HGEMM_BUILD_CACHE=${HGEMM_BUILD_CACHE:-$PWD/.hbcache}
+      mkdir -p "$HGEMM_BUILD_CACHE"
+      stamp=/tmp/hb/search-cache.stamp
+      touch "$stamp"
+      timeout -s INT -k 30 "${SEARCH_TIMEOUT:-550}" $HB search --shapes cuda-l2 --sample 40 --budget "${SEARCH_BUDGET:-20m}" \
+        --holdout 20 --run-limit "${SEARCH_RUN_LIMIT:-8m}" --out "$SEARCH_DIR" --library "$SEARCH_DIR/library-export.json" \
+        ${SEARCH_FAMILIES:+--families "$SEARCH_FAMILIES"} 2>&1 | tee -a "$OUT/search.txt" | tail -70
+      echo "search exit code ${PIPESTATUS[0]}" | tee -a "$OUT/search.txt"
+      [ -d "$SEARCH_DIR" ] && tar czf "$OUT/search-state.tgz" "$SEARCH_DIR" && ls -l "$OUT/search-state.tgz"
+      python3 scripts/cache_pack.py "$OUT/cache-new.tgz" --cache "$HGEMM_BUILD_CACHE" --newer "$stamp" \
+        --library "$SEARCH_DIR/library.json" --db "$SEARCH_DIR/db" --limit-mib 15 2>&1 | tee -a "$OUT/search.txt" ;;
+    library)
+      # The exported library vs the baselines on the searched shapes (after the search stage: same
+      # machine, or the carried .hbstate/search-state.tgz). Its kernels compile in parallel first
+      # (cache hits cost nothing), so compare's prepares only load them.
+      log "library: compare $SEARCH_DIR/library.json"
+      restore_search
+      if [ ! -f "$SEARCH_DIR/library.json" ]; then
+        echo "no $SEARCH_DIR/library.json: run the search stage first" | tee "$OUT/library.txt"
+      else
+        python3 - "$SEARCH_DIR/library.json" <<'PY' 2>&1 | tee "$OUT/library.txt"
+import sys
+from kernels_search.search.library import load_library
+from kernels_search.search.loop import auto_prebuild
+specs = sorted({e["spec"] for e in load_library(sys.argv[1]) if e["kind"] == "kernel"})
+print(f"library: {len(specs)} kernel specs built in {auto_prebuild(specs):.0f} s")
+PY
+        timeout -s INT -k 30 "${LIBRARY_LIMIT:-480}" $HB compare --shapes "$SEARCH_DIR/shapes.txt" \
+          --methods "library:path=$SEARCH_DIR/library.json,torch,cublas,cublaslt,cublaslt-autotune" \
+          --budget "${LIBRARY_BUDGET:-5}" --out /tmp/hb/library.parquet --fresh --seed 6 >> "$OUT/library.txt" 2>&1
+        tail -40 "$OUT/library.txt"
+        python3 scripts/library_check.py /tmp/hb/library.parquet 2>&1 | tee "$OUT/library_check.md"
+      fi ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar czf "$OUT/results.tgz" -C /tmp hb 2>/dev/null
