@@ -197,7 +197,7 @@ def test_context_from_kernel_db(tmp_path):
                 "origin": origin, "shape": f"{m}_{n}_{k}", "m": m, "n": n, "k": k, "layout": layout,
                 "status": status, "status_reason": reason, "failure": failure, "speedup": speedup,
                 "device_us": 10.0 if status == "ok" else None, "registers": 90.0, "spill_bytes": 0.0,
-                "gpu_uuid": "GPU-x"}
+                "gpu_uuid": "GPU-x", "gpu_name": "NVIDIA H200"}
 
     db.append([
         row("smalltile:bm=32", "smalltile", {"bm": 32}, 256, 256, 1024, "nn", "ok", 1.1),
@@ -207,7 +207,7 @@ def test_context_from_kernel_db(tmp_path):
         row("splitk:bm=64", "splitk", {"bm": 64}, 256, 512, 1024, "nn", "ok", 1.4),
         row("hopper:x", "hopper", {}, 256, 256, 512, "nn", "ok", 1.3),
     ])
-    ctx = context_from_db(db, SHAPE, ("nn",), gpu="GPU-x", kernels=kstore)
+    ctx = context_from_db(db, SHAPE, ("nn",), gpu="NVIDIA H200", kernels=kstore)
     names = [e.name for e in ctx.examples]
     assert names[0] == "smalltile:bm=32" and llm_spec in names and "splitk:bm=64" in names
     by = {e.name: e for e in ctx.examples}
@@ -217,7 +217,7 @@ def test_context_from_kernel_db(tmp_path):
     # the CUTLASS-based family's figures are shown, its source (unusable for an LLM kernel) is not
     assert "hopper:x" in names and by["hopper:x"].source == "" and "CUTLASS" in by["hopper:x"].note
     prop = make(tmp_path, Canned(["x"]))
-    p = prop.build_prompt(SHAPE, SearchContext(shape=SHAPE, n=1, exclude=set(), db=db, gpu="GPU-x", layouts=("nn",)))
+    p = prop.build_prompt(SHAPE, SearchContext(shape=SHAPE, n=1, exclude=set(), db=db, gpu="NVIDIA H200", layouts=("nn",)))
     assert "speedup 1.100x" in p.user and "expected a ';'" in p.user and "M=256 N=512 K=1024" in p.user
 
 

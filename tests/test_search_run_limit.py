@@ -57,7 +57,8 @@ class FakeEvaluator:
     clock: Clock | None = None
 
     def __init__(self, device="cpu", env=None, plugins=(), **kw):
-        self.env = {"gpu_uuid": "cpu", "gpu_name": "CPU: fake", "device": "cpu"}
+        # the env search_main collected (its gpu_name keys the search), as the real Evaluator gets it
+        self.env = dict(env or {"gpu_uuid": "cpu", "gpu_name": "CPU: fake"}, device="cpu")
 
     def __enter__(self):
         return self
@@ -280,3 +281,28 @@ def test_search_cli_run_limit_flag(monkeypatch):
     for bad in ("soon", "0s"):
         res = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--run-limit", bad])
         assert res.exit_code == 2, res.output
+
+
+def test_a_search_resumes_on_another_machine_of_the_same_gpu_model(tmp_path, fake_eval, monkeypatch):
+    """Device calls may land on different machines: the second run resumes (same model), rows
+    keep the uuid that measured them, the library is built from both; another model is refused."""
+    import harness.env
+
+    real = harness.env.collect
+    uuid = {"v": "GPU-aaaa"}
+    monkeypatch.setattr(harness.env, "collect",
+                        lambda device: dict(real(device), gpu_uuid=uuid["v"], gpu_name="NVIDIA H200"))
+    out, lines = tmp_path / "s", []
+    _main(out, lines)
+    uuid["v"] = "GPU-bbbb"
+    d = _main(out, lines)
+    assert any("resuming on another NVIDIA H200 (GPU-bbbb)" in ln for ln in lines)
+    assert d["candidates"] == 16 and d["run_candidates"] == 8
+    db = KernelDB(out / "db")
+    assert set(db.df["gpu_uuid"]) == {"GPU-aaaa", "GPU-bbbb"} and set(db.df["gpu_name"]) == {"NVIDIA H200"}
+    lib = json.loads((out / "library.json").read_text())
+    assert {e["shape"] for e in lib["entries"]} == {s.name for s in SHAPES}
+    assert {e["gpu_uuid"] for e in lib["entries"]} <= {"GPU-aaaa", "GPU-bbbb"}
+    monkeypatch.setattr(harness.env, "collect", lambda device: dict(real(device), gpu_uuid="GPU-c", gpu_name="NVIDIA H100"))
+    with pytest.raises(ValueError, match="another GPU model"):
+        _main(out, lines)

@@ -165,7 +165,7 @@ class KernelDB:
             return df
         mask = pd.Series(True, index=df.index)
         if gpu is not None:
-            mask &= df["gpu_uuid"] == gpu
+            mask &= df["gpu_name"] == gpu  # the GPU model: a search may span machines of one model
         if shape is not None:
             mask &= df["shape"] == (shape.name if isinstance(shape, Shape) else shape)
         if layout is not None:
@@ -189,22 +189,22 @@ class KernelDB:
 
     def best(self, gpu: str | None = None, shape: Shape | str | None = None,
              layout: str | None = None) -> pd.DataFrame:
-        """The fastest correct candidate per (gpu_uuid, shape, layout): one row each."""
+        """The fastest correct candidate per (gpu_name, shape, layout): one row each."""
         df = self.correct(gpu, shape, layout)
         if df.empty:
             return df
-        idx = df.groupby(["gpu_uuid", "shape", "layout"])["device_us"].idxmin()
+        idx = df.groupby(["gpu_name", "shape", "layout"])["device_us"].idxmin()
         return df.loc[idx.values].reset_index(drop=True)
 
     def best_baselines(self, gpu: str | None = None) -> pd.DataFrame:
-        """The fastest correct baseline row per (gpu_uuid, shape, layout)."""
+        """The fastest correct baseline row per (gpu_name, shape, layout)."""
         df = self._sel(gpu, kind="baseline")
         if df.empty:
             return df
         df = df[(df["status"] == "ok") & df["device_us"].notna()]
         if df.empty:
             return df
-        idx = df.groupby(["gpu_uuid", "shape", "layout"])["device_us"].idxmin()
+        idx = df.groupby(["gpu_name", "shape", "layout"])["device_us"].idxmin()
         return df.loc[idx.values].reset_index(drop=True)
 
     def shapes(self, gpu: str | None = None) -> list[Shape]:

@@ -57,8 +57,8 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
     df = db.df
     if df.empty:
         return []
-    if gpu is not None:
-        df = df[df["gpu_uuid"] == gpu]
+    if gpu is not None:  # the GPU model (gpu_name)
+        df = df[df["gpu_name"] == gpu]
     if shapes is not None:
         df = df[df["shape"].isin({s.name for s in shapes})]
     ok = df[(df["status"] == "ok") & df["device_us"].notna()]
@@ -67,9 +67,9 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
     # fastest baseline per (call, layout): what a candidate of that call is paired with
     call_base = base.groupby(["call_id", "layout"])["device_us"].min()
     entries = []
-    for (g, shape, layout), grp in ok.groupby(["gpu_uuid", "shape", "layout"]):
-        cg = cand[(cand["gpu_uuid"] == g) & (cand["shape"] == shape) & (cand["layout"] == layout)]
-        bg = base[(base["gpu_uuid"] == g) & (base["shape"] == shape) & (base["layout"] == layout)]
+    for (g, shape, layout), grp in ok.groupby(["gpu_name", "shape", "layout"]):
+        cg = cand[(cand["gpu_name"] == g) & (cand["shape"] == shape) & (cand["layout"] == layout)]
+        bg = base[(base["gpu_name"] == g) & (base["shape"] == shape) & (base["layout"] == layout)]
         best_base = None
         if not bg.empty:
             med = bg.groupby("method")["device_us"].median()
@@ -82,13 +82,13 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
             if best is None or key > best[0]:
                 best = (key, r, sp)
         row0 = grp.iloc[0]
-        common = dict(gpu_uuid=g, gpu_name=row0["gpu_name"], shape=shape, m=int(row0["m"]), n=int(row0["n"]),
+        common = dict(gpu_uuid=row0["gpu_uuid"], gpu_name=g, shape=shape, m=int(row0["m"]), n=int(row0["n"]),
                       k=int(row0["k"]), layout=layout,
                       baseline_method=best_base[0] if best_base else None,
                       baseline_us=best_base[1] if best_base else None)
         if best is not None and (best_base is None or (best[2] is not None and best[2] >= min_speedup)):
             r = best[1]
-            entries.append(dict(common, kind="kernel", spec=r.method, family=r.family,
+            entries.append(dict(common, gpu_uuid=r.gpu_uuid, kind="kernel", spec=r.method, family=r.family,
                                 knobs=json.loads(r.knobs or "{}"), source_hash=r.source_hash or "",
                                 device_us=float(r.device_us), paired_speedup=best[2],
                                 registers=finite_float(r.registers), spill_bytes=finite_float(r.spill_bytes),

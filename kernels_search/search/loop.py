@@ -275,7 +275,7 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
     informs another's pick) and, with a prebuild, all picks compile in one parallel batch first
     (one build's time, not one per shape)."""
     device = getattr(evaluator, "device", "cuda")
-    gpu = (getattr(evaluator, "env", {}) or {}).get("gpu_uuid")
+    gpu = (getattr(evaluator, "env", {}) or {}).get("gpu_name")
     settings = settings or search_settings()
     baselines = list(baselines if baselines is not None else default_baselines(device))
     if prebuild == "auto":
@@ -347,7 +347,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     log = log or (lambda s: None)
     env = getattr(evaluator, "env", {}) or {}
     device = getattr(evaluator, "device", env.get("device", "cuda"))
-    gpu = env.get("gpu_uuid")
+    gpu = env.get("gpu_name")  # rows of every machine of this GPU model count (paired per call)
     settings = settings or search_settings()
     baselines = list(baselines if baselines is not None else default_baselines(device))
     proposers = list(proposers) if proposers else [policy]

@@ -49,7 +49,7 @@ class SearchContext:
     ``n``: how many candidates are wanted; ``exclude``: specs already measured (or proposed
     this round) on this shape, never to be proposed again; ``db``: the kernel DB (best and worse
     kernels of this and nearby shapes, compiler errors, via its query helpers); ``gpu``: the
-    gpu_uuid whose rows count; ``layouts``: the B layouts every candidate is measured in;
+    GPU model (gpu_name) whose rows count; ``layouts``: the B layouts every candidate is measured in;
     ``round``: the search round (0-based); ``seed``: a per (round, shape) seed.
     """
 

@@ -107,9 +107,14 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
         raise ValueError(f"no kernel family to search on {device}")
     env = envmod.collect(device)
     db = KernelDB(out / "db")
-    prior = set(db.df["gpu_uuid"].dropna()) if not db.df.empty else set()
-    if prior and env.get("gpu_uuid") not in prior:
-        raise ValueError(f"{out} holds a search on another device ({', '.join(sorted(prior))}); use another folder")
+    # A search may resume on another machine with the same GPU model (every speedup is paired
+    # within one call, so rows from two machines never meet in a ratio); each row keeps the
+    # gpu_uuid that measured it. Another model is another search.
+    prior = set(db.df["gpu_name"].dropna()) if not db.df.empty else set()
+    if prior and env.get("gpu_name") not in prior:
+        raise ValueError(f"{out} holds a search on another GPU model ({', '.join(sorted(prior))}); use another folder")
+    if prior and env.get("gpu_uuid") not in set(db.df["gpu_uuid"].dropna()):
+        print_fn(f"resuming on another {env.get('gpu_name')} ({env.get('gpu_uuid')}); rows keep the uuid that measured them")
     cuda = device == "cuda"
     policy = Policy(fams, tuple(layouts), seed=seed, epsilon=epsilon, explore=explore,
                     compile_penalty=compile_penalty,
@@ -146,14 +151,14 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                                     search_id=f"{search_id}-first-pick",
                                     progress=lambda r: print_fn(f"  {r['shape']:>17} {r['speedup']:.3f}x vs "
                                                                 f"{r['reference']} ({r['spec']})"))
-    lib_path = export_library(db, out / "library.json", gpu=env.get("gpu_uuid"), min_speedup=min_speedup,
+    lib_path = export_library(db, out / "library.json", gpu=env.get("gpu_name"), min_speedup=min_speedup,
                               shapes=list(shapes))
     if library is not None:
-        export_library(db, library, gpu=env.get("gpu_uuid"), min_speedup=min_speedup, shapes=list(shapes))
+        export_library(db, library, gpu=env.get("gpu_name"), min_speedup=min_speedup, shapes=list(shapes))
     p = last.get("p")
     tot = db.search_totals(search_id)
     used = tot["budget_used_s"]
-    _, _, _, gm = _shape_stats(db, env.get("gpu_uuid"), shapes)
+    _, _, _, gm = _shape_stats(db, env.get("gpu_name"), shapes)
     doc = {
         "search_id": search_id, "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
         "shapes": [s.name for s in shapes], "budget_s": budget_s, "stop_reason": summary.stop_reason,
