@@ -106,13 +106,13 @@ for stage in $STAGES; do
       # much budget is left. Call again until the log says "stop: budget": that call also runs the
       # held-out first pick (--holdout 20) and prints its geomean; a call after that measures no new
       # candidate (holdout, export, summary only). SEARCH_FAMILIES (comma list) narrows the families.
-      # The DB resumes on the same GPU only (it refuses a folder searched on another gpu_uuid).
+      # The DB resumes on any machine with the same GPU model (rows keep the uuid that measured them).
       # Between calls, bring the state and the new builds back (<files_at>: where this call's $OUT
       # files landed on the calling side), from the repository root:
       #   mkdir -p .hbstate && cp <files_at>/search-state.tgz .hbstate/
       #   mkdir -p .hbcache && tar xzf <files_at>/cache-new.tgz -C .hbcache
-      # (.hbstate/ and .hbcache/ are untracked, not ignored: they travel with the next call's tree;
-      # the state is unpacked when results/search-h200 is not on the machine already.)
+      # (.hbstate/ and .hbcache/ are ignored through .git/info/exclude: name both in the next call's
+      # carry; the state is unpacked when results/search-h200 is not on the machine already.)
       log "search: budget ${SEARCH_BUDGET:-20m} in all, at most ${SEARCH_RUN_LIMIT:-8m} in this call"
       restore_search
       export HGEMM_BUILD_CACHE=${HGEMM_BUILD_CACHE:-$PWD/.hbcache}
