@@ -306,3 +306,22 @@ def test_a_search_resumes_on_another_machine_of_the_same_gpu_model(tmp_path, fak
     monkeypatch.setattr(harness.env, "collect", lambda device: dict(real(device), gpu_uuid="GPU-c", gpu_name="NVIDIA H100"))
     with pytest.raises(ValueError, match="another GPU model"):
         _main(out, lines)
+
+
+def test_the_budget_is_wall_time_including_the_policy_and_bookkeeping(tmp_path, fake_eval, monkeypatch):
+    """Time spent outside the paired call (proposing, the policy update and checkpoint) is spent
+    budget too: a 20-minute search must not run for 30 minutes of wall time."""
+    from kernels_search.search.policy import Policy
+
+    orig = Policy.observe
+
+    def slow_observe(self, shape, outcomes):
+        fake_eval.clock.t += 5.0  # 5 fake seconds of policy work after every call
+        return orig(self, shape, outcomes)
+
+    monkeypatch.setattr(Policy, "observe", slow_observe)
+    out, lines = tmp_path / "s", []
+    d = _main(out, lines, run_limit_s=None, holdout=())
+    # every call costs 10 s measuring + 5 s policy: 100 s of budget is 7 calls, not 10
+    assert d["stop_reason"] == "budget" and len(fake_eval.calls) == 7
+    assert d["budget_used_s"] == pytest.approx(6 * 15 + 10)  # the last call's policy update is after the stop check

@@ -406,6 +406,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                     cands.append(c)
         return cands, owner
 
+    mark = t_run  # budget clock (from the command's start): up to here, charged to the next call's rows
     builder = _Prefetcher(prebuild) if (prebuild is not None and lookahead > 0) else None
     compile_wait_s = 0.0
     planned: dict[str, tuple] = {}
@@ -451,9 +452,12 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                     pre = None  # built already (in the background)
                 else:
                     build_s, pre = 0.0, prebuild
+                # the budget is wall time: this call's rows are charged everything since the previous
+                # call's rows were written (proposing, the policy update and checkpoint, progress)
                 pre_s, eval_s, db_rows, base_us = measure_candidates(
                     shape, cands, evaluator, db, settings, baselines, dict(search_id=search_id, round=rnd),
-                    pre, run_id, log, t0=t0)
+                    pre, run_id, log, t0=mark)
+                mark = time.perf_counter()
                 pre_s += build_s
                 by_name = {nm: c for c in cands for nm in _names(c.spec)}
                 setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
