@@ -224,11 +224,24 @@ __device__ __forceinline__ void cluster_reduce_store(half* __restrict__ C, int M
     const int gm = m0 + row, gn = n0 + col;
     if (gm >= M || gn >= N) continue;
     float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
-    for (int z = 0; z < nsplit; ++z) {
-      const float4* q = reinterpret_cast<const float4*>(cluster.map_shared_rank(red + row * RED_LD + col, z));
-      float4 a = q[0], b = q[1];
-      lo.x += a.x; lo.y += a.y; lo.z += a.z; lo.w += a.w;
-      hi.x += b.x; hi.y += b.y; hi.z += b.z; hi.w += b.w;
+    // Peers' loads are issued in batches of 8 before any is summed: one remote round trip per
+    // batch instead of one per peer (a load-add loop waits out each DSMEM latency in turn).
+    for (int z0 = 0; z0 < nsplit; z0 += 8) {
+      float4 a[8], b[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (z0 + j < nsplit) {
+          const float4* q =
+              reinterpret_cast<const float4*>(cluster.map_shared_rank(red + row * RED_LD + col, z0 + j));
+          a[j] = q[0];
+          b[j] = q[1];
+        }
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        if (z0 + j < nsplit) {  // rank order: the sum is the same on every call
+          lo.x += a[j].x; lo.y += a[j].y; lo.z += a[j].z; lo.w += a[j].w;
+          hi.x += b[j].x; hi.y += b[j].y; hi.z += b[j].z; hi.w += b[j].w;
+        }
     }
     half* p = C + (size_t)gm * N + gn;
     if (vec_ok && gn + 8 <= N) {
