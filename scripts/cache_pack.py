@@ -6,7 +6,8 @@ newer than ``--newer`` (a stamp file touched before the work began) are packed i
 tarball whose paths are relative to the cache, so ``tar xzf OUT.tgz -C .hbcache`` restores them.
 If that tarball exceeds ``--limit-mib``, it is rewritten with a selection that fits: first the
 entries the exported library serves (the library's kernel specs -> their DB rows' ``build_key``),
-then the newest others, by uncompressed size (gzip only shrinks them).
+then the newest others, by their size after gzip (estimated from the whole tarball's ratio,
+checked on the result).
 
     python3 scripts/cache_pack.py OUT.tgz --cache DIR --newer STAMP [--library LIB.json --db DB] [--limit-mib 15]
 """
@@ -82,18 +83,26 @@ def pack(out: Path, cache: Path, newer_than: float | None, limit: int, preferred
     if n <= limit:
         return dict(entries=len(new), new=len(new), bytes=n, selected=False, preferred=len(preferred & {d.name for d in new}))
     order = [d for d in new if d.name in preferred] + [d for d in new if d.name not in preferred]
-    chosen, total = [], 0
-    for d in order:
-        s = size(d)
-        if total + s <= limit:
-            chosen.append(d)
-            total += s
-    if not chosen:
-        out.unlink(missing_ok=True)
-        return dict(entries=0, new=len(new), bytes=0, selected=True, preferred=0)
-    n = write(out, cache, chosen)
-    return dict(entries=len(chosen), new=len(new), bytes=n, selected=True,
-                preferred=sum(d.name in preferred for d in chosen))
+    sizes = {d: size(d) for d in order}
+    # entries are selected by their size as gzip shrinks them (the ratio the whole tarball got,
+    # shared libraries compress ~3x); a selection that still comes out too big is redone tighter
+    ratio = min(1.0, n / max(1, sum(sizes.values())))
+    budget = float(limit)
+    while True:
+        chosen, total = [], 0.0
+        for d in order:
+            s = sizes[d] * ratio
+            if total + s <= budget:
+                chosen.append(d)
+                total += s
+        if not chosen:
+            out.unlink(missing_ok=True)
+            return dict(entries=0, new=len(new), bytes=0, selected=True, preferred=0)
+        n = write(out, cache, chosen)
+        if n <= limit:
+            return dict(entries=len(chosen), new=len(new), bytes=n, selected=True,
+                        preferred=sum(d.name in preferred for d in chosen))
+        budget *= 0.9
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,3 +84,19 @@ def test_library_keys_map_library_specs_to_build_keys_through_the_db(tmp_path):
         {"kind": "kernel", "spec": spec, "shape": "64_64_64", "layout": "nn"},
         {"kind": "baseline", "spec": "cublaslt", "shape": "64_64_64", "layout": "tn"}]}))
     assert cp.library_keys(lib, tmp_path / "db") == {key(7)}
+
+
+def test_compressible_entries_are_selected_by_their_packed_size(tmp_path):
+    """Shared libraries shrink ~3x in the tarball: selecting by raw size would leave most of a
+    call's builds behind (on the H200: 12 of 70 entries, 4.3 of the 15 MiB allowed)."""
+    cp = _script()
+    cache = tmp_path / "cache"
+    now = time.time()
+    for i in range(1, 9):
+        d = entry(cache, key(i), 1000, now - 40 + i)
+        half = os.urandom(100_000)
+        (d / "kernel.so").write_bytes(half + bytes(200_000))  # 300 kB that gzip packs to ~100 kB
+    out = tmp_path / "cache-new.tgz"
+    r = cp.pack(out, cache, now - 100, limit=600_000)
+    assert r["selected"] and r["bytes"] <= 600_000
+    assert r["entries"] >= 5  # by raw size only 2 would fit
