@@ -104,8 +104,8 @@ for stage in $STAGES; do
       # is finished, no new one started; SEARCH_TIMEOUT, default 550 s, interrupts a call that still
       # runs long, losing nothing measured), writes checkpoint, library and summary, and prints how
       # much budget is left. Call again until the log says "stop: budget": that call also runs the
-      # held-out first pick (--holdout 20) and prints its geomean; a call after that measures no new
-      # candidate (holdout, export, summary only). SEARCH_FAMILIES (comma list) narrows the families.
+      # held-out first pick (--holdout 20) and prints its geomean; a call after that measures nothing:
+      # the holdout is read back from the DB, then export and summary. SEARCH_FAMILIES narrows the families.
       # The DB resumes on any machine with the same GPU model (rows keep the uuid that measured them).
       # Between calls, bring the state and the new builds back (<files_at>: where this call's $OUT
       # files landed on the calling side), from the repository root:

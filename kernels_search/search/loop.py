@@ -26,7 +26,7 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.problem import Shape
 from harness.runner import CompareSettings
@@ -280,8 +280,23 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
     baselines = list(baselines if baselines is not None else default_baselines(device))
     if prebuild == "auto":
         prebuild = auto_prebuild if device == "cuda" else None
-    picks = []
+    # a rerun of a finished search reports the held-out shapes already measured under this id
+    # (their rows are in the DB) instead of measuring them again
+    prior = db.df[(db.df["search_id"] == search_id)] if not db.df.empty else db.df
+    out_by_shape: dict[str, dict] = {}
     for shape in shapes:
+        rows = prior[prior["shape"] == shape.name] if not prior.empty else prior
+        cand_rows = rows[rows["kind"] == "candidate"] if not rows.empty else rows
+        if cand_rows.empty:
+            continue
+        last = rows[rows["call_id"] == cand_rows["call_id"].iloc[-1]].to_dict("records")
+        ok_base = [r["device_us"] for r in last if r["kind"] == "baseline" and _finite(r.get("device_us"))
+                   and not r.get("failure")]
+        out_by_shape[shape.name] = _first_pick_record(shape, cand_rows["method"].iloc[-1], last,
+                                                      min(ok_base) if ok_base else None, reference)
+    todo = [s for s in shapes if s.name not in out_by_shape]
+    picks = []
+    for shape in todo:
         cand = policy.first_pick(shape, db, gpu)
         cand.origin = "policy:first-pick"
         picks.append(cand)
@@ -291,24 +306,36 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
             pre_s = float(prebuild([c.spec for c in picks]) or 0.0)
         except Exception:
             traceback.print_exc()  # each call's prepare builds (and reports) what is missing
-    out = []
     run_id = run_id or f"{search_id}-{uuid.uuid4().hex[:8]}"
-    for i, (shape, cand) in enumerate(zip(shapes, picks)):
+    for i, (shape, cand) in enumerate(zip(todo, picks)):
         _, _, rows, base_us = measure_candidates(shape, [cand], evaluator, db, settings, baselines,
                                                  dict(search_id=search_id, round=0), None, run_id,
                                                  prebuilt_s=pre_s if i == 0 else 0.0)
-        mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and r.get("device_us") and not r["failure"]]
-        ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
-               and r.get("device_us") and not r["failure"]]
-        ref_us = min(ref) if ref else base_us
-        cand_us = min(mine) if mine else None
-        rec = dict(shape=shape.name, spec=cand.spec, device_us=cand_us, reference=reference if ref else "strongest",
-                   reference_us=ref_us, speedup=(ref_us / cand_us) if (ref_us and cand_us) else 0.0,
-                   failure=next((r["failure"] for r in rows if r["kind"] == "candidate" and r["failure"]), ""))
-        out.append(rec)
-        if progress is not None:
+        out_by_shape[shape.name] = _first_pick_record(shape, cand.spec, rows, base_us, reference)
+    out = [out_by_shape[s.name] for s in shapes]
+    if progress is not None:
+        for rec in out:
             progress(rec)
     return out
+
+
+def _finite(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _first_pick_record(shape: Shape, spec: str, rows: Sequence[Mapping], base_us: float | None,
+                       reference: str) -> dict:
+    """One held-out shape's result from its call's rows: the pick's best-of-layouts time against
+    ``reference``'s (the strongest baseline of the call where ``reference`` has no correct row)."""
+    mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and _finite(r.get("device_us"))
+            and not r.get("failure")]
+    ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
+           and _finite(r.get("device_us")) and not r.get("failure")]
+    ref_us = min(ref) if ref else base_us
+    cand_us = min(mine) if mine else None
+    return dict(shape=shape.name, spec=spec, device_us=cand_us, reference=reference if ref else "strongest",
+                reference_us=ref_us, speedup=(ref_us / cand_us) if (ref_us and cand_us) else 0.0,
+                failure=next((r["failure"] for r in rows if r["kind"] == "candidate" and r.get("failure")), ""))
 
 
 def geomean(xs: Sequence[float]) -> float | None:
