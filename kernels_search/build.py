@@ -91,6 +91,17 @@ def _load_cached(entry: Path) -> BuildResult | None:
     return res
 
 
+def _niced(cmd: list[str]) -> list[str]:
+    """``cmd`` under ``nice -n $HGEMM_BUILD_NICE`` (default 10): a search compiles on every core
+    while the same host times kernels and runs the search loop; builds yield the CPU to both.
+    HGEMM_BUILD_NICE=0 or no ``nice`` on PATH: unchanged."""
+    level = os.environ.get("HGEMM_BUILD_NICE", "10").strip()
+    nice = shutil.which("nice")
+    if not nice or level in ("", "0"):
+        return cmd
+    return [nice, "-n", level, *cmd]
+
+
 def build(
     source: str,
     extra_flags: Sequence[str] = (),
@@ -125,7 +136,7 @@ def build(
         t0 = time.perf_counter()
         timed_out = False
         try:
-            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(_niced(cmd), cwd=work, capture_output=True, text=True, timeout=timeout_s)
             rc, log = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as e:
             timed_out, rc = True, -1

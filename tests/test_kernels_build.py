@@ -472,3 +472,28 @@ def test_gpu_tested_configs_compile_without_spills(cache, spec):
     res = make_method(*spec.split(":", 1)).build()
     assert res.ok, res.log[-3000:]
     assert res.spill_bytes == 0 and res.resources["max_stack_bytes"] == 0, res.kernels
+
+
+@pytest.mark.parametrize("level, expect", [(None, 10), ("0", 0), ("5", 5)])
+def test_builds_run_at_lower_cpu_priority(cache, tmp_path, monkeypatch, level, expect):
+    """A search compiles on every core of the host that also times kernels: nvcc runs under
+    ``nice`` (HGEMM_BUILD_NICE, default 10; 0 = unchanged). A stand-in nvcc records its niceness."""
+    import os
+    import stat
+
+    seen = tmp_path / "nice.txt"
+    fake = tmp_path / "nvcc"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "$1" = "--version" ]; then echo "fake nvcc 0.0"; exit 0; fi\n'
+        f'awk \'{{print $19}}\' /proc/self/stat > "{seen}"\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then : > "$2"; fi; shift; done\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("HGEMM_NVCC", str(fake))
+    if level is None:
+        monkeypatch.delenv("HGEMM_BUILD_NICE", raising=False)
+    else:
+        monkeypatch.setenv("HGEMM_BUILD_NICE", level)
+    base = os.nice(0)
+    build.build(f"// niceness test {level}\n", use_cache=False)
+    assert int(seen.read_text()) == min(19, base + expect)

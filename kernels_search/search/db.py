@@ -14,7 +14,9 @@ status_reason, failure, gate_passed), timing (device_us and its CI, setup_s, com
 ptxas (registers, spill_bytes, ptxas JSON), comparison (baseline_us: the strongest baseline of
 the shape in the same call, baseline_method, speedup, reward), cost (eval_s: the call's wall
 time, prebuild_s: seconds its candidates spent compiling on the build pool before the call,
-elapsed_s: this part's share of the search budget), info JSON. Every knob also gets a
+wait_s: seconds the loop waited for their background builds, elapsed_s: this part's share of
+the search budget, wall time since the previous call's rows; elapsed_s - eval_s - wait_s is the
+loop's own bookkeeping), info JSON. Every knob also gets a
 string column ``knob_<name>`` (null where the family has no such knob).
 """
 
@@ -76,6 +78,7 @@ BASE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("reward", pa.float64()),
     ("eval_s", pa.float64()),
     ("prebuild_s", pa.float64()),  # absent (null) in parts written before it existed
+    ("wait_s", pa.float64()),  # likewise
     ("elapsed_s", pa.float64()),
     ("info", pa.string()),
 ]

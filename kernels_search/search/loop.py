@@ -473,17 +473,19 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                     exhausted.add(shape.name)
                     continue
                 t0 = time.perf_counter()
+                wait_s = 0.0
                 if job is not None:
                     build_s = job.wait()
-                    compile_wait_s += time.perf_counter() - t0
+                    wait_s = time.perf_counter() - t0
+                    compile_wait_s += wait_s
                     pre = None  # built already (in the background)
                 else:
                     build_s, pre = 0.0, prebuild
                 # the budget is wall time: this call's rows are charged everything since the previous
                 # call's rows were written (proposing, the policy update and checkpoint, progress)
                 pre_s, eval_s, db_rows, base_us = measure_candidates(
-                    shape, cands, evaluator, db, settings, baselines, dict(search_id=search_id, round=rnd),
-                    pre, run_id, log, t0=mark)
+                    shape, cands, evaluator, db, settings, baselines,
+                    dict(search_id=search_id, round=rnd, wait_s=wait_s), pre, run_id, log, t0=mark)
                 mark = time.perf_counter()
                 pre_s += build_s
                 by_name = {nm: c for c in cands for nm in _names(c.spec)}
