@@ -47,6 +47,9 @@ SWEEP = [
 SPLITK_SWEEP = [
     "splitk:splits=16",  # the best split-K config of the first sweep (atomic reduction)
     "splitk:bk=128:stages=3:splits=16",  # deeper k-tiles: more bytes in flight per CTA
+    "splitk:splits=16:kslices=2",  # 8 warps per CTA: two groups split each k-tile (latency hiding)
+    "splitk:splits=16:kslices=4",
+    "splitk:bk=128:stages=3:splits=16:kslices=2",
     "splitk:reduce=3",  # cluster of 16 splits per 64x64 tile
     "splitk:reduce=3:spread=1",  # ... one CTA per SM
     "splitk:splits=8:reduce=3:spread=1",

@@ -84,6 +84,8 @@ def test_ptxas_parser_reads_registers_spills_smem_and_stack():
         ("splitk", "bm=128,bn=128,bk=128,stages=6", "shared memory"),
         ("splitk", "bogus=1", "unknown knob"),
         ("splitk", "bm=48", "not in"),
+        ("splitk", "bk=32,kslices=4", "not divisible among kslices=4"),
+        ("splitk", "warps_m=4,warps_n=4,bm=128,bn=128,kslices=4", r"2048 threads per CTA|accumulator|chunks"),
         ("smalltile", "bm=128", "not in"),
         ("hopper", "schedule=pingpong,tile_m=256", "tile_m must be 64 or 128"),
         ("hopper", "schedule=cooperative,tile_m=64", "tile_m must be 128 or 256"),
@@ -497,3 +499,16 @@ def test_builds_run_at_lower_cpu_priority(cache, tmp_path, monkeypatch, level, e
     base = os.nice(0)
     build.build(f"// niceness test {level}\n", use_cache=False)
     assert int(seen.read_text()) == min(19, base + expect)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("spec", ["kslices=2", "kslices=4,bk=64", "bm=128,bn=64,kslices=2"])
+def test_splitk_kslices_compile_without_spills(cache, spec):
+    """K-sliced warp groups (2 or 4 per CTA) build for sm_90a without spills; the extra groups
+    park their tiles in shared memory (the block is kslices x the warp grid)."""
+    fam = FAMILIES["splitk"]
+    k = fam.parse(spec)
+    res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+    assert res.ok, res.log[-3000:]
+    assert res.kernels and res.spill_bytes == 0, res.kernels
+    assert "#define MS_KSLICES " + str(k["kslices"]) in fam.render(k)

@@ -111,13 +111,15 @@ def _shape(s: str) -> Shape:
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", SPLITK_SHAPES)
 @pytest.mark.parametrize("opts", ["splits=0", "splits=1", "splits=16,reduce=0", "splits=16,reduce=1", "splits=16,reduce=2",
-                                  "splits=16,reduce=3", "splits=4,reduce=3", "splits=0,reduce=3,spread=1"])
+                                  "splits=16,reduce=3", "splits=4,reduce=3", "splits=0,reduce=3,spread=1",
+                                  "splits=1,kslices=2", "splits=16,reduce=0,kslices=2", "splits=16,reduce=1,kslices=4"])
 def test_splitk_matches_reference(shape, layout, opts):
     """Every reduction mode and split count gives the fp32-accumulated answer on any shape."""
     assert _run_case(f"splitk:{opts}", Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("cfg", ["bm=128,bn=128,bk=32,warps_m=2,warps_n=2,stages=3", "bm=32,bn=64,bk=128,warps_m=1,warps_n=2,stages=2"])
+@pytest.mark.parametrize("cfg", ["bm=128,bn=128,bk=32,warps_m=2,warps_n=2,stages=3", "bm=32,bn=64,bk=128,warps_m=1,warps_n=2,stages=2",
+                                 "kslices=2", "bm=128,bn=64,kslices=4"])
 @pytest.mark.parametrize("shape", ["100_200_300", "256_128_16384", "33_47_129"])
 @pytest.mark.parametrize("reduce", [2, 3])
 def test_splitk_other_tiles(cfg, shape, reduce):
@@ -181,6 +183,7 @@ def test_hopper_declines_k_not_multiple_of_8():
         ("splitk:splits=16,reduce=2", "256_128_16384"),
         ("splitk:splits=16,reduce=3", "256_128_16384"),
         ("splitk:splits=8,reduce=3,spread=1", "256_128_16384"),
+        ("splitk:splits=16,kslices=2", "256_128_16384"),
         ("splitk:splits=4", "17_33_65"),
         ("smalltile:", "64_64_64"),
         ("smalltile:", "17_33_65"),

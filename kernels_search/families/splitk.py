@@ -45,6 +45,9 @@ FAMILY = SplitK(
         Knob("bk", (64, 32, 128), 64, help="k-tile depth per pipeline stage"),
         Knob("warps_m", (2, 1, 4), 2),
         Knob("warps_n", (2, 1, 4), 2),
+        Knob("kslices", (1, 2, 4), 1,
+             help="warp groups splitting each k-tile's 16-deep steps (more warps per CTA to hide "
+                  "load latency; group 0 sums the others' tiles through shared memory)"),
         Knob("stages", (4, 2, 3, 5, 6), 4, help="cp.async pipeline depth"),
         Knob("splits", (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64), 0, runtime=True,
              help="K split count; 0 = enough CTAs for one wave"),

@@ -3,6 +3,9 @@
 //   MS_BM, MS_BN, MS_BK      CTA tile
 //   MS_WARPS_M, MS_WARPS_N   warp grid (warp tile = BM/WARPS_M x BN/WARPS_N)
 //   MS_STAGES                shared-memory pipeline depth (cp.async)
+//   MS_KSLICES               warp groups that split each k-tile's 16-deep steps between them
+//                            (1 = none); group 0 owns the tile's accumulators after an smem sum,
+//                            the others add warps to hide latency (block = KSLICES x warp grid)
 //   MS_ALLOW_SPLIT           0: one launch, no split-K code at all
 // Runtime options (opts):
 //   opts[0] splits: 0 = automatic, 1 = no split, s > 1 = split K s ways
@@ -29,6 +32,9 @@
 #ifndef MS_ALLOW_SPLIT
 #define MS_ALLOW_SPLIT 1
 #endif
+#ifndef MS_KSLICES
+#define MS_KSLICES 1
+#endif
 
 #if MS_ALLOW_SPLIT
 #include <cooperative_groups.h>
@@ -37,7 +43,9 @@
 namespace ms {
 constexpr int BM = MS_BM, BN = MS_BN, BK = MS_BK;
 constexpr int WARPS_M = MS_WARPS_M, WARPS_N = MS_WARPS_N, STAGES = MS_STAGES;
-constexpr int NT = WARPS_M * WARPS_N * 32;
+constexpr int NT = WARPS_M * WARPS_N * 32;  // threads of one k-slice group: they own the fragments
+constexpr int KSLICES = MS_KSLICES;
+constexpr int NTT = NT * KSLICES;  // threads per CTA (every one loads; group 0 stores)
 constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;
 constexpr int MI = WTM / 16, NI = WTN / 8;
 constexpr int PAD = 8;  // halves of padding per smem row: ldmatrix rows land in distinct banks
@@ -46,7 +54,9 @@ constexpr int A_STAGE = BM * A_LD;
 constexpr int BNN_LD = BN + PAD;  // "nn": smem B is [BK][BN]
 constexpr int BTN_LD = BK + PAD;  // "tn": smem B is [BN][BK]
 constexpr int B_STAGE = (BK * BNN_LD > BN * BTN_LD) ? BK * BNN_LD : BN * BTN_LD;
-constexpr int SMEM_BYTES = STAGES * (A_STAGE + B_STAGE) * 2;
+constexpr int PIPE_BYTES = STAGES * (A_STAGE + B_STAGE) * 2;
+constexpr int SLICE_BYTES = (KSLICES - 1) * BM * BN * 4;  // k-slice groups 1.. park their fp32 tiles
+constexpr int SMEM_BYTES = PIPE_BYTES > SLICE_BYTES ? PIPE_BYTES : SLICE_BYTES;
 constexpr int MAX_SPLITS = 64;
 constexpr int MAX_CLUSTER = 16;  // non-portable cluster size limit on sm_90
 constexpr int RED_LD = BN + 4;   // fp32 row stride of the tile parked for the cluster reduction
@@ -54,7 +64,8 @@ constexpr int RED_BYTES = BM * RED_LD * 4;
 constexpr int SMEM_CLUSTER = SMEM_BYTES > RED_BYTES ? SMEM_BYTES : RED_BYTES;
 static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0, "warp tile must be 16x16 multiples");
 static_assert(BK % 16 == 0, "BK must be a multiple of 16");
-static_assert((BM * BK / 8) % NT == 0 && (BN * BK / 8) % NT == 0, "tile chunks must divide among threads");
+static_assert((BM * BK / 8) % NTT == 0 && (BN * BK / 8) % NTT == 0, "tile chunks must divide among threads");
+static_assert((BK / 16) % KSLICES == 0, "each k-slice group takes an equal share of a k-tile's 16-deep steps");
 static_assert(STAGES >= 2, "need at least two stages");
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -101,8 +112,8 @@ __device__ __forceinline__ void load_tile_vec(half* sA, half* sB, const half* __
                                               int n0, int kt0, int k_end, int tid) {
   constexpr int ACH = BK / 8;  // 8-half chunks per A row (and per "tn" B row)
 #pragma unroll
-  for (int i = 0; i < (BM * BK / 8) / NT; ++i) {
-    int c = tid + i * NT;
+  for (int i = 0; i < (BM * BK / 8) / NTT; ++i) {
+    int c = tid + i * NTT;
     int row = c / ACH, col = (c % ACH) * 8;
     int gm = m0 + row, gk = kt0 + col;
     int bytes = (gm < M) ? max(0, min(16, (k_end - gk) * 2)) : 0;
@@ -111,8 +122,8 @@ __device__ __forceinline__ void load_tile_vec(half* sA, half* sB, const half* __
   if (LAYOUT == HGEMM_LAYOUT_NN) {
     constexpr int BCH = BN / 8;
 #pragma unroll
-    for (int i = 0; i < (BN * BK / 8) / NT; ++i) {
-      int c = tid + i * NT;
+    for (int i = 0; i < (BN * BK / 8) / NTT; ++i) {
+      int c = tid + i * NTT;
       int row = c / BCH, col = (c % BCH) * 8;  // row: k, col: n
       int gk = kt0 + row, gn = n0 + col;
       int bytes = (gk < k_end) ? max(0, min(16, (N - gn) * 2)) : 0;
@@ -120,8 +131,8 @@ __device__ __forceinline__ void load_tile_vec(half* sA, half* sB, const half* __
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < (BN * BK / 8) / NT; ++i) {
-      int c = tid + i * NT;
+    for (int i = 0; i < (BN * BK / 8) / NTT; ++i) {
+      int c = tid + i * NTT;
       int row = c / ACH, col = (c % ACH) * 8;  // row: n, col: k
       int gn = n0 + row, gk = kt0 + col;
       int bytes = (gn < N) ? max(0, min(16, (k_end - gk) * 2)) : 0;
@@ -136,13 +147,13 @@ __device__ __noinline__ void load_tile_scalar(half* sA, half* sB, const half* __
                                               int n0, int kt0, int k_end, int tid) {
   const half zero = __float2half(0.f);
 #pragma unroll 1
-  for (int e = tid; e < BM * BK; e += NT) {
+  for (int e = tid; e < BM * BK; e += NTT) {
     int row = e / BK, col = e % BK;
     int gm = m0 + row, gk = kt0 + col;
     sA[row * A_LD + col] = (gm < M && gk < k_end) ? A[(size_t)gm * K + gk] : zero;
   }
 #pragma unroll 1
-  for (int e = tid; e < BN * BK; e += NT) {
+  for (int e = tid; e < BN * BK; e += NTT) {
     if (LAYOUT == HGEMM_LAYOUT_NN) {
       int row = e / BN, col = e % BN;  // row: k, col: n (consecutive threads: consecutive n)
       int gk = kt0 + row, gn = n0 + col;
@@ -201,17 +212,19 @@ __device__ __forceinline__ void cluster_reduce_store(half* __restrict__ C, int M
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   float* red = reinterpret_cast<float*>(smem_raw);
-  __syncthreads();  // every warp is done with the pipeline buffers
+  __syncthreads();  // every warp is done with the pipeline buffers (and the k-slice sums)
+  if (KSLICES == 1 || tid < NT) {  // k-slice group 0 owns the accumulators
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        int row, col;
-        frag_coord(tid, mi, ni, 2 * h, row, col);
-        *reinterpret_cast<float2*>(red + row * RED_LD + col) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
-      }
+        for (int h = 0; h < 2; ++h) {
+          int row, col;
+          frag_coord(tid, mi, ni, 2 * h, row, col);
+          *reinterpret_cast<float2*>(red + row * RED_LD + col) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        }
+  }
   cluster.sync();
   const int nsplit = (int)cluster.num_blocks();
   const int rank = (int)cluster.block_rank();
@@ -219,7 +232,7 @@ __device__ __forceinline__ void cluster_reduce_store(half* __restrict__ C, int M
   const int r0 = rank * rows, r1 = min(BM, r0 + rows);
   constexpr int CPR = BN / 8;  // 8-column chunks per row
   const bool vec_ok = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
-  for (int c = tid; c < (r1 - r0) * CPR; c += NT) {
+  for (int c = tid; c < (r1 - r0) * CPR; c += NTT) {  // every thread of the CTA helps
     const int row = r0 + c / CPR, col = (c % CPR) * 8;
     const int gm = m0 + row, gn = n0 + col;
     if (gm >= M || gn >= N) continue;
@@ -257,20 +270,25 @@ __device__ __forceinline__ void cluster_reduce_store(half* __restrict__ C, int M
 }
 #endif
 
-// Partials are stored per tile in fragment order: float2 index ((mi*NI+ni)*2+h)*NT + tid.
+// Partials are stored per tile in fragment order: float2 index ((mi*NI+ni)*2+h)*NT + ltid (the
+// thread of k-slice group 0 that owns the fragment).
 constexpr int TILE_F2 = MI * NI * 2 * NT;  // float2 per tile per split
 
 // MODE 0: no split; 1: slices + last CTA reduces; 2: slices only (reduce_kernel follows);
 // 3: atomic accumulation + last CTA casts; 4: cluster of splits, reduction through DSMEM.
 template <int LAYOUT, bool VEC, int MODE>
-__global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A, const half* __restrict__ B,
+__global__ void __launch_bounds__(NTT, 1) gemm_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                                   half* __restrict__ C, int M, int N, int K, int k_chunk,
                                                   int splits, float2* __restrict__ partial,
                                                   int* __restrict__ counters) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   half* sA = reinterpret_cast<half*>(smem_raw);
   half* sB = sA + STAGES * A_STAGE;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // tid: 0..NTT-1 (loads); ks: this thread's k-slice group; ltid: its index within the group
+  // (fragment ownership, identical in every group); group 0 keeps the tile's accumulators
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int ks = KSLICES > 1 ? tid / NT : 0, ltid = KSLICES > 1 ? tid % NT : tid, warp = ltid >> 5;
+  const bool owner = ks == 0;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int k_begin = blockIdx.z * k_chunk;
@@ -306,7 +324,8 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
     const half* a_s = sA + (kt % STAGES) * A_STAGE;
     const half* b_s = sB + (kt % STAGES) * B_STAGE;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
+    for (int kq = 0; kq < BK / (16 * KSLICES); ++kq) {
+      const int kk = (kq * KSLICES + ks) * 16;  // group ks takes every KSLICES-th 16-deep step
       uint32_t af[MI][4];
       uint32_t bf[NI][2];
 #pragma unroll
@@ -336,8 +355,35 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
   }
   cp_wait<0>();
 
+  if (KSLICES > 1) {
+    // groups 1.. park their partial sums in the drained pipeline buffers; group 0 adds them in
+    // group order (deterministic) and carries on alone with the tile's accumulators
+    float* park = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();
+    if (!owner) {
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            park[(((ks - 1) * MI * NI + mi * NI + ni) * 4 + r) * NT + ltid] = acc[mi][ni][r];
+    }
+    __syncthreads();
+    if (owner) {
+#pragma unroll 1
+      for (int g = 1; g < KSLICES; ++g)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mi][ni][r] += park[(((g - 1) * MI * NI + mi * NI + ni) * 4 + r) * NT + ltid];
+    }
+  }
+
   if (MODE == 0) {
-    store_c(C, M, N, m0, n0, tid, acc);
+    if (owner) store_c(C, M, N, m0, n0, ltid, acc);
     return;
   }
 #if MS_ALLOW_SPLIT
@@ -347,7 +393,9 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
   }
   const int tile = blockIdx.y * gridDim.x + blockIdx.x;
   const int ntile = gridDim.x * gridDim.y;
-  if (MODE == 3) {
+  if (!owner) {
+    // k-slice groups 1.. hold nothing now; they only take part in the barriers below
+  } else if (MODE == 3) {
     float2* acc_tile = partial + (size_t)tile * TILE_F2;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -355,7 +403,7 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          atomicAdd(acc_tile + ((mi * NI + ni) * 2 + h) * NT + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+          atomicAdd(acc_tile + ((mi * NI + ni) * 2 + h) * NT + ltid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
   } else {
     float2* mine = partial + ((size_t)blockIdx.z * ntile + tile) * TILE_F2;
 #pragma unroll
@@ -364,7 +412,7 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          __stcg(mine + ((mi * NI + ni) * 2 + h) * NT + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+          __stcg(mine + ((mi * NI + ni) * 2 + h) * NT + ltid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
   }
   if (MODE == 2) return;
 
@@ -380,6 +428,7 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
   __syncthreads();
   if (!s_last) return;
   __threadfence();
+  if (!owner) return;  // no barrier follows
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -395,14 +444,14 @@ __global__ void __launch_bounds__(NT, 1) gemm_kernel(const half* __restrict__ A,
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float2* q = p + ((mi * NI + ni) * 2 + h) * NT + tid;
+          float2* q = p + ((mi * NI + ni) * 2 + h) * NT + ltid;
           float2 v = __ldcg(q);
           if (MODE == 3) __stcg(q, make_float2(0.f, 0.f));
           acc[mi][ni][2 * h] += v.x;
           acc[mi][ni][2 * h + 1] += v.y;
         }
   }
-  store_c(C, M, N, m0, n0, tid, acc);
+  store_c(C, M, N, m0, n0, ltid, acc);
   if (tid == 0) counters[tile] = 0;  // leave the workspace as we found it
 #endif
 }
@@ -504,7 +553,7 @@ static int launch_cluster(const half* A, const half* B, half* C, int M, int N, i
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(p.tiles_n, p.tiles_m, p.splits);
-  cfg.blockDim = dim3(NT, 1, 1);
+  cfg.blockDim = dim3(NTT, 1, 1);
   cfg.dynamicSmemBytes = p.spread ? SMEM_MAX : SMEM_CLUSTER;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -551,7 +600,7 @@ static int launch(const half* A, const half* B, half* C, int M, int N, int K, co
     }
   }
   dim3 grid(p.tiles_n, p.tiles_m, p.splits);
-  kern<<<grid, NT, SMEM_BYTES, stream>>>(A, B, C, M, N, K, p.k_chunk, p.splits, partial, counters);
+  kern<<<grid, NTT, SMEM_BYTES, stream>>>(A, B, C, M, N, K, p.k_chunk, p.splits, partial, counters);
   if (cudaGetLastError() != cudaSuccess) return HGEMM_ERR_LAUNCH;
 #if MS_ALLOW_SPLIT
   if (MODE == 2) {
