@@ -130,7 +130,8 @@ def test_splitk_other_tiles(cfg, shape, reduce):
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", RAGGED + ["64_4096_64", "512_512_512"])
-@pytest.mark.parametrize("cfg", ["", "bm=16,bn=16,bk=32,warps_m=1,warps_n=1", "bm=64,bn=64,warps_m=2,warps_n=2,stages=3"])
+@pytest.mark.parametrize("cfg", ["", "bm=16,bn=16,bk=32,warps_m=1,warps_n=1", "bm=64,bn=64,warps_m=2,warps_n=2,stages=3",
+                                 "kslices=2", "bm=16,bn=16,bk=64,warps_m=1,warps_n=1,kslices=4"])
 def test_smalltile_matches_reference(shape, layout, cfg):
     assert _run_case(f"smalltile:{cfg}", Problem(_shape(shape), layout))
 

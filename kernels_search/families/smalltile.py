@@ -36,6 +36,7 @@ FAMILY = SmallTile(
         Knob("bk", (64, 32, 128), 64),
         Knob("warps_m", (1, 2, 4), 1),
         Knob("warps_n", (2, 1, 4), 2),
+        Knob("kslices", (1, 2, 4), 1, help="warp groups splitting each k-tile (more warps per CTA)"),
         Knob("stages", (2, 3, 4), 2),
     ),
 )
