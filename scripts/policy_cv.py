@@ -28,27 +28,23 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from harness.problem import Shape
+from harness.shapes import parse_shape
 from kernels_search.search.features import shape_distance
 from kernels_search.search.policy import Candidate, Policy, default_families
-
-
-def _shape(name: str) -> Shape:
-    return Shape(*map(int, name.split("_")))
 
 
 def policy_scores(train: pd.DataFrame, test: pd.DataFrame, families, layouts) -> np.ndarray:
     pol = Policy(families, layouts, seed=0)
     pol.sync(SimpleNamespace(df=train))
-    shape = _shape(test["shape"].iloc[0])
+    shape = parse_shape(test["shape"].iloc[0])
     cands = [Candidate(r.family, json.loads(r.knobs or "{}"), r.method) for r in test.itertuples(index=False)]
     X = np.stack([pol.space.features(shape, c.family, c.knobs, lay) for c, lay in zip(cands, test["layout"])])
     return X @ pol.model.mean
 
 
 def knn_scores(train: pd.DataFrame, test: pd.DataFrame, k: int = 4) -> np.ndarray:
-    shape = _shape(test["shape"].iloc[0])
-    dist = {s: shape_distance(shape, _shape(s)) for s in train["shape"].unique()}
+    shape = parse_shape(test["shape"].iloc[0])
+    dist = {s: shape_distance(shape, parse_shape(s)) for s in train["shape"].unique()}
     near = sorted(dist, key=dist.get)[:k]
     out = []
     for r in test.itertuples(index=False):

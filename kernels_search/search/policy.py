@@ -41,6 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.problem import Problem, Shape
+from harness.shapes import parse_shape
 from kernels_search.search.features import FeatureSpace, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
@@ -200,9 +201,7 @@ class Policy:
         else:
             from kernels_search.search.features import shape_distance
 
-            def parse(nm):
-                return Shape(*map(int, nm.split("_")))
-            others = sorted((shape_distance(shape, parse(nm)), nm) for nm in self.history if nm != shape.name)
+            others = sorted((shape_distance(shape, parse_shape(nm)), nm) for nm in self.history if nm != shape.name)
             names += [nm for _, nm in others[: self.n_neighbours]]
         for nm in names:
             for r, fam, kj in self.history.get(nm, [])[: self.n_elites]:
@@ -392,7 +391,7 @@ class Policy:
                 & (df["origin"] != "policy:first-pick")]
         n = 0
         for shape_name, grp in df.groupby("shape", sort=False):
-            shape = Shape(*map(int, shape_name.split("_")))
+            shape = parse_shape(shape_name)
             outs = []
             for r in grp.itertuples(index=False):
                 knobs = json.loads(r.knobs or "{}")
