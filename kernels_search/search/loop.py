@@ -290,10 +290,9 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
         if cand_rows.empty:
             continue
         last = rows[rows["call_id"] == cand_rows["call_id"].iloc[-1]].to_dict("records")
-        ok_base = [r["device_us"] for r in last if r["kind"] == "baseline" and _finite(r.get("device_us"))
-                   and not r.get("failure")]
+        # every row of a call stores that call's strongest baseline (measure_candidates' base_us)
         out_by_shape[shape.name] = _first_pick_record(shape, cand_rows["method"].iloc[-1], last,
-                                                      min(ok_base) if ok_base else None, reference)
+                                                      finite_float(cand_rows["baseline_us"].iloc[-1]), reference)
     todo = [s for s in shapes if s.name not in out_by_shape]
     picks = []
     for shape in todo:
@@ -319,18 +318,14 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
     return out
 
 
-def _finite(x) -> bool:
-    return x is not None and isinstance(x, (int, float)) and math.isfinite(x) and x > 0
-
-
 def _first_pick_record(shape: Shape, spec: str, rows: Sequence[Mapping], base_us: float | None,
                        reference: str) -> dict:
     """One held-out shape's result from its call's rows: the pick's best-of-layouts time against
     ``reference``'s (the strongest baseline of the call where ``reference`` has no correct row)."""
-    mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and _finite(r.get("device_us"))
+    mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and finite_float(r.get("device_us"))
             and not r.get("failure")]
     ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
-           and _finite(r.get("device_us")) and not r.get("failure")]
+           and finite_float(r.get("device_us")) and not r.get("failure")]
     ref_us = min(ref) if ref else base_us
     cand_us = min(mine) if mine else None
     return dict(shape=shape.name, spec=spec, device_us=cand_us, reference=reference if ref else "strongest",
