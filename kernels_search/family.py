@@ -52,6 +52,11 @@ class Family:
     def defaults(self) -> dict[str, Any]:
         return {k.name: k.default for k in self.knobs}
 
+    def complete(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
+        """Knobs as recorded (e.g. in a kernel DB), with any knob the family gained since filled
+        with its default: a new knob's default is the behaviour the family had before it."""
+        return {**self.defaults(), **knobs}
+
     def compile_knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         return {k.name: knobs[k.name] for k in self.knobs if not k.runtime}
 

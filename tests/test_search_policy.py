@@ -228,3 +228,24 @@ def test_new_build_cap_limits_distinct_new_binaries_per_batch():
     assert len(new) <= 1 and more
     free = Policy({"tiled": TILED}, layouts=("nn",), seed=0)
     assert len({free.compile_key(c.family, c.knobs) for c in free.propose(s, SearchContext(s, 4, set(), seed=1))}) > 1
+
+
+def test_sync_reads_rows_recorded_before_a_knob_existed():
+    """A kernel DB outlives knob additions (splitk gained ``kslices``): a row without the new knob
+    replays as the knob's default, the behaviour it was measured with, instead of failing."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from kernels_search.families import ALL
+
+    fam = ALL["splitk"]
+    old = {k: v for k, v in fam.defaults().items() if k != "kslices"}
+    row = dict(kind="candidate", origin="policy", family="splitk", knobs=json.dumps(old),
+               method="splitk:bm=64", shape="256_128_16384", layout="nn", status="ok", reward=0.2,
+               status_reason="", failure="", row_id="r1")
+    pol = Policy({"splitk": fam}, ("nn",))
+    assert pol.sync(SimpleNamespace(df=pd.DataFrame([row]))) == 1
+    assert pol.model.n == 1 and pol.compile_key("splitk", fam.complete(old)) in pol.built
+    assert fam.complete(old)["kslices"] == 1 and fam.complete({"kslices": 2})["kslices"] == 2

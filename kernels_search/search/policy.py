@@ -394,7 +394,7 @@ class Policy:
             shape = parse_shape(shape_name)
             outs = []
             for r in grp.itertuples(index=False):
-                knobs = json.loads(r.knobs or "{}")
+                knobs = self.families[r.family].complete(json.loads(r.knobs or "{}"))
                 cand = Candidate(r.family, knobs, r.method, r.origin or "")
                 rew = None if r.reward is None or (isinstance(r.reward, float) and math.isnan(r.reward)) else float(r.reward)
                 outs.append(Outcome(cand, r.layout, r.status, rew, None, None,
