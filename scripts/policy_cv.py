@@ -37,9 +37,10 @@ def policy_scores(train: pd.DataFrame, test: pd.DataFrame, families, layouts) ->
     pol = Policy(families, layouts, seed=0)
     pol.sync(SimpleNamespace(df=train))
     shape = parse_shape(test["shape"].iloc[0])
-    cands = [Candidate(r.family, json.loads(r.knobs or "{}"), r.method) for r in test.itertuples(index=False)]
-    X = np.stack([pol.space.features(shape, c.family, c.knobs, lay) for c, lay in zip(cands, test["layout"])])
-    return X @ pol.model.mean
+    cands = [Candidate(r.family, families[r.family].complete(json.loads(r.knobs or "{}")), r.method)
+             for r in test.itertuples(index=False)]
+    mean, _ = pol.predict(shape, cands)  # (rows, layouts): each row is scored in its own layout
+    return mean[np.arange(len(cands)), [pol.layouts.index(lay) for lay in test["layout"]]]
 
 
 def knn_scores(train: pd.DataFrame, test: pd.DataFrame, k: int = 4) -> np.ndarray:
