@@ -54,8 +54,11 @@ class Family:
 
     def complete(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         """Knobs as recorded (e.g. in a kernel DB), with any knob the family gained since filled
-        with its default: a new knob's default is the behaviour the family had before it."""
-        return {**self.defaults(), **knobs}
+        with its default (a new knob's default is the behaviour the family had before it) and
+        any knob it no longer has dropped."""
+        full = self.defaults()
+        full.update({k: v for k, v in knobs.items() if k in full})
+        return full
 
     def compile_knobs(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         return {k.name: knobs[k.name] for k in self.knobs if not k.runtime}

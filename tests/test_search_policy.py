@@ -249,3 +249,4 @@ def test_sync_reads_rows_recorded_before_a_knob_existed():
     assert pol.sync(SimpleNamespace(df=pd.DataFrame([row]))) == 1
     assert pol.model.n == 1 and pol.compile_key("splitk", fam.complete(old)) in pol.built
     assert fam.complete(old)["kslices"] == 1 and fam.complete({"kslices": 2})["kslices"] == 2
+    assert "gone" not in fam.complete({"gone": 1, "bm": 32}) and fam.complete({"bm": 32})["bm"] == 32

@@ -298,10 +298,7 @@ def example_source(family: str, knobs: Mapping | str | None, spec: str, kernels:
         fam = ALL.get(family)
         if fam is None or getattr(fam, "backend", "cuda") != "cuda":
             return ""
-        kn = json.loads(knobs) if isinstance(knobs, str) else dict(knobs or {})
-        full = fam.defaults()
-        full.update({k: v for k, v in kn.items() if k in full})
-        return fam.render(full)
+        return fam.render(fam.complete(json.loads(knobs) if isinstance(knobs, str) else dict(knobs or {})))
     except Exception:
         return ""
 
