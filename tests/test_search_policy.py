@@ -250,3 +250,24 @@ def test_sync_reads_rows_recorded_before_a_knob_existed():
     assert pol.model.n == 1 and pol.compile_key("splitk", fam.complete(old)) in pol.built
     assert fam.complete(old)["kslices"] == 1 and fam.complete({"kslices": 2})["kslices"] == 2
     assert "gone" not in fam.complete({"gone": 1, "bm": 32}) and fam.complete({"bm": 32})["bm"] == 32
+
+
+def test_a_config_recorded_under_its_old_spec_name_counts_as_measured(tmp_path):
+    """After splitk gained ``kslices``, its canonical spec names include ``kslices=1``; the rows
+    of a DB written before carry the old names. Both must exclude the config from new proposals."""
+    import json
+
+    from kernels_search.families import ALL
+    from kernels_search.search.db import KernelDB
+    from kernels_search.search.loop import measured_specs
+
+    fam = ALL["splitk"]
+    old = {k: v for k, v in fam.defaults().items() if k != "kslices"}
+    old_name = "splitk:" + ",".join(f"{k}={v}" for k, v in old.items())
+    db = KernelDB(tmp_path / "db")
+    db.append([dict(kind="candidate", search_id="s", call_id="c", round=0, gpu_name="NVIDIA H200", shape="256_128_16384",
+                    m=256, n=128, k=16384, layout="nn", method=old_name, family="splitk", knobs=json.dumps(old),
+                    status="ok")])
+    got = measured_specs(db, Shape(256, 128, 16384), "NVIDIA H200", {"splitk": fam})
+    assert got == {old_name, fam.spec(fam.defaults())} and old_name != fam.spec(fam.defaults())
+    assert measured_specs(db, Shape(256, 128, 16384), "NVIDIA H200", {}) == {old_name}

@@ -263,6 +263,19 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
     return pre_s, eval_s, db_rows, base_us
 
 
+def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mapping[str, Any]) -> set[str]:
+    """Specs measured on ``shape`` as recorded, plus each one's current canonical name: a row
+    recorded before its family gained a knob (e.g. splitk's ``kslices``) names the same config
+    as the spec the policy now writes with that knob at its default, and is not measured again."""
+    out = db.measured_specs(shape, gpu)
+    sel = db.candidates(gpu, shape)
+    for fam_name, knobs in zip(sel["family"], sel["knobs"]):
+        fam = families.get(fam_name)
+        if fam is not None:
+            out.add(fam.spec(fam.complete(json.loads(knobs or "{}"))))
+    return out
+
+
 def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,
                     baselines: Sequence[str] | None = None, reference: str = "cublaslt-autotune",
                     search_id: str = "first-pick", prebuild="auto", run_id: str | None = None,
@@ -411,7 +424,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
 
     def plan(shape: Shape):
         """Ask every proposer for candidates for ``shape``: (candidates, spec -> proposer)."""
-        exclude = db.measured_specs(shape, gpu)
+        exclude = measured_specs(db, shape, gpu, policy.families if policy is not None else {})
         cands: list[Candidate] = []
         owner: dict[str, Proposer] = {}
         for p in proposers:
