@@ -57,6 +57,18 @@ SPLITK_SWEEP = [
     "splitk:bm=128:bn=64:reduce=3:spread=1",
     "splitk:bm=128:bn=64:warps_m=4:warps_n=2:reduce=3",
     "splitk:bm=128:bn=128:warps_m=2:warps_n=4:splits=8:reduce=3",
+    # more CTAs per tile (runtime split counts of binaries above)
+    "splitk:splits=32:kslices=2",
+    "splitk:bk=128:stages=3:splits=32:kslices=2",
+    # CUTLASS sm90 (TMA + WGMMA) with the stream-K scheduler forced to split-K (sk_decomp=2), the
+    # nondeterministic (atomic) fixup; clusters multicast the shared operand across the tiles
+    "hopper:tile_n=128:cluster_m=1:scheduler=streamk:sk_decomp=2:sk_splits=16:sk_reduction=1",
+    "hopper:tile_n=128:cluster_m=1:scheduler=streamk:sk_decomp=2:sk_splits=64:sk_reduction=1",
+    "hopper:tile_n=128:cluster_m=2:scheduler=streamk:sk_decomp=2:sk_splits=32:sk_reduction=1",
+    "hopper:tile_n=128:cluster_m=2:scheduler=streamk:sk_decomp=2:sk_splits=64:sk_reduction=1",
+    "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=streamk:sk_decomp=2:sk_splits=16:sk_reduction=1",
+    "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=streamk:sk_decomp=2:sk_splits=32:sk_reduction=1",
+    "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=streamk:sk_decomp=2:sk_splits=32:sk_reduction=0",
 ]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP}
 

@@ -112,7 +112,7 @@ FAMILY = Hopper(
         Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
         Knob("swizzle", (1, 2, 4, 8), 1, runtime=True, help="max swizzle size"),
         Knob("sms", (0, 66, 114, 128), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),
-        Knob("sk_splits", (1, 2, 4, 8, 16), 1, runtime=True, help="stream-K: split-K factor"),
+        Knob("sk_splits", (1, 2, 4, 8, 16, 32, 64), 1, runtime=True, help="stream-K: split-K factor"),
         Knob("sk_decomp", (0, 1, 2, 3), 0, runtime=True,
              help="stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
         Knob("sk_reduction", (0, 1), 0, runtime=True, help="stream-K: 0 deterministic, 1 not"),
