@@ -12,6 +12,7 @@
 #   cold     compare --shapes smoke --cache cold
 #   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
 #   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
+#            all; SWEEP_SPECS='spec,spec' replaces it; SWEEP_LAYOUTS narrows the layouts)
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
 #            config per shape
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
@@ -81,9 +82,10 @@ for stage in $STAGES; do
       timeout -s INT "${FAMILIES_LIMIT:-300}" python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py \
         tests/test_adversarial_gpu.py tests/test_extern_gpu.py 2>&1 | tee "$OUT/pytest-families.txt" | tail -30 ;;
     sweep)
-      log "family sweep ${SWEEP_SET:-all} on ${SWEEP_SHAPES:-smoke}"
-      $HB compare --shapes "${SWEEP_SHAPES:-smoke}" --methods "torch,cublas,cublaslt,cublaslt-autotune,$(python3 scripts/family_sweep.py specs --set "${SWEEP_SET:-all}")" \
-        --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
+      specs=${SWEEP_SPECS:-$(python3 scripts/family_sweep.py specs --set "${SWEEP_SET:-all}")}
+      log "family sweep ${SWEEP_SPECS:+(SWEEP_SPECS) }${SWEEP_SET:-all} on ${SWEEP_SHAPES:-smoke}, layouts ${SWEEP_LAYOUTS:-nn,tn}"
+      $HB compare --shapes "${SWEEP_SHAPES:-smoke}" --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" \
+        --layouts "${SWEEP_LAYOUTS:-nn,tn}" --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
       tail -5 "$OUT/sweep.txt"
       python3 scripts/best_family.py /tmp/hb/sweep.parquet 2>&1 | tee "$OUT/best_family.md" ;;
     ncu)
