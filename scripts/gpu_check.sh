@@ -12,9 +12,8 @@
 #   cold     compare --shapes smoke --cache cold
 #   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
 #   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
-#            all; SWEEP_SPECS='spec,spec' replaces it; SWEEP_LAYOUTS narrows the layouts)
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
-#            config per shape
+#            config per shape (SWEEP_SPECS='spec,spec' replaces the set; SWEEP_LAYOUTS narrows layouts)
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
