@@ -7,6 +7,7 @@ GPU run then only loads libraries. Runtime options (split count, raster order) s
     python3 scripts/family_sweep.py specs            # the --methods value
     python3 scripts/family_sweep.py prebuild [-j N]  # compile every CUDA config (cache hits are free)
     python3 scripts/family_sweep.py specs --set splitk   # the split-K sweep (few-tile, large-K shapes)
+    python3 scripts/family_sweep.py specs --set parallel-splitk   # CUTLASS parallel split-K configs
 """
 
 from __future__ import annotations
@@ -70,7 +71,28 @@ SPLITK_SWEEP = [
     "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=streamk:sk_decomp=2:sk_splits=32:sk_reduction=1",
     "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=streamk:sk_decomp=2:sk_splits=32:sk_reduction=0",
 ]
-SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP}
+# Parallel split-K on the CUTLASS sm90 mainloop (hopper scheduler=splitk): K slices run as the
+# batches of one persistent TMA + WGMMA GEMM into fp32 slices, a PDL reduce kernel sums them.
+# Clusters multicast the operand their CTAs share, which cuts the L2 bytes the mma.sync split-K
+# moves (its cp.async loads also cap each SM near 45 GB/s). The mma.sync atomic config is the reference.
+PARALLEL_SPLITK_SWEEP = [
+    "splitk:bk=128:stages=3:splits=16",
+    "hopper:tile_m=64:tile_n=64:cluster_m=2:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=16",
+    "hopper:tile_m=64:tile_n=64:cluster_m=2:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=8",
+    "hopper:tile_m=64:tile_n=64:cluster_m=2:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=0",
+    "hopper:tile_m=64:tile_n=64:tile_k=128:cluster_m=2:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=16",
+    "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=splitk:sk_splits=32",
+    "hopper:tile_n=64:cluster_m=2:cluster_n=2:scheduler=splitk:sk_splits=16",
+    "hopper:tile_m=64:tile_n=128:cluster_m=2:cluster_n=1:schedule=pingpong:scheduler=splitk:sk_splits=32",
+    "hopper:tile_m=64:tile_n=128:cluster_m=2:cluster_n=1:schedule=pingpong:scheduler=splitk:sk_splits=16",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=16",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=0",
+    "hopper:tile_n=128:cluster_m=2:scheduler=splitk:sk_splits=64",
+    "hopper:tile_n=128:cluster_m=2:scheduler=splitk:sk_splits=32",
+    "hopper:tile_m=64:tile_n=256:cluster_m=1:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=32",
+    "hopper:tile_m=64:tile_n=256:cluster_m=1:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=16",
+]
+SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP}
 
 
 def main() -> int:

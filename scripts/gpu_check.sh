@@ -4,7 +4,7 @@
 #   scripts/gpu_check.sh [STAGE ...]      (default: env tests smoke)
 # STAGES
 #   env      nvidia-smi, `hgemm-bench env`
-#   tests    pytest -m gpu (every GPU test in the suite; GPU_TESTS='file ...' narrows it)
+#   tests    pytest -m gpu (every GPU test in the suite; GPU_TESTS='file ...' and GPU_K='-k expr' narrow it)
 #   smoke    compare --shapes smoke, offline, all baselines, both layouts
 #   server   compare --shapes smoke --mode server --qps 200
 #   repeat   the same shapes twice in one run (run-to-run agreement)
@@ -54,7 +54,7 @@ for stage in $STAGES; do
       $HB env 2>&1 | tee "$OUT/env.txt" ;;
     tests)
       log "pytest -m gpu"
-      python3 -m pytest -m gpu -q --timeout 300 -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30 ;;
+      python3 -m pytest -m gpu -q --timeout 300 -p no:cacheprovider ${GPU_TESTS:-tests} ${GPU_K:+-k "$GPU_K"} 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30 ;;
     smoke)
       log "compare smoke offline"
       $HB compare --shapes smoke --out /tmp/hb/smoke.parquet --fresh --seed 1 2>&1 | tee "$OUT/smoke.txt" | tail -60 ;;

@@ -278,6 +278,21 @@ def test_hopper_default_compiles_with_wgmma_and_no_spills(cache):
     assert hasattr(lib, "hgemm_run") and hasattr(lib, "hgemm_workspace")
 
 
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_hopper_parallel_splitk_compiles_with_its_reduce_kernel(cache):
+    """The split-K variant (fp32 batched epilogue + the slice-sum kernel) builds without spills."""
+    from kernels_search import make_method
+    from kernels_search.cuda_method import prebuild
+
+    (res,) = prebuild([make_method("hopper", "scheduler=splitk,schedule=pingpong,tile_m=64,tile_n=64")])
+    assert res.ok, res.log[-5000:]
+    assert res.spill_bytes == 0, res.kernels
+    names = " ".join(k["name"] for k in res.kernels)
+    assert "splitk_reduce" in names and "HGMMA" in _sass(res.lib_path)
+
+
 def test_triton_family_says_when_triton_is_missing(monkeypatch):
     """Without triton the family must decline politely (a reason), not fail at import."""
     import sys
@@ -316,6 +331,27 @@ def test_hopper_streamk_rules():
     k = fam.parse("scheduler=streamk,sk_decomp=3,sk_splits=4")
     assert fam.opts(k, Problem(Shape(256, 128, 16384)))[3:] == [4, 3, 0]
     assert "#define HG_STREAMK 1" in fam.render(k)
+
+
+def test_hopper_parallel_splitk_rules():
+    """Parallel split-K takes a slice count (0 = automatic) but no stream-K options, and declines a
+    K that does not cut into that many slices of a multiple of 8 elements (TMA strides)."""
+    fam = FAMILIES["hopper"]
+    with pytest.raises(KnobError, match="scheduler=streamk only"):
+        fam.parse("scheduler=splitk,sk_decomp=2")
+    with pytest.raises(KnobError, match="streamk or splitk only"):
+        fam.parse("sk_splits=4")
+    with pytest.raises(KnobError, match="splitk only"):
+        fam.parse("scheduler=streamk,sk_splits=0")
+    k = fam.parse("scheduler=splitk,sk_splits=16,schedule=pingpong,tile_m=64,tile_n=64")
+    src = fam.render(k)
+    assert "#define HG_SPLITK 1" in src and "#define HG_STREAMK 0" in src
+    assert fam.opts(k, Problem(Shape(256, 128, 16384)))[3] == 16
+    assert fam.supports(k, Problem(Shape(256, 128, 16384)))
+    no = fam.supports(k, Problem(Shape(256, 128, 16392)))  # 16392 / 16 = 1024.5
+    assert not no and "16 slices" in no.reason
+    assert not fam.supports(k, Problem(Shape(64, 64, 16 * 12)))  # slices of 12: not a multiple of 8
+    assert fam.supports(fam.parse("scheduler=splitk,sk_splits=0"), Problem(Shape(64, 64, 16392)))
 
 
 @needs_nvcc

@@ -141,12 +141,13 @@ def hopper_built():
     """Both CUTLASS configs compile in parallel once (about a minute each), then tests hit the cache."""
     from kernels_search.cuda_method import prebuild
 
-    res = prebuild([make_method("hopper", None), make_method("hopper", SK)])
+    res = prebuild([make_method("hopper", None), make_method("hopper", SK), make_method("hopper", PSK)])
     assert all(r.ok for r in res), [r.log[-3000:] for r in res if not r.ok]
     return res
 
 
 SK = "scheduler=streamk,tile_m=128,tile_n=128,cluster_m=1"
+PSK = "scheduler=splitk,schedule=pingpong,tile_m=64,tile_n=64,cluster_m=2,cluster_n=2"
 
 HOPPER_SHAPES = ["64_64_64", "256_256_256", "1024_1024_1024", "100_200_304", "17_40_72", "4096_4096_4096",
                  "256_128_16384", "12288_1024_64"]
@@ -171,6 +172,19 @@ def test_hopper_streamk_matches_reference(hopper_built, shape, layout, rt):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "100_200_304", "1024_1024_1024", "72_136_64"])
+@pytest.mark.parametrize("rt", ["", "sk_splits=0", "sk_splits=2", "sk_splits=16", "sk_splits=8,raster=2"])
+def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, rt):
+    """Parallel split-K (K slices as batches, fp32 slices, PDL reduce kernel; third CUTLASS build),
+    repeated calls; slice counts K cannot take are declined with a reason, not run."""
+    sup = _run_case(f"hopper:{PSK},{rt}".rstrip(","), Problem(_shape(shape), layout), calls=3)
+    k = _shape(shape).k
+    s = int(rt.split("sk_splits=")[1].split(",")[0]) if "sk_splits=" in rt else 1
+    assert bool(sup) == (s == 0 or (k % s == 0 and (k // s) % 8 == 0)), sup
+
+
+@pytest.mark.slow
 def test_hopper_declines_k_not_multiple_of_8():
     sup = make_method("hopper", None).supports(Problem(Shape(17, 33, 65)), "cuda")
     assert not sup and "multiples of 8" in sup.reason
@@ -190,6 +204,7 @@ def test_hopper_declines_k_not_multiple_of_8():
         ("smalltile:", "17_33_65"),
         pytest.param("hopper:", "1024_1024_1024", marks=pytest.mark.slow),
         pytest.param(f"hopper:{SK},sk_decomp=3", "256_128_16384", marks=pytest.mark.slow),
+        pytest.param(f"hopper:{PSK},sk_splits=16", "256_128_16384", marks=pytest.mark.slow),
     ],
 )
 def test_graph_capture_tracks_new_inputs(spec, shape):

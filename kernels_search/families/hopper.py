@@ -2,9 +2,11 @@
 
 Compile-time knobs: tile M/N/K, cluster shape, schedule (cooperative: two consumer warpgroups
 share one tile; pingpong: they alternate tiles), pipeline stages (0 = as many as fit), tile
-scheduler (persistent data-parallel, or stream-K for few-tile shapes). Runtime options (one
+scheduler (persistent data-parallel; stream-K for few-tile shapes; or parallel split-K: K cut into
+equal slices that run as the batches of one persistent batched GEMM writing fp32 slices, summed and
+cast by a second kernel launched as a programmatic dependent launch). Runtime options (one
 binary serves them all): raster order, max swizzle, SMs used by the persistent grid and, with
-stream-K, split factor, decomposition and reduction mode. Both B layouts are instantiated in one library. TMA needs every row stride
+stream-K, split factor, decomposition and reduction mode; with split-K, the slice count. Both B layouts are instantiated in one library. TMA needs every row stride
 16-byte aligned, so K and N must be multiples of 8; other shapes are declined (the library's
 dispatcher falls back to the mma.sync families, which serve any shape).
 """
@@ -39,8 +41,12 @@ class Hopper(Family):
             return f"tile {tm}x{tn} needs more accumulator registers than two warpgroups hold"
         if k["scheduler"] == "streamk" and k["schedule"] != "cooperative":
             return "the sm90 stream-K scheduler runs with the cooperative schedule only"
-        if k["scheduler"] != "streamk" and (k["sk_splits"], k["sk_decomp"], k["sk_reduction"]) != (1, 0, 0):
-            return "sk_splits / sk_decomp / sk_reduction apply to scheduler=streamk only"
+        if k["scheduler"] != "streamk" and (k["sk_decomp"], k["sk_reduction"]) != (0, 0):
+            return "sk_decomp / sk_reduction apply to scheduler=streamk only"
+        if k["scheduler"] == "persistent" and k["sk_splits"] != 1:
+            return "sk_splits applies to scheduler=streamk or splitk only"
+        if k["scheduler"] == "streamk" and k["sk_splits"] == 0:
+            return "sk_splits=0 (automatic slices) applies to scheduler=splitk only"
         if k["cluster_m"] * k["cluster_n"] > 4:
             return "cluster larger than 4 CTAs"
         stages = k["stages"] or 2
@@ -59,6 +65,7 @@ class Hopper(Family):
             "HG_COOPERATIVE": int(k["schedule"] == "cooperative"),
             "HG_STAGES": k["stages"],
             "HG_STREAMK": int(k["scheduler"] == "streamk"),
+            "HG_SPLITK": int(k["scheduler"] == "splitk"),
         }
         body = template("hopper_cutlass.cu")
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
@@ -90,6 +97,9 @@ class Hopper(Family):
             return unsupported(
                 f"TMA needs 16-byte row strides: K ({problem.k}) and N ({problem.n}) must be multiples of 8"
             )
+        s = k["sk_splits"]
+        if k["scheduler"] == "splitk" and s > 1 and (problem.k % s or (problem.k // s) % 8):
+            return unsupported(f"split-K into {s} slices needs K ({problem.k}) = {s} x a multiple of 8")
         return SUPPORTED
 
     def opts(self, k: Mapping, problem: Problem) -> list[int]:
@@ -107,12 +117,14 @@ FAMILY = Hopper(
         Knob("cluster_n", (1, 2, 4), 1),
         Knob("schedule", ("cooperative", "pingpong"), "cooperative"),
         Knob("stages", (0, 2, 3, 4, 5, 6, 7), 0, help="0 = as many as fit"),
-        Knob("scheduler", ("persistent", "streamk"), "persistent",
-             help="persistent data-parallel tiles, or stream-K (few-tile / odd tile counts)"),
+        Knob("scheduler", ("persistent", "streamk", "splitk"), "persistent",
+             help="persistent data-parallel tiles, stream-K (few-tile / odd tile counts), or parallel "
+                  "split-K (K slices as batches into fp32, then a reduce kernel; few-tile large-K)"),
         Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
         Knob("swizzle", (1, 2, 4, 8), 1, runtime=True, help="max swizzle size"),
         Knob("sms", (0, 66, 114, 128), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),
-        Knob("sk_splits", (1, 2, 4, 8, 16, 32, 64), 1, runtime=True, help="stream-K: split-K factor"),
+        Knob("sk_splits", (1, 2, 4, 8, 16, 32, 64, 0), 1, runtime=True,
+             help="stream-K: split-K factor; splitk: K slices (0 = enough for about one wave)"),
         Knob("sk_decomp", (0, 1, 2, 3), 0, runtime=True,
              help="stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
         Knob("sk_reduction", (0, 1), 0, runtime=True, help="stream-K: 0 deterministic, 1 not"),

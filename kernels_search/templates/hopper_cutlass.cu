@@ -4,12 +4,25 @@
 //   opts[0] raster: 0 heuristic, 1 along M, 2 along N
 //   opts[1] max swizzle size: 1, 2, 4 or 8
 //   opts[2] SMs to use for the persistent grid: 0 = all
-//   opts[3] (stream-K scheduler only) splits: 1 = let the decomposition decide
+//   opts[3] stream-K: splits (1 = let the decomposition decide); parallel split-K (HG_SPLITK):
+//           K slices, 0 = automatic (enough CTAs for about one wave)
 //   opts[4] (stream-K only) decomposition: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K
 //   opts[5] (stream-K only) reduction: 0 deterministic (turnstile), 1 nondeterministic
 // Compile-time knobs (rendered above this file): HG_TILE_M/N/K, HG_CLUSTER_M/N,
 // HG_COOPERATIVE (1 cooperative, 0 ping-pong), HG_STAGES (0 = as many as fit),
-// HG_STREAMK (1: stream-K tile scheduler, cooperative only; 0: persistent data-parallel).
+// HG_STREAMK (1: stream-K tile scheduler, cooperative only; 0: persistent data-parallel),
+// HG_SPLITK (1: parallel split-K. The K range is cut into `splits` equal slices that run as the
+// batches of one persistent batched GEMM (A and B batch strides step along K, no copies), each
+// writing an fp32 M x N slice into the workspace; a second kernel on the same stream sums the
+// slices in order and casts to fp16 (deterministic, no atomics, locks or memsets). It is
+// launched as a programmatic dependent launch, so it is resident before the GEMM finishes.
+// K must split into slices that are multiples of 8 (TMA strides).)
+#ifndef HG_SPLITK
+#define HG_SPLITK 0
+#endif
+#if HG_SPLITK
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1  // the GEMM signals the dependent reduce kernel early
+#endif
 #include <mutex>
 
 #include "cutlass/cutlass.h"
@@ -43,6 +56,82 @@ using Scheduler = cutlass::gemm::PersistentScheduler;
 
 using Half = cutlass::half_t;
 constexpr int kAlign = 8;  // 16 bytes of fp16: what TMA needs of every row stride
+#if HG_SPLITK
+using ElementOut = float;  // fp32 slices in the workspace
+constexpr int kAlignOut = 4;
+#else
+using ElementOut = Half;
+constexpr int kAlignOut = kAlign;
+#endif
+
+inline int sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  if (cached[dev] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    cached[dev] = n;
+  }
+  return cached[dev];
+}
+
+#if HG_SPLITK
+// K slices for parallel split-K: `want` when it divides K into multiples of 8, 0 if not. want = 0
+// picks the largest such count that keeps output tiles x slices within one wave of SMs and every
+// slice at least two k-tiles deep (1 when the tiles alone fill the SMs).
+inline int splitk_slices(int M, int N, int K, int want) {
+  auto ok = [K](int s) { return s >= 1 && K % s == 0 && (K / s) % kAlign == 0; };
+  if (want > 0) return ok(want) ? want : 0;
+  long tiles = (long)((M + HG_TILE_M - 1) / HG_TILE_M) * ((N + HG_TILE_N - 1) / HG_TILE_N);
+  int sms = sm_count();
+  int best = 1;
+  for (int s = 2; s <= 64; ++s)
+    if (ok(s) && tiles * s <= sms && K / s >= 2 * HG_TILE_K) best = s;
+  return best;
+}
+
+// Sums `splits` fp32 M x N slices (slice stride M*N) in order into fp16 C, 8 elements per thread
+// (M*N is a multiple of 8: N is). Waits for the GEMM grid first (programmatic dependent launch).
+__global__ void splitk_reduce(const float* __restrict__ part, Half* __restrict__ C, long mn, int splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (i >= mn) return;
+  float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+  for (int z = 0; z < splits; ++z) {
+    const float4* q = reinterpret_cast<const float4*>(part + (long)z * mn + i);
+    float4 a = __ldcg(q), b = __ldcg(q + 1);
+    lo.x += a.x; lo.y += a.y; lo.z += a.z; lo.w += a.w;
+    hi.x += b.x; hi.y += b.y; hi.z += b.z; hi.w += b.w;
+  }
+  __half2 h[4] = {__floats2half2_rn(lo.x, lo.y), __floats2half2_rn(lo.z, lo.w),
+                  __floats2half2_rn(hi.x, hi.y), __floats2half2_rn(hi.z, hi.w)};
+  *reinterpret_cast<uint4*>(reinterpret_cast<__half*>(C) + i) = *reinterpret_cast<uint4*>(h);
+}
+
+inline int launch_reduce(const float* part, void* C, int M, int N, int splits, cudaStream_t stream) {
+  long mn = (long)M * N;
+  int threads = 256;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((mn / 8 + threads - 1) / threads), 1, 1);
+  cfg.blockDim = dim3(threads, 1, 1);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelEx(&cfg, splitk_reduce, part, static_cast<Half*>(C), mn, splits) != cudaSuccess) {
+    cudaGetLastError();
+    return HGEMM_ERR_LAUNCH;
+  }
+  return HGEMM_OK;
+}
+
+inline size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+#endif
 
 }  // namespace hg
 
@@ -54,8 +143,8 @@ using LayoutB = HG_LAYOUT_B;
 using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, cutlass::layout::RowMajor, kAlign,  // no source C: beta is always 0
-      Half, cutlass::layout::RowMajor, kAlign, EpilogueSchedule>::CollectiveOp;
+      void, cutlass::layout::RowMajor, kAlignOut,  // no source C: beta is always 0
+      ElementOut, cutlass::layout::RowMajor, kAlignOut, EpilogueSchedule>::CollectiveOp;
 
 #if HG_STAGES > 0
   using Stages = cutlass::gemm::collective::StageCount<HG_STAGES>;
@@ -75,18 +164,8 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using Raster = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90Params::RasterOrderOptions;
 
-  inline int sm_count() {
-    static int cached[64] = {0};
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-    if (cached[dev] == 0) {
-      int n = 0;
-      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-      cached[dev] = n;
-    }
-    return cached[dev];
-  }
-
+  // Parallel split-K: C is the fp32 slice buffer and K the whole K; the problem becomes
+  // (M, N, K / slices, slices) with batch strides that step along K.
   static bool make_args(const void* A, const void* B, void* C, int M, int N, int K,
                         const int* opts, int n_opts, Gemm::Arguments& args) {
     int raster = hgemm_opt(opts, n_opts, 0, 0);
@@ -98,6 +177,10 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     if (raster < 0 || raster > 2) return false;
 #if HG_STREAMK
     if (splits < 1 || splits > 64 || decomp < 0 || decomp > 3 || reduction < 0 || reduction > 1) return false;
+#elif HG_SPLITK
+    if (splits < 0 || splits > 64 || decomp != 0 || reduction != 0) return false;
+    const int slices = splitk_slices(M, N, K, splits);
+    if (slices == 0) return false;
 #else
     if (splits != 1 || decomp != 0 || reduction != 0) return false;  // stream-K options only
 #endif
@@ -108,17 +191,27 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
 
     auto sA = cutlass::make_cute_packed_stride(Kernel::StrideA{}, make_shape(M, K, 1));
     auto sB = cutlass::make_cute_packed_stride(Kernel::StrideB{}, make_shape(N, K, 1));
+#if HG_SPLITK
+    const int L = slices, Kc = K / slices;
+    auto sC = cutlass::make_cute_packed_stride(Kernel::StrideC{}, make_shape(M, N, L));
+    auto sD = cutlass::make_cute_packed_stride(Kernel::StrideD{}, make_shape(M, N, L));
+    // slice z reads A[:, z*Kc : (z+1)*Kc] and the matching K rows of B: batch strides along K
+    cute::get<2>(sA) = (int64_t)Kc;
+    cute::get<2>(sB) = std::is_same_v<LayoutB, cutlass::layout::RowMajor> ? (int64_t)Kc * N : (int64_t)Kc;
+#else
+    const int L = 1, Kc = K;
     auto sC = cutlass::make_cute_packed_stride(Kernel::StrideC{}, make_shape(M, N, 1));
     auto sD = cutlass::make_cute_packed_stride(Kernel::StrideD{}, make_shape(M, N, 1));
+#endif
     cutlass::KernelHardwareInfo hw;
     hw.device_id = 0;
     cudaGetDevice(&hw.device_id);
     hw.sm_count = sms;
     args = Gemm::Arguments{
         cutlass::gemm::GemmUniversalMode::kGemm,
-        {M, N, K, 1},
+        {M, N, Kc, L},
         {static_cast<const Half*>(A), sA, static_cast<const Half*>(B), sB},
-        {{1.0f, 0.0f}, nullptr, sC, static_cast<Half*>(C), sD},
+        {{1.0f, 0.0f}, nullptr, sC, static_cast<ElementOut*>(C), sD},
         hw};
     args.scheduler.raster_order = raster == 1 ? Raster::AlongM : raster == 2 ? Raster::AlongN : Raster::Heuristic;
     args.scheduler.max_swizzle_size = swizzle;
@@ -130,10 +223,15 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     return true;
   }
 
+  // Workspace: CUTLASS's own (scheduler state), then with HG_SPLITK the fp32 slices.
   static size_t workspace(int M, int N, int K, const int* opts, int n_opts) {
     Gemm::Arguments args;
     if (!make_args(nullptr, nullptr, nullptr, M, N, K, opts, n_opts, args)) return 0;
-    return Gemm::get_workspace_size(args);
+    size_t ws = Gemm::get_workspace_size(args);
+#if HG_SPLITK
+    ws = align256(ws) + sizeof(float) * (size_t)M * N * cute::get<3>(args.problem_shape);
+#endif
+    return ws;
   }
 
   // Initialized kernel parameters (TMA descriptors etc.) of the last few distinct calls, reused
@@ -148,8 +246,8 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     Gemm gemm;
   };
 
-  static int run(const void* A, const void* B, void* C, int M, int N, int K, const int* opts,
-                 int n_opts, void* ws, size_t ws_bytes, cudaStream_t stream) {
+  static int run_gemm(const void* A, const void* B, void* C, int M, int N, int K, const int* opts,
+                      int n_opts, void* ws, size_t ws_bytes, cudaStream_t stream) {
     constexpr int kSlots = 8;
     static LastCall slots[kSlots];
     static int next_slot = 0;
@@ -188,6 +286,26 @@ using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       next_slot = (next_slot + 1) % kSlots;
     }
     return HGEMM_OK;
+  }
+
+  static int run(const void* A, const void* B, void* C, int M, int N, int K, const int* opts,
+                 int n_opts, void* ws, size_t ws_bytes, cudaStream_t stream) {
+#if HG_SPLITK
+    // the GEMM writes fp32 slices after CUTLASS's workspace; the reduce kernel makes C
+    const int want = hgemm_opt(opts, n_opts, 3, 1);
+    if (want >= 0 && want <= 64 && splitk_slices(M, N, K, want) == 0) return HGEMM_ERR_UNSUPPORTED;
+    Gemm::Arguments probe;
+    if (!make_args(A, B, nullptr, M, N, K, opts, n_opts, probe)) return HGEMM_ERR_OPTS;
+    const int slices = cute::get<3>(probe.problem_shape);
+    const size_t own = align256(Gemm::get_workspace_size(probe));
+    if (ws == nullptr || ws_bytes < own + sizeof(float) * (size_t)M * N * slices) return HGEMM_ERR_WORKSPACE;
+    float* part = reinterpret_cast<float*>(static_cast<char*>(ws) + own);
+    int rc = run_gemm(A, B, part, M, N, K, opts, n_opts, ws, own, stream);
+    if (rc != HGEMM_OK) return rc;
+    return launch_reduce(part, C, M, N, slices, stream);
+#else
+    return run_gemm(A, B, C, M, N, K, opts, n_opts, ws, ws_bytes, stream);
+#endif
   }
 }}  // namespace hg::HG_NS
 // @@PER_LAYOUT_END@@
