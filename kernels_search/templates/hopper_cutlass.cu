@@ -91,31 +91,37 @@ inline int splitk_slices(int M, int N, int K, int want) {
   return best;
 }
 
-// Sums `splits` fp32 M x N slices (slice stride M*N) in order into fp16 C, 8 elements per thread
-// (M*N is a multiple of 8: N is). Waits for the GEMM grid first (programmatic dependent launch).
+// Sums `splits` fp32 M x N slices (slice stride M*N) in slice order into fp16 C, 4 elements per
+// thread (M*N is a multiple of 8: N is). The slices' loads are issued in batches of 8 before any
+// is added (one L2 round trip per batch, not per slice). Waits for the GEMM grid first
+// (programmatic dependent launch: this grid may start before the GEMM has finished).
 __global__ void splitk_reduce(const float* __restrict__ part, Half* __restrict__ C, long mn, int splits) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-  long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
   if (i >= mn) return;
-  float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
-  for (int z = 0; z < splits; ++z) {
-    const float4* q = reinterpret_cast<const float4*>(part + (long)z * mn + i);
-    float4 a = __ldcg(q), b = __ldcg(q + 1);
-    lo.x += a.x; lo.y += a.y; lo.z += a.z; lo.w += a.w;
-    hi.x += b.x; hi.y += b.y; hi.z += b.z; hi.w += b.w;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int z0 = 0; z0 < splits; z0 += 8) {
+    float4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (z0 + j < splits) v[j] = __ldcg(reinterpret_cast<const float4*>(part + (long)(z0 + j) * mn + i));
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (z0 + j < splits) {
+        acc.x += v[j].x; acc.y += v[j].y; acc.z += v[j].z; acc.w += v[j].w;
+      }
   }
-  __half2 h[4] = {__floats2half2_rn(lo.x, lo.y), __floats2half2_rn(lo.z, lo.w),
-                  __floats2half2_rn(hi.x, hi.y), __floats2half2_rn(hi.z, hi.w)};
-  *reinterpret_cast<uint4*>(reinterpret_cast<__half*>(C) + i) = *reinterpret_cast<uint4*>(h);
+  __half2 h[2] = {__floats2half2_rn(acc.x, acc.y), __floats2half2_rn(acc.z, acc.w)};
+  *reinterpret_cast<uint2*>(reinterpret_cast<__half*>(C) + i) = *reinterpret_cast<uint2*>(h);
 }
 
 inline int launch_reduce(const float* part, void* C, int M, int N, int splits, cudaStream_t stream) {
   long mn = (long)M * N;
-  int threads = 256;
+  int threads = 128;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)((mn / 8 + threads - 1) / threads), 1, 1);
+  cfg.gridDim = dim3((unsigned)((mn / 4 + threads - 1) / threads), 1, 1);
   cfg.blockDim = dim3(threads, 1, 1);
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
