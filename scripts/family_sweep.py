@@ -34,6 +34,11 @@ SWEEP = [
     "hopper:tile_n=128:cluster_m=1",
     "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
     "hopper:tile_n=128:cluster_m=1:scheduler=streamk",
+    # few-tile, large-K on the CUTLASS mainloop: parallel split-K (K slices as batches + reduce)
+    "hopper:tile_m=64:tile_n=64:cluster_m=2:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=0",
+    "hopper:tile_m=64:tile_n=64:cluster_m=2:cluster_n=2:schedule=pingpong:scheduler=splitk:sk_splits=8",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:cluster_n=4:schedule=pingpong:scheduler=splitk:sk_splits=8",
+    "hopper:tile_m=64:tile_n=128:cluster_m=2:cluster_n=1:schedule=pingpong:scheduler=splitk:sk_splits=16",
     # Triton: compiled on the GPU host in ~0.3 s each
     "triton",
     "triton:block_m=64:block_n=64:split_k=4",
