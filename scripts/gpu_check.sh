@@ -106,7 +106,8 @@ for stage in $STAGES; do
       # runs long, losing nothing measured), writes checkpoint, library and summary, and prints how
       # much budget is left. Call again until the log says "stop: budget": that call also runs the
       # held-out first pick (--holdout 20) and prints its geomean; a call after that measures nothing:
-      # the holdout is read back from the DB, then export and summary. SEARCH_FAMILIES narrows the families.
+      # the holdout is read back from the DB, then export and summary (a larger SEARCH_BUDGET searches on
+      # and measures the first pick again). SEARCH_FAMILIES narrows the families.
       # The DB resumes on any machine with the same GPU model (rows keep the uuid that measured them).
       # Between calls, bring the state and the new builds back (<files_at>: where this call's $OUT
       # files landed on the calling side), from the repository root:

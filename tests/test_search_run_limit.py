@@ -93,12 +93,12 @@ def fake_eval(monkeypatch, clock):
     return FakeEvaluator
 
 
-def _main(out, lines, **kw):
+def _main(out, lines, budget="100s", **kw):
     from kernels_search.search.run import search_main
 
     kw = dict(dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], holdout=HELD,
                    run_limit_s="35s", print_fn=lines.append), **kw)
-    return search_main(SHAPES, "100s", out, **kw)
+    return search_main(SHAPES, budget, out, **kw)
 
 
 def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_last(tmp_path, fake_eval):
@@ -118,7 +118,7 @@ def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_la
     assert any("60s of the 100s budget left" in ln and "rerun the same command" in ln for ln in lines)
     assert any("held-out first pick" in ln and "deferred" in ln for ln in lines)
     db = KernelDB(out / "db")
-    assert db.search_totals("s-first-pick")["calls"] == 0
+    assert not db.df.search_id.str.startswith("s-first-pick").any()
     # 2) the same command again: 4 more calls (the round cut in 1) is finished first), still a partial run
     docs.append(_main(out, lines))
     d = docs[1]
@@ -149,6 +149,16 @@ def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_la
     assert fake_eval.calls[n_calls:] == []
     assert d4["first_pick"] == d["first_pick"] and d4["first_pick_geomean"] == d["first_pick_geomean"]
     assert not any("replayed" in ln for ln in lines[n_lines:])
+    # 5) a resume with a larger budget searches on, then measures the first pick of the policy
+    # it has now (one more evaluation of the held-out shape, under a new id), not the old one
+    n_calls = len(fake_eval.calls)
+    d5 = _main(out, lines, budget="120s")
+    assert d5["stop_reason"] == "budget" and d5["candidates"] > d["candidates"] == 20
+    assert [shape for shape, _ in fake_eval.calls[n_calls:]][-1] == HELD[0].name
+    assert sum(shape == HELD[0].name for shape, _ in fake_eval.calls) == 2
+    assert [r["shape"] for r in d5["first_pick"]] == [HELD[0].name]
+    ids = set(KernelDB(out / "db").df.search_id)
+    assert {"s-first-pick-c20", f"s-first-pick-c{d5['candidates']}"} <= ids
 
 
 def test_first_pick_eval_picks_every_shape_then_builds_them_in_one_batch(tmp_path, clock, fake_eval):

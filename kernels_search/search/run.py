@@ -16,7 +16,8 @@ invocations (e.g. a host whose commands may run 10 minutes): each stops cleanly 
 ``run-limit``: checkpoint, library and summary written) once it has run that long, and the
 held-out first-pick check runs only in the invocation that finishes the search (stop reason
 budget, rounds or exhausted). A rerun of a finished search measures no new candidate: it goes
-straight to the held-out check, the export and the summary. The summary describes the whole
+straight to the held-out check (read back from the DB), the export and the summary; a rerun
+with a larger budget searches on and measures the first pick of the policy it has then. The summary describes the whole
 search id (``candidates``, ``wall_s`` = budget spent, ``compile_s``, ``measure_s``, from the DB);
 ``run_*`` keys describe this invocation only.
 """
@@ -146,9 +147,13 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
         if holdout and not finished:
             print_fn(f"held-out first pick ({len(holdout)} shapes): deferred to the run that finishes the search")
         elif holdout:
-            print_fn(f"first pick on {len(holdout)} held-out shapes (one evaluation each)")
+            # the first pick belongs to the policy that has seen this many candidates: a rerun that
+            # adds none reads it back from the DB; a resume with a larger budget measures it again
+            seen = db.search_totals(search_id)["candidates"]
+            print_fn(f"first pick on {len(holdout)} held-out shapes (one evaluation each), policy after "
+                     f"{seen} candidates")
             first = first_pick_eval(list(holdout), ev, db, policy, settings=settings, baselines=baselines,
-                                    search_id=f"{search_id}-first-pick",
+                                    search_id=f"{search_id}-first-pick-c{seen}",
                                     progress=lambda r: print_fn(f"  {r['shape']:>17} {r['speedup']:.3f}x vs "
                                                                 f"{r['reference']} ({r['spec']})"))
     lib_path = export_library(db, out / "library.json", gpu=env.get("gpu_name"), min_speedup=min_speedup,
