@@ -328,8 +328,10 @@ def test_hopper_streamk_rules():
         fam.parse("scheduler=streamk,schedule=pingpong,tile_m=128")
     with pytest.raises(KnobError, match="scheduler=streamk only"):
         fam.parse("sk_decomp=3")
-    k = fam.parse("scheduler=streamk,sk_decomp=3,sk_splits=4")
-    assert fam.opts(k, Problem(Shape(256, 128, 16384)))[3:] == [4, 3, 0]
+    with pytest.raises(KnobError, match="sk_decomp 0 .heuristic. or 2"):
+        fam.parse("scheduler=streamk,sk_decomp=1,sk_splits=8")  # the 12288_64_8192 held-out pick
+    k = fam.parse("scheduler=streamk,sk_decomp=2,sk_splits=4,sk_reduction=1")
+    assert fam.opts(k, Problem(Shape(256, 128, 16384)))[3:] == [4, 2, 1]
     assert "#define HG_STREAMK 1" in fam.render(k)
 
 

@@ -47,6 +47,9 @@ class Hopper(Family):
             return "sk_splits applies to scheduler=streamk or splitk only"
         if k["scheduler"] == "streamk" and k["sk_splits"] == 0:
             return "sk_splits=0 (automatic slices) applies to scheduler=splitk only"
+        if k["scheduler"] == "streamk" and k["sk_splits"] > 1 and k["sk_decomp"] not in (0, 2):
+            # CUTLASS's PersistentTileSchedulerSm90StreamK::can_implement refuses it at run time
+            return "stream-K sk_splits > 1 needs sk_decomp 0 (heuristic) or 2 (split-K)"
         if k["cluster_m"] * k["cluster_n"] > 4:
             return "cluster larger than 4 CTAs"
         stages = k["stages"] or 2

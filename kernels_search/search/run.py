@@ -178,7 +178,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
         "run_compile_s": p.compile_s if p else 0.0, "run_measure_s": p.measure_s if p else 0.0,
         "geomean_best_speedup": gm,
         "per_shape": summary.per_shape, "library": str(lib_path),
+        # the geomean covers the picks that ran; a pick that failed (unsupported, wrong, crashed)
+        # has no speed and is listed apart, never silently dropped from the report
         "first_pick": first, "first_pick_geomean": geomean([r["speedup"] for r in first]) if first else None,
+        "first_pick_failed": [r["shape"] for r in first if not r["speedup"]],
     }
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     # shape files for a follow-up `hgemm-bench compare --shapes out/shapes.txt --methods library,...`
@@ -216,7 +219,11 @@ def print_summary(doc: dict, print_fn: Callable[[str], None] = print, console=No
              f"{doc['compile_s']:.0f}s, measure {doc['measure_s']:.0f}s){run}; stop: {doc['stop_reason']}; "
              f"geomean best speedup vs strongest baseline {gm or 0:.3f}x; library: {doc['library']}")
     if doc.get("first_pick"):
-        print_fn(f"first pick on {len(doc['first_pick'])} held-out shapes: geomean {doc['first_pick_geomean'] or 0:.3f}x")
+        failed = [r for r in doc["first_pick"] if not r["speedup"]]
+        ran = len(doc["first_pick"]) - len(failed)
+        print_fn(f"first pick on {len(doc['first_pick'])} held-out shapes: geomean {doc['first_pick_geomean'] or 0:.3f}x "
+                 f"over the {ran} that ran" + (f"; {len(failed)} failed: " + ", ".join(
+                     f"{r['shape']} ({r.get('failure') or 'no time'})" for r in failed) if failed else ""))
     if doc.get("stop_reason") == "run-limit":
         print_fn(f"run limit ({doc.get('run_limit_s') or 0:.0f}s) reached: {doc.get('budget_left_s') or 0:.0f}s of the "
                  f"{doc['budget_s']:.0f}s budget left ({doc.get('budget_used_s') or 0:.0f}s spent); rerun the same "
