@@ -281,16 +281,38 @@ def test_hopper_default_compiles_with_wgmma_and_no_spills(cache):
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
-def test_hopper_parallel_splitk_compiles_with_its_reduce_kernel(cache):
-    """The split-K variant (fp32 batched epilogue + the slice-sum kernel) builds without spills."""
-    from kernels_search import make_method
-    from kernels_search.cuda_method import prebuild
-
-    (res,) = prebuild([make_method("hopper", "scheduler=splitk,schedule=pingpong,tile_m=64,tile_n=64")])
+def test_splitk_tma_default_compiles_with_its_reduce_kernel(cache):
+    """The parallel split-K family (hopper template with HG_SPLITK: fp32 batched epilogue + the
+    slice-sum kernel) builds without spills."""
+    res = _build_default("splitk_tma")
     assert res.ok, res.log[-5000:]
     assert res.spill_bytes == 0, res.kernels
     names = " ".join(k["name"] for k in res.kernels)
     assert "splitk_reduce" in names and "HGMMA" in _sass(res.lib_path)
+
+
+def test_splitk_tma_is_the_hopper_split_k_scheduler_with_a_small_space():
+    """splitk_tma renders the hopper template's split-K path (only the family comment differs),
+    takes hopper's rules and shape support, and passes `slices` where hopper takes sk_splits."""
+    from kernels_search.families.splitk_tma import as_hopper
+
+    fam, hop = FAMILIES["splitk_tma"], FAMILIES["hopper"]
+    k = fam.parse("tile_n=128,cluster_m=1,cluster_n=4,slices=8")
+    h = hop.parse("tile_m=64,tile_n=128,cluster_m=1,cluster_n=4,schedule=pingpong,scheduler=splitk,sk_splits=8")
+    assert as_hopper(k) == h
+    src = fam.render(k)
+    assert src.startswith("// hgemm-bench family splitk_tma") and "#define HG_SPLITK 1" in src
+    assert src.split("\n", 1)[1] == hop.render(h).split("\n", 1)[1]
+    p = Problem(Shape(256, 128, 16384))
+    assert fam.opts(k, p) == hop.opts(h, p) == [0, 1, 0, 8, 0, 0]
+    no = fam.supports(k, Problem(Shape(64, 64, 16392)))
+    assert not no and "8 slices" in no.reason
+    assert not fam.supports(k, Problem(Shape(64, 33, 1024)))  # TMA: N not a multiple of 8
+    with pytest.raises(KnobError, match="tile_m must be 128 or 256"):
+        fam.parse("schedule=cooperative,tile_m=64")
+    with pytest.raises(KnobError, match="cluster larger"):
+        fam.parse("cluster_m=4,cluster_n=2")
+    assert all(kn.name not in ("stages", "sms", "sk_decomp") for kn in fam.knobs)  # the small space
 
 
 def test_triton_family_says_when_triton_is_missing(monkeypatch):

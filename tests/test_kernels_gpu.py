@@ -185,6 +185,18 @@ def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, r
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "512_64_4096", "100_200_304"])
+@pytest.mark.parametrize("spec", ["splitk_tma:", "splitk_tma:slices=8", "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=8",
+                                  "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,raster=2"])
+def test_splitk_tma_matches_reference(shape, layout, spec):
+    """The split-K family on the hopper template (its own builds: the family name is in the
+    source), repeated calls; a slice count K cannot take is declined, not run."""
+    sup = _run_case(spec, Problem(_shape(shape), layout), calls=3)
+    assert bool(sup) == (not (shape == "100_200_304" and "slices=8" in spec)), sup
+
+
+@pytest.mark.slow
 def test_hopper_declines_k_not_multiple_of_8():
     sup = make_method("hopper", None).supports(Problem(Shape(17, 33, 65)), "cuda")
     assert not sup and "multiples of 8" in sup.reason

@@ -1,5 +1,5 @@
 """Kernel families. Each module defines one Family instance, ``FAMILY``."""
 
-from kernels_search.families import hopper, smalltile, splitk, triton_gemm
+from kernels_search.families import hopper, smalltile, splitk, splitk_tma, triton_gemm
 
-ALL = {f.name: f for f in (splitk.FAMILY, smalltile.FAMILY, hopper.FAMILY, triton_gemm.FAMILY)}
+ALL = {f.name: f for f in (splitk.FAMILY, smalltile.FAMILY, hopper.FAMILY, splitk_tma.FAMILY, triton_gemm.FAMILY)}

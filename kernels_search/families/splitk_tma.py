@@ -1,0 +1,68 @@
+"""``splitk_tma``: parallel split-K on the CUTLASS sm90 TMA + WGMMA mainloop, as a small family.
+
+The kernel is the hopper family's ``scheduler=splitk`` (templates/hopper_cutlass.cu with
+HG_SPLITK): K cut into equal slices that run as the batches of one persistent GEMM into fp32,
+summed in order and cast by a second kernel launched as a programmatic dependent launch, both
+inside the timed call. This family exposes only the knobs that mattered on the H200 for
+few-tile, large-K shapes (tile, cluster, schedule, slice count; BENCHMARKS.md, fourth session),
+so its space is small enough for the search policy to hold every config in its candidate pool;
+the hopper family's space (stages, SM limits, swizzle, stream-K options...) is not.
+Everything else is the hopper family's: the same rules, the same shape support (TMA needs K and N
+multiples of 8; the slice count must cut K into multiples of 8), the same runtime options.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import Support
+from harness.problem import Problem
+from kernels_search.families import hopper
+from kernels_search.family import Family, Knob
+
+# the hopper knobs this family does not expose, fixed at what the H200 sweeps used
+FIXED = {"tile_k": 64, "stages": 0, "scheduler": "splitk", "swizzle": 1, "sms": 0, "sk_decomp": 0,
+         "sk_reduction": 0}
+
+
+def as_hopper(k: Mapping) -> dict:
+    """This family's knobs as a full hopper-family config (``slices`` is hopper's ``sk_splits``)."""
+    full = {key: v for key, v in k.items() if key != "slices"}
+    full.update(FIXED, sk_splits=k["slices"])
+    return full
+
+
+class SplitKTma(Family):
+    def check(self, k: Mapping) -> str:
+        return hopper.FAMILY.check(as_hopper(k))
+
+    def render(self, k: Mapping) -> str:
+        return hopper.FAMILY.render(as_hopper(k)).replace(
+            "// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
+
+    def extra_flags(self, k: Mapping) -> tuple[str, ...]:
+        return hopper.FAMILY.extra_flags(as_hopper(k))
+
+    def extra_key(self, k: Mapping) -> str:
+        return hopper.FAMILY.extra_key(as_hopper(k))
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        return hopper.FAMILY.supports(as_hopper(k), problem)
+
+    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+        return hopper.FAMILY.opts(as_hopper(k), problem)
+
+
+FAMILY = SplitKTma(
+    name="splitk_tma",
+    knobs=(
+        Knob("tile_m", (64, 128), 64, help="CTA tile rows (pingpong: one warpgroup per tile)"),
+        Knob("tile_n", (64, 128, 256), 64),
+        Knob("cluster_m", (2, 1, 4), 2, help="CTAs along M sharing each B tile (TMA multicast)"),
+        Knob("cluster_n", (2, 1, 4), 2, help="CTAs along N sharing each A tile (TMA multicast)"),
+        Knob("schedule", ("pingpong", "cooperative"), "pingpong"),
+        Knob("slices", (0, 2, 4, 8, 16, 32), 0, runtime=True,
+             help="K slices (0 = tiles x slices within half the SMs, slices >= 16 k-tiles)"),
+        Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
+    ),
+)
