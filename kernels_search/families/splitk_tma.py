@@ -4,9 +4,10 @@ The kernel is the hopper family's ``scheduler=splitk`` (templates/hopper_cutlass
 HG_SPLITK): K cut into equal slices that run as the batches of one persistent GEMM into fp32,
 summed in order and cast by a second kernel launched as a programmatic dependent launch, both
 inside the timed call. This family exposes only the knobs that mattered on the H200 for
-few-tile, large-K shapes (tile, cluster, schedule, slice count; BENCHMARKS.md, fourth session),
-so its space is small enough for the search policy to hold every config in its candidate pool;
-the hopper family's space (stages, SM limits, swizzle, stream-K options...) is not.
+few-tile, large-K shapes (tile, cluster, schedule, slice count; BENCHMARKS.md, fourth session):
+about 970 valid configs (54 binaries), so the search policy's random pool of 64 per shape covers
+a useful share of it, where the hopper family's space (stages, SM limits, swizzle, stream-K
+options...) is far larger.
 Everything else is the hopper family's: the same rules, the same shape support (TMA needs K and N
 multiples of 8; the slice count must cut K into multiples of 8), the same runtime options.
 """
