@@ -214,6 +214,7 @@ def fake(monkeypatch):
         return a, b, ref, out
 
     monkeypatch.setattr(cublaslt_autotune, "validation_buffers", cpu_buffers)
+    monkeypatch.setattr(cublaslt_autotune, "_TUNED", {})  # every test tunes afresh
     return lt
 
 
@@ -347,6 +348,40 @@ def test_autotune_validates_times_and_picks_fastest(fake, p):
     assert fake.calls == [10]
     assert_close(c, ref)
     prep.close()
+    assert not fake.descs and not fake.layouts and not fake.prefs
+
+
+def test_autotune_tunes_a_problem_once_per_process_and_serves_that_choice(fake):
+    """A second instance prepared for the same problem serves the first one's winner without
+    timing (no second draw among near-ties); another layout or limit is tuned afresh."""
+    from baselines.cublaslt_autotune import CublasLtAutotune, forget_tuning
+
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    ctx, seen = ctx_for(fake, (a, b, c), {10: 5.0})
+    first = CublasLtAutotune().prepare(p, ctx)
+    ctx2, seen2 = ctx_for(fake, (a, b, c), {4: 1.0})  # would pick algo 4 if it timed again
+    again = CublasLtAutotune().prepare(p, ctx2)
+    assert first.info["tuned"] == "timed" and again.info["tuned"] == "reused" and seen2 == []
+    assert again.info["algo_id"] == first.info["algo_id"] == 10
+    assert again.info["tuned_us"] == first.info["tuned_us"] == 5.0
+    fake.calls.clear()
+    c.fill_(float("nan"))
+    again.fn(a, b, c)
+    assert fake.calls == [10]
+    assert_close(c, ref)
+    other = CublasLtAutotune(max_candidates=50).prepare(p, ctx2)  # another limit: its own tuning
+    tn = Problem(Shape(6, 10, 4), "tn")
+    ta, tb, tc, _ = cpu_case(tn)
+    ctx3, seen3 = ctx_for(fake, (ta, tb, tc), {4: 1.0})
+    by_layout = CublasLtAutotune().prepare(tn, ctx3)
+    assert other.info["tuned"] == by_layout.info["tuned"] == "timed" and len(seen2) == 1 and len(seen3) == 1
+    forget_tuning()
+    ctx4, seen4 = ctx_for(fake, (a, b, c), {4: 1.0})
+    fresh = CublasLtAutotune().prepare(p, ctx4)
+    assert fresh.info["tuned"] == "timed" and fresh.info["algo_id"] == 4 and len(seen4) == 1
+    for prep in (first, again, other, by_layout, fresh):
+        prep.close()
     assert not fake.descs and not fake.layouts and not fake.prefs
 
 
