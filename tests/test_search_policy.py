@@ -208,6 +208,8 @@ def test_shape_features_and_geometry():
     g = geometry(Shape(256, 128, 16384), {"bm": 64, "bn": 64, "splits": 16})
     assert math.isclose(g[1], 128 / 132)  # 8 tiles x 16 splits = 128 CTAs: 97% of one wave
     assert geometry(Shape(8, 8, 8), {"x": 1}) is None
+    # splitk_tma names its split count `slices`: same CTA count as the other families' spellings
+    assert geometry(Shape(256, 128, 16384), {"tile_m": 64, "tile_n": 64, "slices": 16}) == g
     fs = FeatureSpace(FAMS, ("nn", "tn"))
     x = fs.features(Shape(64, 64, 64), "tiled", TILED.defaults(), "tn")
     assert x.shape == (fs.dim,) and len(fs.names()) == fs.dim

@@ -26,7 +26,7 @@ SMS = 132
 WAVE_TILE = 128
 # knob pairs that name a CTA tile, in the families' spellings
 TILE_KNOBS = (("bm", "bn"), ("tile_m", "tile_n"), ("block_m", "block_n"))
-SPLIT_KNOBS = ("splits", "split_k", "sk_splits")
+SPLIT_KNOBS = ("splits", "split_k", "sk_splits", "slices")
 
 SHAPE_FEATURES = ("log_m", "log_n", "log_k", "log_min_mn", "log_waves", "last_wave_fill", "log_intensity", "log_skinny")
 
