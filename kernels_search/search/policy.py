@@ -46,6 +46,7 @@ from kernels_search.search.features import FeatureSpace, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
 CHECKPOINT_VERSION = 1
+ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
 
 _EXTRA_FAMILIES: dict[str, Any] = {}
@@ -146,6 +147,7 @@ class Policy:
         self.history: dict[str, list[tuple[float, str, str]]] = {}
         self.built: set[str] = set()  # compile keys that built (any shape)
         self.broken: set[str] = set()  # compile keys that failed to build
+        self._enumerated: dict[str, list[dict] | None] = {}  # family -> all valid configs (small spaces)
 
     # ------------------------------------------------------------------ helpers
     def compile_key(self, family: str, knobs: Mapping[str, Any]) -> str:
@@ -160,15 +162,30 @@ class Policy:
         fam = self.families[family]
         return any(fam.supports(knobs, Problem(shape, lay)) for lay in self.layouts)
 
-    def _random_configs(self, family: str, n: int, rng: random.Random) -> list[dict]:
-        """``n`` random valid configs; every valid config when the space has at most 4n points."""
-        fam = self.families[family]
-        if math.prod(len(k.values) for k in fam.knobs) <= 4 * n:
-            import itertools
+    def _valid_configs(self, family: str) -> list[dict] | None:
+        """Every valid config of a family whose space has at most ENUMERATE_POINTS points (found
+        once, then kept), else None."""
+        if family not in self._enumerated:
+            fam = self.families[family]
+            full = None
+            if math.prod(len(k.values) for k in fam.knobs) <= ENUMERATE_POINTS:
+                import itertools
 
-            names = [k.name for k in fam.knobs]
-            return [kn for combo in itertools.product(*(k.values for k in fam.knobs))
-                    if fam.is_valid(kn := dict(zip(names, combo)))]
+                names = [k.name for k in fam.knobs]
+                full = [kn for combo in itertools.product(*(k.values for k in fam.knobs))
+                        if fam.is_valid(kn := dict(zip(names, combo)))]
+            self._enumerated[family] = full
+        return self._enumerated[family]
+
+    def _random_configs(self, family: str, n: int, rng: random.Random) -> list[dict]:
+        """``n`` random valid configs; every valid config when the family has at most 4n of them
+        (counted, not bounded by the knob product: splitk_tma's 432 points hold ~220 valid
+        configs, which the model then ranks whole instead of through a sample that may miss its
+        few good corners). A larger family stays at n, so no family floods the pool."""
+        fam = self.families[family]
+        full = self._valid_configs(family)
+        if full is not None:
+            return [dict(kn) for kn in full] if len(full) <= 4 * n else [dict(kn) for kn in rng.sample(full, n)]
         out, keys = [], set()
         for _ in range(n * 20):
             if len(out) >= n:
