@@ -20,6 +20,7 @@
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from results/search-h200; the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
+#   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py)
 #   library  compare the exported library (results/search-h200/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
@@ -99,6 +100,14 @@ for stage in $STAGES; do
           || echo "ncu failed: $spec $shape $lay"
       done; done; done
       python3 scripts/ncu_table.py /tmp/hb/ncu/*.csv 2>&1 | tee "$OUT/ncu.md" ;;
+    spread)
+      # separate instances of one method timed in the same rounds (scripts/instance_spread.py):
+      # SPREAD_CASES="spec@shape@layout ...", default the library-fallback rows that measured apart
+      log "instance spread"
+      for case in ${SPREAD_CASES:-cublaslt-autotune@512_256_4096@tn cublaslt-autotune@64_2048_8192@tn cublaslt-autotune@8192_1024_128@tn}; do
+        IFS=@ read -r spec shape lay <<< "$case"
+        python3 scripts/instance_spread.py "$spec" "$shape" --layout "$lay" --instances 4 2>&1 | tee -a "$OUT/spread.txt"
+      done ;;
     search)
       # One 20-minute search as 2-3 calls of `scripts/gpu_check.sh search` (a device command may run
       # 10 minutes). Each call searches for at most SEARCH_RUN_LIMIT (default 8m: the shape in flight
