@@ -17,7 +17,7 @@
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
-#            SEARCH_RUN_LIMIT (8m) per call, resumed from results/search-h200; the call that finishes the
+#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py)
@@ -40,11 +40,13 @@ fi
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=results/search-h200
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200}  # a new folder starts a fresh search
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
-  if [ ! -d "$SEARCH_DIR" ] && [ -f .hbstate/search-state.tgz ]; then
-    tar xzf .hbstate/search-state.tgz && echo "restored $SEARCH_DIR from .hbstate/search-state.tgz"
+  # (only when the tarball holds this SEARCH_DIR: a new folder starts a fresh search)
+  if [ ! -d "$SEARCH_DIR" ] && [ -f .hbstate/search-state.tgz ] \
+      && tar tzf .hbstate/search-state.tgz "$SEARCH_DIR" >/dev/null 2>&1; then
+    tar xzf .hbstate/search-state.tgz "$SEARCH_DIR" && echo "restored $SEARCH_DIR from .hbstate/search-state.tgz"
   fi
 }
 for stage in $STAGES; do
@@ -123,7 +125,7 @@ for stage in $STAGES; do
       #   mkdir -p .hbstate && cp <files_at>/search-state.tgz .hbstate/
       #   mkdir -p .hbcache && tar xzf <files_at>/cache-new.tgz -C .hbcache
       # (.hbstate/ and .hbcache/ are ignored through .git/info/exclude: name both in the next call's
-      # carry; the state is unpacked when results/search-h200 is not on the machine already.)
+      # carry; the state is unpacked when $SEARCH_DIR is not on the machine already and the tarball holds it.)
       log "search: budget ${SEARCH_BUDGET:-20m} in all, at most ${SEARCH_RUN_LIMIT:-8m} in this call"
       restore_search
       export HGEMM_BUILD_CACHE=${HGEMM_BUILD_CACHE:-$PWD/.hbcache}
