@@ -171,6 +171,11 @@ def test_hopper_streamk_matches_reference(hopper_built, shape, layout, rt):
     assert _run_case(f"hopper:{SK},{rt}".rstrip(","), Problem(_shape(shape), layout), calls=2)
 
 
+def _slices_fit(k: int, slices: int) -> bool:
+    """Does parallel split-K take this slice count at this K (0 = automatic, always)?"""
+    return slices == 0 or (k % slices == 0 and (k // slices) % 8 == 0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "100_200_304", "1024_1024_1024", "72_136_64"])
@@ -179,9 +184,8 @@ def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, r
     """Parallel split-K (K slices as batches, fp32 slices, PDL reduce kernel; third CUTLASS build),
     repeated calls; slice counts K cannot take are declined with a reason, not run."""
     sup = _run_case(f"hopper:{PSK},{rt}".rstrip(","), Problem(_shape(shape), layout), calls=3)
-    k = _shape(shape).k
     s = int(rt.split("sk_splits=")[1].split(",")[0]) if "sk_splits=" in rt else 1
-    assert bool(sup) == (s == 0 or (k % s == 0 and (k // s) % 8 == 0)), sup
+    assert bool(sup) == _slices_fit(_shape(shape).k, s), sup
 
 
 @pytest.mark.slow
@@ -193,9 +197,8 @@ def test_splitk_tma_matches_reference(shape, layout, spec):
     """The split-K family on the hopper template (its own builds: the family name is in the
     source), repeated calls; a slice count K cannot take is declined, not run."""
     sup = _run_case(spec, Problem(_shape(shape), layout), calls=3)
-    k = _shape(shape).k
     s = int(spec.split("slices=")[1]) if "slices=" in spec else 0
-    assert bool(sup) == (s == 0 or (k % s == 0 and (k // s) % 8 == 0)), sup
+    assert bool(sup) == _slices_fit(_shape(shape).k, s), sup
 
 
 @pytest.mark.slow
