@@ -68,7 +68,7 @@ class CublasLtHeuristic:
                 raise RuntimeError(f"{problem}: cuBLASLt heuristic returned no algorithm")
             top1 = found[:1].copy()
             ws_bytes = int(top1["workspace_size"][0])
-            fn = plan.make_fn(top1, ch.allocate_workspace(ws_bytes, device))
+            fn = plan.make_fn(top1, ch.lt_workspace(ws_bytes, device))
         except Exception:
             plan.close()
             raise

@@ -151,7 +151,7 @@ class CublasLtAutotune:
         if key in _TUNED:
             winner, info = _TUNED[key]
             try:
-                fn = plan.make_fn(winner.copy(), ch.allocate_workspace(info["workspace_bytes"], device))
+                fn = plan.make_fn(winner.copy(), ch.lt_workspace(info["workspace_bytes"], device))
             except Exception:
                 plan.close()
                 raise
@@ -161,7 +161,7 @@ class CublasLtAutotune:
             best, cands, sources = self._candidates(plan, problem)
             if len(best) == 0:
                 raise RuntimeError(f"{problem}: cuBLASLt heuristic returned no algorithm")
-            tune_ws = ch.allocate_workspace(int(cands["workspace_size"].max()), device)
+            tune_ws = ch.lt_workspace(int(cands["workspace_size"].max()), device)
             fns = [plan.make_fn(cands[i : i + 1].copy(), tune_ws, fallback=False) for i in range(len(cands))]
 
             # Validate every candidate against the heuristic top-1 (candidate 0) on fresh inputs.
@@ -193,7 +193,7 @@ class CublasLtAutotune:
             ws_bytes = int(winner["workspace_size"][0])
             fns.clear()
             del tune_ws
-            fn = plan.make_fn(winner, ch.allocate_workspace(ws_bytes, device))
+            fn = plan.make_fn(winner, ch.lt_workspace(ws_bytes, device))
             torch.cuda.synchronize(device)
         except Exception:
             plan.close()

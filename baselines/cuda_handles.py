@@ -29,6 +29,16 @@ CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024
 _lock = threading.Lock()
 _cublas: dict[int, tuple[int, object]] = {}  # device -> (handle, workspace tensor)
 _cublaslt: dict[int, int] = {}  # device -> handle
+_lt_workspace: dict[int, object] = {}  # device -> the buffer every cuBLASLt call shares
+
+# Every prepared cuBLASLt call (heuristic, autotune and its tuning runs, a library's fallback) uses a
+# view of one per-device buffer, as cuBLAS shares one workspace per handle and torch one per
+# handle and stream. The timed calls run one at a time on one stream, so sharing is safe. Why it
+# matters: with a buffer per prepared call, two instances of the same algorithm on the same inputs
+# measured up to 4 % apart on the H200, only for algorithms that use a workspace (BENCHMARKS.md):
+# where the buffer lands moved the timing. False gives every call its own buffer again
+# (``scripts/instance_spread.py --workspace own`` measures that case).
+SHARED_LT_WORKSPACE = True
 
 
 def current_device() -> int:
@@ -49,6 +59,21 @@ def allocate_workspace(nbytes: int, device: int):
     import torch
 
     return torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=torch.device("cuda", device))
+
+
+def lt_workspace(nbytes: int, device: int):
+    """The workspace for one prepared cuBLASLt call: the first ``nbytes`` of the device's shared
+    buffer (at least ``CUBLAS_WORKSPACE_BYTES``; a larger request replaces it with a larger one,
+    and calls prepared earlier keep the buffer they hold), or a buffer of its own when
+    ``SHARED_LT_WORKSPACE`` is False."""
+    if not SHARED_LT_WORKSPACE:
+        return allocate_workspace(nbytes, device)
+    nbytes = max(int(nbytes), 1)
+    with _lock:
+        buf = _lt_workspace.get(device)
+        if buf is None or buf.numel() < nbytes:
+            buf = _lt_workspace[device] = allocate_workspace(max(nbytes, CUBLAS_WORKSPACE_BYTES), device)
+    return buf[:nbytes]
 
 
 def cublas_handle(device: int) -> tuple[int, object]:

@@ -8,7 +8,11 @@ This script prepares ``--instances`` instances and times each one as two entries
 of one instance share everything, so their gap is the timing core's own noise floor), all in
 the same rounds of the offline timing core, then prints each entry's median device time.
 
-    python3 scripts/instance_spread.py cublaslt-autotune 512_256_4096 --layout tn --instances 4
+    python3 scripts/instance_spread.py cublaslt-autotune 512_256_4096 --layout tn --instances 4 [--workspace own]
+
+``--workspace own`` gives every prepared cuBLASLt call its own workspace buffer, as the baselines
+did before they shared one per device (``baselines.cuda_handles.SHARED_LT_WORKSPACE``): run both
+to see whether the buffer's placement was the cause.
 
 Output: one line per instance (median of its two entries, their gap, workspace bytes when the
 method reports them), then ``spread`` (slowest / fastest instance) against ``noise`` (the largest
@@ -72,11 +76,17 @@ def main(argv=None) -> int:
     ap.add_argument("--instances", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workspace", default="shared", choices=["shared", "own"],
+                    help="cuBLASLt workspace: one per device (default) or one per prepared call")
     a = ap.parse_args(argv)
+    from baselines import cuda_handles
+
+    cuda_handles.SHARED_LT_WORKSPACE = a.workspace == "shared"
     if a.instances < 2:
         ap.error("--instances must be at least 2")
     out = measure(a.spec, a.shape, a.layout, a.instances, a.rounds, seed=a.seed)
-    print(f"{out['spec']} {out['shape']} {out['layout']} on {out['device']}, {out['rounds']} rounds")
+    print(f"{out['spec']} {out['shape']} {out['layout']} on {out['device']}, {out['rounds']} rounds, "
+          f"{a.workspace} cuBLASLt workspace")
     for r in out["instances"]:
         print(f"  instance {r['instance']}: {r['median_us']:9.3f} us  (entry gap {r['entry_gap'] * 100:5.2f} %)"
               f"  workspace {r['workspace_bytes']}  algo {r['algo']}  {r['tuned'] or ''}")

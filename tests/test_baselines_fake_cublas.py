@@ -59,6 +59,7 @@ class FakeLt:
         self.ids = itertools.count(100)
         self.descs, self.layouts, self.prefs = {}, {}, {}
         self.calls = []
+        self.workspaces = []  # (pointer, bytes) of every matmul
 
     def __getattr__(self, name):  # enums and attribute dtype queries: the real (pure) ones
         return getattr(self.real, name)
@@ -146,6 +147,7 @@ class FakeLt:
     def matmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws, ws_size, stream):
         algo_id = int(mem(algo, 64, np.uint64)[0])
         self.calls.append(algo_id)
+        self.workspaces.append((ws, ws_size))
         if algo_id == RAISING_ALGO:
             raise FakeLtError("CUBLAS_STATUS_EXECUTION_FAILED")
         if algo_id == 2:
@@ -215,6 +217,7 @@ def fake(monkeypatch):
 
     monkeypatch.setattr(cublaslt_autotune, "validation_buffers", cpu_buffers)
     monkeypatch.setattr(cublaslt_autotune, "_TUNED", {})  # every test tunes afresh
+    monkeypatch.setattr(ch, "_lt_workspace", {})  # no CPU buffer outlives the test
     return lt
 
 
@@ -383,6 +386,34 @@ def test_autotune_tunes_a_problem_once_per_process_and_serves_that_choice(fake):
     for prep in (first, again, other, by_layout, fresh):
         prep.close()
     assert not fake.descs and not fake.layouts and not fake.prefs
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_cublaslt_calls_share_one_workspace_buffer(fake, monkeypatch, shared):
+    """Every prepared cuBLASLt call (heuristic, autotune, a second autotune instance) runs on the
+    same per-device buffer, so separate instances of one algorithm cannot differ by where their
+    workspace landed; SHARED_LT_WORKSPACE=False gives each its own buffer again."""
+    from baselines.cublaslt import CublasLtHeuristic
+    from baselines.cublaslt_autotune import CublasLtAutotune
+
+    monkeypatch.setattr(ch, "SHARED_LT_WORKSPACE", shared)
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    ctx, _ = ctx_for(fake, (a, b, c), {2: 1.0})  # algo 2 needs a 4096-byte workspace
+    preps = [CublasLtAutotune().prepare(p, ctx), CublasLtAutotune().prepare(p, ctx)]
+    preps.append(CublasLtHeuristic(max_workspace=8192).prepare(Problem(Shape(6, 10, 4), "tn"), ctx))
+    assert [pr.info["workspace_bytes"] for pr in preps[:2]] == [4096, 4096]
+    fake.workspaces.clear()
+    for pr in preps[:2]:
+        pr.fn(a, b, c)
+        assert_close(c, ref)
+    (ws0, n0), (ws1, n1) = fake.workspaces
+    assert n0 == n1 == 4096 and ws0 != 0
+    assert (ws0 == ws1) == shared
+    if shared:
+        assert ch._lt_workspace[0].numel() >= ch.CUBLAS_WORKSPACE_BYTES
+    for pr in preps:
+        pr.close()
 
 
 def test_autotune_respects_max_candidates(fake):
