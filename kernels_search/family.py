@@ -41,6 +41,9 @@ class Family:
     name: str = ""
     knobs: tuple[Knob, ...] = field(default_factory=tuple)
     backend: str = "cuda"  # "cuda": rendered to an hgemm C-ABI library; "triton": Python-side
+    # configs measured to win somewhere (knob specs, e.g. "bm=32:bn=64"): the search's initial
+    # design measures them on every shape first (kernels_search.search.policy)
+    presets: tuple[str, ...] = ()
 
     # ---- knob handling ---------------------------------------------------------------------
     def knob(self, name: str) -> Knob:
@@ -51,6 +54,10 @@ class Family:
 
     def defaults(self) -> dict[str, Any]:
         return {k.name: k.default for k in self.knobs}
+
+    def preset_configs(self) -> list[dict[str, Any]]:
+        """``presets`` as full, validated knob dicts (a bad preset raises KnobError)."""
+        return [self.parse(p) for p in self.presets]
 
     def complete(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         """Knobs as recorded (e.g. in a kernel DB), with any knob the family gained since filled

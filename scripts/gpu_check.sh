@@ -20,7 +20,8 @@
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
-#   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py)
+#   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
+#            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library (results/search-h200/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
@@ -36,6 +37,12 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     --target /tmp/hb-py/site-packages .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/hb-py/site-packages \
     || echo "wheel install failed"
 fi
+# a build cache may also travel packed (.hbstate/cache*.tar.xz: xz shrinks the CUTLASS binaries ~4x,
+# so more fit the carry limit; .hbstate/cache*.tgz: a search call's cache-new.tgz): unpacked into .hbcache
+for pack in .hbstate/cache*.tar.xz .hbstate/cache*.tgz; do
+  [ -f "$pack" ] || continue
+  mkdir -p .hbcache && tar xf "$pack" -C .hbcache && echo "unpacked $pack into .hbcache ($(find .hbcache -name '*.so' | wc -l) binaries)"
+done
 [ -d .hbcache ] && export HGEMM_BUILD_CACHE=$PWD/.hbcache
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
@@ -108,7 +115,9 @@ for stage in $STAGES; do
       log "instance spread"
       for case in ${SPREAD_CASES:-cublaslt-autotune@512_256_4096@tn cublaslt-autotune@64_2048_8192@tn cublaslt-autotune@8192_1024_128@tn}; do
         IFS=@ read -r spec shape lay <<< "$case"
-        python3 scripts/instance_spread.py "$spec" "$shape" --layout "$lay" --instances 4 2>&1 | tee -a "$OUT/spread.txt"
+        for ws in own shared; do
+          python3 scripts/instance_spread.py "$spec" "$shape" --layout "$lay" --instances 4 --workspace $ws 2>&1 | tee -a "$OUT/spread.txt"
+        done
       done ;;
     search)
       # One 20-minute search as 2-3 calls of `scripts/gpu_check.sh search` (a device command may run

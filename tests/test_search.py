@@ -295,12 +295,19 @@ def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
     db = KernelDB(tmp_path / "db")
     ev = FakeGpuEvaluator()
     policy = Policy(fams, seed=0, compile_penalty=0.02)
-    s = run_search([Shape(4096, 4096, 4096), Shape(256, 128, 16384)], 1e9, ev, db, policy, batch_per_shape=3,
+    shapes = [Shape(4096, 4096, 4096), Shape(256, 128, 16384)]
+    s = run_search(shapes, 1e9, ev, db, policy, batch_per_shape=3,
                    max_rounds=2, prebuild=None, settings=search_settings())
-    assert s.rounds == 2 and s.candidates == 12
+    presets = sorted(policy.preset_specs)
+    assert len(presets) >= 6 and {sp.split(":")[0] for sp in presets} >= {"hopper", "splitk", "smalltile", "splitk_tma"}
+    # round 0 is the initial design (every preset, both shapes support them all), round 1 the model's 3 picks
+    assert [sorted(c[4:]) for c in ev.calls[:2]] == [presets, presets]
+    assert all(len(c) == 4 + 3 and not set(c[4:]) & set(presets) for c in ev.calls[2:]) and len(ev.calls) == 4
+    assert s.rounds == 2 and s.candidates == 2 * (len(presets) + 3)
     assert all(c[:4] == ["torch", "cublas", "cublaslt", "cublaslt-autotune"] for c in ev.calls)
     cand = db.candidates()
-    assert len(cand) == 24 and set(cand.family) <= set(fams) and cand.reward.notna().all()
+    assert len(cand) == 2 * s.candidates and set(cand.family) <= set(fams) and cand.reward.notna().all()
+    assert set(cand[cand["round"] == 0].origin) == {"policy:design"}
     assert cand.registers.eq(128).all() and not cand.duplicated(["shape", "method", "layout"]).any()
     entries = library_entries(db)
     assert len(entries) == 4 and all(e["kind"] == "kernel" and e["gpu_name"] == "NVIDIA H200" for e in entries)

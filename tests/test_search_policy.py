@@ -293,3 +293,48 @@ def test_pool_holds_every_config_of_a_small_family_and_samples_a_large_one():
     assert pol._valid_configs("hopper") is None and len(pol._valid_configs("smalltile")) > 4 * 64
     for fam in ("hopper", "smalltile"):
         assert 0 < sum(c.origin == "policy:random" for c in pool if c.family == fam) <= 64
+
+
+class PresetTiled(Tiled):
+    def supports(self, k, problem):
+        from harness.method import SUPPORTED, unsupported
+
+        return unsupported("16 splits need K >= 1024") if k["split"] == 16 and problem.k < 1024 else SUPPORTED
+
+
+def test_initial_design_measures_supported_presets_first_then_the_model_picks():
+    """A shape's first batch is every preset that supports it (however many: the batch size does
+    not cut it); once they are measured the model picks ``n``; design=False skips the design."""
+    import dataclasses
+
+    tiled = dataclasses.replace(PresetTiled(name="tiled", knobs=TILED.knobs),
+                                presets=("tile=128:stages=3", "tile=32:split=16", "tile=16:split=4"))
+    other = dataclasses.replace(OTHER, presets=("x=1:y=1",))
+    fams = {"tiled": tiled, "other": other}
+    pol = Policy(fams, layouts=("nn",), seed=0, epsilon=0.0)
+    presets = {tiled.spec(tiled.parse(p)) for p in tiled.presets} | {other.spec(other.parse("x=1:y=1"))}
+    assert pol.preset_specs == presets
+    small_k = Shape(256, 256, 512)  # the 16-split preset does not support K=512
+    first = pol.propose(small_k, SearchContext(small_k, 2, set(), seed=1))
+    assert {c.spec for c in first} == presets - {tiled.spec(tiled.parse("tile=32:split=16"))}
+    assert {c.origin for c in first} == {"policy:design"}
+    for c in first:
+        pol.observe(small_k, [Outcome(c, "nn", "ok", true_reward(small_k, c.family, c.knobs), None, None)])
+    second = pol.propose(small_k, SearchContext(small_k, 2, {c.spec for c in first}, seed=2))
+    assert len(second) == 2 and not {c.spec for c in second} & presets
+    assert second[0].origin == "policy:greedy"
+    # another shape gets its own design batch; without the design the model picks from the start
+    big_k = Shape(256, 256, 8192)
+    assert {c.spec for c in pol.propose(big_k, SearchContext(big_k, 2, set(), seed=3))} == presets
+    plain = Policy(fams, layouts=("nn",), seed=0, design=False)
+    assert len(plain.propose(big_k, SearchContext(big_k, 2, set(), seed=3))) == 2
+
+
+def test_built_in_family_presets_are_valid_distinct_configs():
+    """Every built-in family's presets parse into valid configs, and no two name the same kernel."""
+    from kernels_search.families import ALL
+
+    for fam in ALL.values():
+        specs = [fam.spec(k) for k in fam.preset_configs()]
+        assert fam.presets and len(set(specs)) == len(specs), fam.name
+        assert all(fam.is_valid(k) for k in fam.preset_configs())

@@ -112,6 +112,9 @@ class Hopper(Family):
 
 FAMILY = Hopper(
     name="hopper",
+    # 128x256 cooperative, cluster 2x1: 4096^3 at 0.98x of cuBLAS, 12288_1024_64 at 0.985x; 64x128
+    # pingpong: the family's best at 1024^3 (H200, BENCHMARKS.md, fourth session)
+    presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
         Knob("tile_n", (256, 64, 128, 192), 256),

@@ -52,6 +52,10 @@ class TritonGemm(Family):
 FAMILY = TritonGemm(
     name="triton",
     backend="triton",
+    # the search's winners on tiny shapes (H200, BENCHMARKS.md, third session): 1024_128_64 at 1.13x,
+    # 128_512_64 and 256_128_64 at 1.06-1.07x
+    presets=("block_m=16:block_n=128:block_k=64:group_m=1:num_warps=2:num_stages=3",
+             "block_m=64:block_n=32:block_k=32:group_m=16:num_warps=2:num_stages=4:persistent=1"),
     knobs=(
         Knob("block_m", (128, 16, 32, 64, 256), 128),
         Knob("block_n", (128, 16, 32, 64, 256), 128),

@@ -45,6 +45,8 @@ def search(
     max_new_builds: Optional[int] = typer.Option(None, help="New binaries per shape batch (default 2 on CUDA)."),
     lookahead: Optional[int] = typer.Option(None, help="Shapes whose candidates compile ahead (default 8 on CUDA)."),
     max_rounds: Optional[int] = typer.Option(None, help="Stop after this many rounds."),
+    design: bool = typer.Option(True, "--design/--no-design",
+                                help="Measure every family preset on a shape before the policy picks (initial design)."),
     seed: int = typer.Option(0, help="Policy and sampling seed."),
     plugin: List[str] = typer.Option([], "--plugin", help="Python module to import (more methods / families)."),
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks."),
@@ -104,7 +106,7 @@ def search(
                     epsilon=epsilon, explore=explore, compile_penalty=compile_penalty, timing_budget_s=time_budget,
                     ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
-                    max_new_builds=max_new_builds, run_limit_s=run_limit,
+                    max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
                     print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")

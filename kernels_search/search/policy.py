@@ -10,7 +10,7 @@ predictions for every other shape through the shared shape-feature terms.
 
 How it chooses. For a shape it builds a candidate pool: random valid configs of every family
 that supports the shape (every valid config when a family's space is small), every family's
-defaults, and the best configs measured on this shape and on its nearest measured neighbours
+defaults and presets, and the best configs measured on this shape and on its nearest measured neighbours
 (warm start) together with all their one-knob mutations. Configs already measured on the shape,
 and compile-time configs that failed to build anywhere, are left out. A candidate's value is the
 max over layouts of its reward. The first pick of every batch is the argmax of the posterior
@@ -23,6 +23,15 @@ expensive part on the GPU host; 0 disables it), and ``max_new_builds`` caps how 
 binaries one batch may need (the rest of the batch varies runtime options of binaries already
 built, or of the new one; a batch comes back shorter rather than over the cap).
 ``first_pick(shape)`` is the greedy choice alone.
+
+Initial design (``design=True``). A shape's first batch is every family preset that supports it
+(``Family.presets``: configs measured to win on some shape class), whatever the batch size, and
+the model picks only from the second batch on. A model that starts from nothing ranks random
+configs at random, and a sample of a large space rarely holds its few good corners (the first
+search tried the split-K scheduler 14 times, never in a configuration that wins), so every shape
+first measures the corners known to be good somewhere; the model then learns where each wins,
+and that is what transfers to shapes never measured. The presets are few (one or two per
+family) and their binaries are prebuilt; ``max_new_builds`` does not cap the design batch.
 
 It checkpoints to one ``.npz`` (posterior, ids of the rows it has seen, per-shape elites);
 ``sync(db)`` replays every DB row it has not seen, so a checkpoint older than the DB (a kill
@@ -130,7 +139,7 @@ class Policy:
                  seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.0,
                  random_per_family: int = 64, neighbours: int = 4, elites: int = 3,
                  lam: float = 1.0, sigma: float = 0.3, greedy_first: bool = True,
-                 max_new_builds: int | None = None):
+                 max_new_builds: int | None = None, design: bool = True):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -141,6 +150,10 @@ class Policy:
         self.random_per_family, self.n_neighbours, self.n_elites = random_per_family, neighbours, elites
         self.greedy_first = greedy_first
         self.max_new_builds = max_new_builds
+        self.design = design
+        # family -> its presets as full knob dicts (the initial design)
+        self.presets = {name: f.preset_configs() for name, f in self.families.items()}
+        self.preset_specs = {self.families[name].spec(k) for name, ks in self.presets.items() for k in ks}
         self.rng = np.random.default_rng(seed)
         self.seen: set[str] = set()
         # shape name -> [(reward, family, knobs json)], best first, a few per shape
@@ -251,6 +264,8 @@ class Policy:
             for m in self._mutations(fam, knobs):
                 add(fam, m, "policy:mutation")
         for fam, f in self.families.items():
+            for knobs in self.presets[fam]:
+                add(fam, knobs, "policy:preset")
             add(fam, f.defaults(), "policy:default")
             for knobs in self._random_configs(fam, self.random_per_family, rng):
                 add(fam, knobs, "policy:random")
@@ -291,6 +306,14 @@ class Policy:
         cands = self.pool(shape, context.exclude, context.db, context.gpu, seed=context.seed)
         if not cands or context.n <= 0:
             return []
+        if self.design and not (self.preset_specs & set(context.exclude)):
+            # the shape's first batch: every supported preset (module docstring, "Initial design")
+            design = [c for c in cands if c.spec in self.preset_specs]
+            if design:
+                for c in design:
+                    c.meta["pool_origin"] = c.origin
+                    c.origin = "policy:design"
+                return design
         X = self._features(shape, cands)
         flat = X.reshape(-1, self.space.dim)
         keys = [self.compile_key(c.family, c.knobs) for c in cands]
