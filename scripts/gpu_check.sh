@@ -127,7 +127,8 @@ for stage in $STAGES; do
       # much budget is left. Call again until the log says "stop: budget": that call also runs the
       # held-out first pick (--holdout 20) and prints its geomean; a call after that measures nothing:
       # the holdout is read back from the DB, then export and summary (a larger SEARCH_BUDGET searches on
-      # and measures the first pick again). SEARCH_FAMILIES narrows the families.
+      # and measures the first pick again). SEARCH_FAMILIES narrows the families. SEARCH_RESUME_ONLY=1: a
+      # call that finds no earlier state (a fresh machine and no carried tarball) searches nothing.
       # The DB resumes on any machine with the same GPU model (rows keep the uuid that measured them).
       # Between calls, bring the state and the new builds back (<files_at>: where this call's $OUT
       # files landed on the calling side), from the repository root:
@@ -137,6 +138,11 @@ for stage in $STAGES; do
       # carry; the state is unpacked when $SEARCH_DIR is not on the machine already and the tarball holds it.)
       log "search: budget ${SEARCH_BUDGET:-20m} in all, at most ${SEARCH_RUN_LIMIT:-8m} in this call"
       restore_search
+      if [ -n "${SEARCH_RESUME_ONLY:-}" ] && [ ! -d "$SEARCH_DIR" ]; then
+        echo "SEARCH_RESUME_ONLY: no $SEARCH_DIR here or in .hbstate/search-state.tgz; not starting a fresh search" \
+          | tee -a "$OUT/search.txt"
+        continue
+      fi
       export HGEMM_BUILD_CACHE=${HGEMM_BUILD_CACHE:-$PWD/.hbcache}
       mkdir -p "$HGEMM_BUILD_CACHE"
       stamp=/tmp/hb/search-cache.stamp
