@@ -338,3 +338,20 @@ def test_built_in_family_presets_are_valid_distinct_configs():
         specs = [fam.spec(k) for k in fam.preset_configs()]
         assert fam.presets and len(set(specs)) == len(specs), fam.name
         assert all(fam.is_valid(k) for k in fam.preset_configs())
+
+
+def test_first_pick_does_not_depend_on_what_the_process_picked_before():
+    """Two policies with the same observations pick the same kernel for a held-out shape, also
+    when one of them has made other picks first (a held-out check resumed after some shapes were
+    measured picks for the rest only)."""
+    shapes = grid_shapes(6, 7)
+    # no elites and 3 random configs per family in the pool: its random part decides the pick
+    a, b = (Policy(FAMS, layouts=("nn",), seed=0, random_per_family=3, elites=0) for _ in range(2))
+    for s in shapes:
+        for fam, k in CONFIGS[::9]:
+            o = Outcome(Candidate(fam, k, FAMS[fam].spec(k)), "nn", "ok", true_reward(s, fam, k), None, None)
+            a.observe(s, [o])
+            b.observe(s, [o])
+    held = grid_shapes(8, 99)
+    first_all = [a.first_pick(s).spec for s in held]
+    assert first_all[4:] == [b.first_pick(s).spec for s in held[4:]]

@@ -44,6 +44,7 @@ import json
 import math
 import os
 import random
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -288,8 +289,12 @@ class Policy:
         return (flat @ self.model.mean).reshape(X.shape[:2]), self.model.std(flat).reshape(X.shape[:2])
 
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
-        """The argmax of predicted reward (best layout) over the pool: one evaluation per shape."""
-        cands = self.pool(shape, db=db, gpu=gpu)
+        """The argmax of predicted reward (best layout) over the pool: one evaluation per shape.
+
+        The pool's random part is seeded by the shape alone, so the pick depends on the model,
+        the DB and the shape, not on what this process proposed before: a held-out check
+        resumed in another process picks the same kernels, and they can be built ahead."""
+        cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
         mean, _ = self.predict(shape, cands)
         return cands[int(np.argmax(mean.max(axis=1)))]
 
