@@ -180,6 +180,7 @@ def test_checkpoint_round_trip_keeps_predictions_and_seen_rows(tmp_path):
     other = Policy(FAMS, layouts=("nn",), seed=5)
     assert other.load(tmp_path / "p.npz")
     assert other.seen == {"r1"} and other.history == pol.history and other.model.n == 1
+    assert other.measured_on == pol.measured_on == {TILED.spec(c.knobs): {s.name}} and other.config_of == pol.config_of
     np.testing.assert_allclose(other.predict(s, [c])[0], pol.predict(s, [c])[0])
     # a checkpoint of another family set is refused (and leaves the policy untouched)
     third = Policy({"tiled": TILED}, layouts=("nn",))
@@ -355,3 +356,25 @@ def test_first_pick_does_not_depend_on_what_the_process_picked_before():
     held = grid_shapes(8, 99)
     first_all = [a.first_pick(s).spec for s in held]
     assert first_all[4:] == [b.first_pick(s).spec for s in held[4:]]
+
+
+def test_first_pick_ranks_only_configs_measured_on_enough_other_shapes():
+    """The one-shot pick comes from configs that ran on >= first_pick_min_shapes other shapes
+    (also ones outside the sampled pool); a config seen on one shape only, however well predicted,
+    is not picked; a policy without such evidence picks from the whole pool."""
+    shapes = grid_shapes(5, 3)
+    pol = Policy(FAMS, layouts=("nn",), seed=0, random_per_family=2, elites=0, neighbours=0)
+    assert pol.first_pick(Shape(512, 512, 512)).spec  # no evidence at all: the whole pool
+    wide = {"tile": 32, "split": 1, "stages": 2, "raster": 0}  # on every shape, mediocre
+    lone = {"tile": 128, "split": 4, "stages": 3, "raster": 1}  # on one shape, excellent
+    for i, s in enumerate(shapes):
+        outs = [Outcome(Candidate("tiled", wide, TILED.spec(wide)), "nn", "ok", 0.05, None, None)]
+        if i == 0:
+            outs.append(Outcome(Candidate("tiled", lone, TILED.spec(lone)), "nn", "ok", 0.9, None, None))
+        pol.observe(s, outs)
+    assert pol.measured_on[TILED.spec(wide)] == {s.name for s in shapes}
+    held = Shape(1024, 2048, 4096)
+    assert pol.first_pick(held).spec == TILED.spec(wide)
+    pol.first_pick_min_shapes = 1  # one other shape is enough now: the better-predicted config wins
+    assert pol.first_pick(held).spec == TILED.spec(lone)
+    assert pol.first_pick(shapes[0]).spec == TILED.spec(wide)  # its own shape is not evidence for it

@@ -276,6 +276,13 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
     return out
 
 
+def first_pick_id(search_id: str, candidates: int, policy) -> str:
+    """The search id of a held-out check: the search, the pick rule (``m<first_pick_min_shapes>``)
+    and how many candidates the policy had seen, so that a check is read back only by a policy
+    that would pick the same kernels."""
+    return f"{search_id}-first-pick-m{policy.first_pick_min_shapes}-c{candidates}"
+
+
 def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,
                     baselines: Sequence[str] | None = None, reference: str = "cublaslt-autotune",
                     search_id: str = "first-pick", prebuild="auto", run_id: str | None = None,

@@ -22,7 +22,13 @@ compile-time config costs ``compile_penalty`` reward units in the acquisition (b
 expensive part on the GPU host; 0 disables it), and ``max_new_builds`` caps how many new
 binaries one batch may need (the rest of the batch varies runtime options of binaries already
 built, or of the new one; a batch comes back shorter rather than over the cap).
-``first_pick(shape)`` is the greedy choice alone.
+``first_pick(shape)`` is the greedy choice among configs measured on at least
+``first_pick_min_shapes`` (2) shapes. One evaluation cannot correct a guess, and the linear
+model's additive knob effects extrapolate badly to knob mixes it has never measured: on the
+H200 search of 2026-11-30 (fifth session) every held-out pick on a large shape was such a mix,
+predicted above cuBLAS where no measured kernel was. Leave-one-shape-out on that search's DB, the
+model's top pick among configs measured on at least 2 other shapes was 0.821x of the strongest
+baseline, against 0.757x among all configs measured on the shape (BENCHMARKS.md).
 
 Initial design (``design=True``). A shape's first batch is every family preset that supports it
 (``Family.presets``: configs measured to win on some shape class), whatever the batch size, and
@@ -55,7 +61,7 @@ from harness.shapes import parse_shape
 from kernels_search.search.features import FeatureSpace, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: measured_on (the first pick's evidence)
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
 
@@ -140,7 +146,7 @@ class Policy:
                  seed: int = 0, epsilon: float = 0.05, explore: float = 1.0, compile_penalty: float = 0.0,
                  random_per_family: int = 64, neighbours: int = 4, elites: int = 3,
                  lam: float = 1.0, sigma: float = 0.3, greedy_first: bool = True,
-                 max_new_builds: int | None = None, design: bool = True):
+                 max_new_builds: int | None = None, design: bool = True, first_pick_min_shapes: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -152,6 +158,9 @@ class Policy:
         self.greedy_first = greedy_first
         self.max_new_builds = max_new_builds
         self.design = design
+        self.first_pick_min_shapes = first_pick_min_shapes
+        self.measured_on: dict[str, set[str]] = {}  # spec -> shapes it ran correctly on
+        self.config_of: dict[str, tuple[str, str]] = {}  # spec -> (family, knobs json)
         # family -> its presets as full knob dicts (the initial design)
         self.presets = {name: f.preset_configs() for name, f in self.families.items()}
         self.preset_specs = {self.families[name].spec(k) for name, ks in self.presets.items() for k in ks}
@@ -295,6 +304,16 @@ class Policy:
         the DB and the shape, not on what this process proposed before: a held-out check
         resumed in another process picks the same kernels, and they can be built ahead."""
         cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
+        have = {c.spec for c in cands}
+        for spec, shapes in self.measured_on.items():  # every config with evidence, not only the pool's
+            fam, kj = self.config_of[spec]
+            if spec not in have and fam in self.families and len(shapes - {shape.name}) >= self.first_pick_min_shapes:
+                knobs = json.loads(kj)
+                if self.families[fam].is_valid(knobs) and self._supported(fam, knobs, shape):
+                    cands.append(Candidate(fam, knobs, spec, "policy:measured"))
+        known = [c for c in cands
+                 if len(self.measured_on.get(c.spec, set()) - {shape.name}) >= self.first_pick_min_shapes]
+        cands = known or cands  # a policy with too little data picks from the whole pool
         mean, _ = self.predict(shape, cands)
         return cands[int(np.argmax(mean.max(axis=1)))]
 
@@ -405,6 +424,10 @@ class Policy:
                 self.built.add(ckey)
             if o.reward is None:
                 continue
+            if not o.failure:
+                spec = self.families[c.family].spec(c.knobs)
+                self.measured_on.setdefault(spec, set()).add(shape.name)
+                self.config_of[spec] = (c.family, _key(c.knobs))
             X.append(self.space.features(shape, c.family, c.knobs, o.layout))
             r.append(o.reward)
             self._remember(shape, o.reward, c.family, c.knobs)
@@ -458,6 +481,8 @@ class Policy:
             "version": CHECKPOINT_VERSION, "vocab": self.space.vocab, "layouts": list(self.layouts),
             "lam": self.model.lam, "sigma": self.model.sigma, "n": self.model.n,
             "seen": sorted(self.seen), "history": self.history,
+            "measured_on": {k: sorted(v) for k, v in self.measured_on.items()},
+            "config_of": self.config_of,
             "built": sorted(self.built), "broken": sorted(self.broken),
         }
         tmp = path.with_name(path.name + ".tmp")
@@ -482,5 +507,7 @@ class Policy:
         self.model._cache = None
         self.seen = set(meta["seen"])
         self.history = {k: [tuple(t) for t in v] for k, v in meta["history"].items()}
+        self.measured_on = {k: set(v) for k, v in meta["measured_on"].items()}
+        self.config_of = {k: tuple(v) for k, v in meta["config_of"].items()}
         self.built, self.broken = set(meta["built"]), set(meta["broken"])
         return True

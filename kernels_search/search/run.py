@@ -84,7 +84,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     from harness.sandbox import Evaluator
     from kernels_search.search.db import KernelDB
     from kernels_search.search.library import export_library
-    from kernels_search.search.loop import _shape_stats, first_pick_eval, geomean, run_search, search_settings
+    from kernels_search.search.loop import (_shape_stats, first_pick_eval, first_pick_id, geomean, run_search,
+                                            search_settings)
     from kernels_search.search.policy import Policy, default_families
 
     out = Path(out)
@@ -154,7 +155,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
             print_fn(f"first pick on {len(holdout)} held-out shapes (one evaluation each), policy after "
                      f"{seen} candidates")
             first = first_pick_eval(list(holdout), ev, db, policy, settings=settings, baselines=baselines,
-                                    search_id=f"{search_id}-first-pick-c{seen}",
+                                    search_id=first_pick_id(search_id, seen, policy),
                                     progress=lambda r: print_fn(f"  {r['shape']:>17} {r['speedup']:.3f}x vs "
                                                                 f"{r['reference']} ({r['spec']})"))
     lib_path = export_library(db, out / "library.json", gpu=env.get("gpu_name"), min_speedup=min_speedup,
