@@ -171,6 +171,11 @@ def build(
             work = None  # type: ignore[assignment]
         got = _load_cached(entry)
         if got is None:
+            # Never an ok result without a library: ctypes would dlopen the main program instead
+            # (the H200 search of 2026-11-30 had 6 rows fail with "python3: undefined symbol:
+            # hgemm_run", cause not found). Say so, and leave the entry to the next build.
+            res.ok = False
+            res.log = f"cache entry {entry} unreadable right after it was published\n" + res.log
             return res
         got.cached = False
         return got

@@ -120,7 +120,7 @@ class CudaKernelMethod(FamilyMethod):
 
         t0 = time.perf_counter()
         res = self.build()
-        if not res.ok:
+        if not res.ok or not res.lib_path:
             raise BuildError(res)
         lib = load_library(res.lib_path)
         m, n, k = problem.m, problem.n, problem.k

@@ -572,3 +572,12 @@ def test_splitk_kslices_compile_without_spills(cache, spec):
     assert res.ok, res.log[-3000:]
     assert res.kernels and res.spill_bytes == 0, res.kernels
     assert "#define MS_KSLICES " + str(k["kslices"]) in fam.render(k)
+
+
+@needs_nvcc
+def test_a_build_whose_cache_entry_cannot_be_read_back_is_not_ok(cache, monkeypatch):
+    """A published entry that does not read back must not come out as ok with no library path
+    (ctypes would load the main program and fail with an undefined symbol far from the cause)."""
+    monkeypatch.setattr(build, "_load_cached", lambda entry: None)
+    res = build.build('extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n')
+    assert not res.ok and res.lib_path is None and "unreadable right after it was published" in res.log
