@@ -142,3 +142,25 @@ def test_precision_cheat_survives_compilation(cache):
         counts[stem] = (len(re.findall(r"\bHFMA2\b", sass)), len(re.findall(r"\bFFMA\b", sass)))
     (c_h, c_f), (h_h, h_f) = counts["control"], counts["fp16_accum"]
     assert c_f >= 16 and h_f == 0 and h_h >= 16, counts  # the 16-deep inner loop, unrolled
+
+
+@pytest.mark.parametrize("flushed, passed", [((1.0, 1.0), True), ((0.2, 1.0), False)])
+def test_skipped_work_gap_must_survive_an_l2_flush(monkeypatch, flushed, passed):
+    """Same-input calls at 0.4x of distinct-input calls: skipped work only if the gap holds with
+    the L2 flushed before every call; a gap from inputs that fit in L2 only when repeated (a
+    slow kernel re-reading a 25 MB A on the H200) passes, and says why."""
+    import harness.anticheat as ac
+
+    p = Problem(Shape(8, 8, 8))
+    s = ac.InputSet(torch.zeros(8, 8), torch.zeros(8, 8), torch.zeros(8, 8))
+    monkeypatch.setattr(ac, "timing_sets", lambda problem, device, n, seed=0: [s] * n)
+    monkeypatch.setattr(ac, "_l2_scratch", lambda l2_bytes=None: torch.empty(4))
+    monkeypatch.setattr(ac, "_events_batch_ms", lambda fn, sets, calls: calls * (0.4 if len(sets) == 1 else 1.0))
+    monkeypatch.setattr(ac, "_events_flushed_ms",
+                        lambda fn, sets, calls, scratch: calls * (flushed[0] if len(sets) == 1 else flushed[1]))
+    f = ac.check_skipped_work(lambda a, b, c: None, p, s)
+    assert f.passed is passed and f.figures["same_inputs_flushed_ms"] == flushed[0]
+    assert ("warm L2" in f.reason) if passed else ("repeated work is skipped" in f.reason)
+    monkeypatch.setattr(ac, "_events_batch_ms", lambda fn, sets, calls: calls * 1.0)  # no gap: no second look
+    f = ac.check_skipped_work(lambda a, b, c: None, p, s)
+    assert f.passed and f.reason == "" and "same_inputs_flushed_ms" not in f.figures
