@@ -175,15 +175,16 @@ def test_library_method_through_the_harness_is_gated_and_labelled(tmp_path):
             assert tn["status"] == "ok" and json.loads(tn["info"])["fallback"] == "torch"
 
 
-def test_a_fallback_stays_with_cublaslt_autotune_unless_another_baseline_is_clearly_faster(tmp_path):
-    """Baselines within noise swap places between runs (on the H200 a cuBLAS fallback chosen by
-    a 1% margin in the search ran 2.3% behind autotune in the next compare): a fallback leaves
-    the reference only for a baseline faster by min_speedup."""
+def test_a_fallback_is_cublaslt_autotune_wherever_it_was_measured(tmp_path):
+    """Baselines swap places between runs (on the H200 fallbacks to another baseline chosen by a
+    2%+ margin in the search ran at 0.944x-1.023x of autotune in the next compare): a fallback is
+    the reference, also when another baseline measured faster; without a reference row, the
+    fastest baseline."""
     d = KernelDB(tmp_path / "db")
     d.append([base_row("16_16_32", "nn", 10.0, "c1", "cublaslt-autotune"), base_row("16_16_32", "nn", 9.9, "c1", "cublas"),
               base_row("32_16_64", "nn", 10.0, "c2", "cublaslt-autotune"), base_row("32_16_64", "nn", 9.0, "c2", "cublas"),
               base_row("16_32_16", "nn", 10.0, "c3", "torch"), base_row("16_32_16", "nn", 9.0, "c3", "cublas")])
     by = {e["shape"]: e for e in lib.library_entries(d, min_speedup=1.02)}
     assert by["16_16_32"]["kind"] == "baseline" and by["16_16_32"]["spec"] == "cublaslt-autotune"  # 1% faster: noise
-    assert by["32_16_64"]["spec"] == "cublas" and by["32_16_64"]["device_us"] == 9.0  # 11% faster: it serves
+    assert by["32_16_64"]["spec"] == "cublaslt-autotune" and by["32_16_64"]["device_us"] == 10.0  # 11% faster: still
     assert by["16_32_16"]["spec"] == "cublas"  # no autotune row: the fastest baseline
