@@ -17,12 +17,12 @@
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
-#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200); the call that finishes the
+#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-b); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
-#   library  compare the exported library (results/search-h200/library.json) with the baselines on the
+#   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
@@ -47,7 +47,7 @@ done
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=${SEARCH_DIR:-results/search-h200}  # a new folder starts a fresh search
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200-b}  # the fifth session's search (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
   # (only when the tarball holds this SEARCH_DIR: a new folder starts a fresh search)
