@@ -8,7 +8,7 @@ checkpoint, the kernel DB and the shape (``Policy.first_pick`` seeds its pool by
 this script makes the same picks here; ``--prebuild`` compiles the CUDA ones (nvcc only, no GPU)
 into ``$HGEMM_BUILD_CACHE`` for the device call to load.
 
-    python3 scripts/first_picks.py results/search-h200-b [--prebuild] [--all]
+    python3 scripts/first_picks.py results/search-h200-b [--prebuild] [--all] [--device cpu --plugin MOD]
 
 Shapes whose pick is already measured under the current first-pick id are skipped (``--all``
 lists them too). The search's families are those its checkpoint was trained with; where the GPU
@@ -22,19 +22,26 @@ import sys
 from pathlib import Path
 
 
-def policy_for(folder: Path, layouts=("nn", "tn")):
+def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=()):
     """The search's policy as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks."""
+    import importlib
+
     from kernels_search.families import ALL, triton_gemm
     from kernels_search.search.db import KernelDB
-    from kernels_search.search.policy import Policy
+    from kernels_search.search.policy import Policy, default_families
 
+    for mod in plugins:  # plug-ins register their families, as in the search
+        importlib.import_module(mod)
     db = KernelDB(folder / "db")
-    fams = dict(ALL)
-    if not triton_gemm.triton_available():
+    layouts = tuple(sorted(set(db.df["layout"]))) if not db.df.empty else layouts
+    fams = default_families(device) if device != "cuda" else dict(ALL)
+    if device == "cuda" and not triton_gemm.triton_available():
         # the GPU host searched with Triton: keep its configs pickable here (JIT, nothing to build)
         fam = fams["triton"]
         fams["triton"] = type(fam)(**{**fam.__dict__})
         fams["triton"].supports = lambda k, problem: True
+    if device == "cuda":
+        fams.update({n: f for n, f in default_families("cuda").items() if n not in fams})  # plug-ins
     pol = Policy(fams, tuple(layouts), seed=0)
     if not pol.load(folder / "policy.npz"):  # as run_search: the DB rows rebuild it
         print(f"{folder}/policy.npz is missing or of another version or family set: replaying the DB")
@@ -47,11 +54,13 @@ def main(argv=None) -> int:
     ap.add_argument("folder", type=Path, help="a search's --out folder (db/, policy.npz, holdout.txt)")
     ap.add_argument("--prebuild", action="store_true", help="compile the CUDA picks into $HGEMM_BUILD_CACHE")
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
+    ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
+    ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
     a = ap.parse_args(argv)
     from harness.shapes import parse_shape
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
-    pol, db = policy_for(a.folder)
+    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin)
     holdout = [parse_shape(s) for s in (a.folder / "holdout.txt").read_text().split()]
     df = db.df
     search_id = df[~df["search_id"].str.contains("-first-pick-")]["search_id"].iloc[0]

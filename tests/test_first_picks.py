@@ -1,0 +1,39 @@
+"""scripts/first_picks.py: the held-out picks made without a GPU are the search's own picks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.problem import Shape
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import first_picks  # noqa: E402
+
+
+@pytest.mark.slow
+def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, capsys):
+    """A tiny CPU search with a held-out check; the script, run afterwards in this process (its
+    random state untouched by the search), names the same pick for every held-out shape, each a
+    config the search measured on at least 2 shapes."""
+    from kernels_search.search.run import search_main
+
+    shapes = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 32)]
+    held = [Shape(16, 16, 16), Shape(32, 32, 64)]
+    doc = search_main(shapes, "120s", tmp_path / "s", device="cpu", batch=3, layouts=("nn",),
+                      plugins=["test_search_plugin"], timing_budget_s=0.1, max_rounds=2, holdout=held,
+                      print_fn=lambda line: None)
+    made = {r["shape"]: r["spec"] for r in doc["first_pick"]}
+    assert set(made) == {s.name for s in held}
+    capsys.readouterr()
+    assert first_picks.main([str(tmp_path / "s"), "--all", "--device", "cpu", "--plugin", "test_search_plugin"]) == 0
+    out = capsys.readouterr().out
+    pol, _ = first_picks.policy_for(tmp_path / "s", device="cpu", plugins=["test_search_plugin"])
+    for s in held:
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(s.name))
+        assert "measured" in line and line.rstrip().endswith(made[s.name])
+        assert len(pol.measured_on[made[s.name]]) >= 2
+    assert "2 of 2 held-out shapes measured" in out
