@@ -22,8 +22,8 @@ compile-time config costs ``compile_penalty`` reward units in the acquisition (b
 expensive part on the GPU host; 0 disables it), and ``max_new_builds`` caps how many new
 binaries one batch may need (the rest of the batch varies runtime options of binaries already
 built, or of the new one; a batch comes back shorter rather than over the cap).
-``first_pick(shape)`` is the greedy choice among configs measured on at least
-``first_pick_min_shapes`` (2) shapes. One evaluation cannot correct a guess, and the linear
+``first_pick(shape)`` is the greedy choice among configs measured correctly on at least
+``first_pick_min_shapes`` (2) other shapes (the whole pool while none qualifies). One evaluation cannot correct a guess, and the linear
 model's additive knob effects extrapolate badly to knob mixes it has never measured: on the
 H200 search of 2026-11-30 (fifth session) every held-out pick on a large shape was such a mix,
 predicted above cuBLAS where no measured kernel was. Leave-one-shape-out on that search's DB, the
@@ -298,7 +298,8 @@ class Policy:
         return (flat @ self.model.mean).reshape(X.shape[:2]), self.model.std(flat).reshape(X.shape[:2])
 
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
-        """The argmax of predicted reward (best layout) over the pool: one evaluation per shape.
+        """The argmax of predicted reward (best layout) over the configs with evidence (module
+        docstring): one evaluation per shape.
 
         The pool's random part is seeded by the shape alone, so the pick depends on the model,
         the DB and the shape, not on what this process proposed before: a held-out check
