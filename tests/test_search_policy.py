@@ -180,7 +180,7 @@ def test_checkpoint_round_trip_keeps_predictions_and_seen_rows(tmp_path):
     other = Policy(FAMS, layouts=("nn",), seed=5)
     assert other.load(tmp_path / "p.npz")
     assert other.seen == {"r1"} and other.history == pol.history and other.model.n == 1
-    assert other.measured_on == pol.measured_on == {TILED.spec(c.knobs): {s.name}} and other.config_of == pol.config_of
+    assert other.measured_on == pol.measured_on == {TILED.spec(c.knobs): {s.name}}
     np.testing.assert_allclose(other.predict(s, [c])[0], pol.predict(s, [c])[0])
     # a checkpoint of another family set is refused (and leaves the policy untouched)
     third = Policy({"tiled": TILED}, layouts=("nn",))

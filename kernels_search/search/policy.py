@@ -58,6 +58,7 @@ import numpy as np
 
 from harness.problem import Problem, Shape
 from harness.shapes import parse_shape
+from kernels_search.family import KnobError
 from kernels_search.search.features import FeatureSpace, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
@@ -160,7 +161,6 @@ class Policy:
         self.design = design
         self.first_pick_min_shapes = first_pick_min_shapes
         self.measured_on: dict[str, set[str]] = {}  # spec -> shapes it ran correctly on
-        self.config_of: dict[str, tuple[str, str]] = {}  # spec -> (family, knobs json)
         # family -> its presets as full knob dicts (the initial design)
         self.presets = {name: f.preset_configs() for name, f in self.families.items()}
         self.preset_specs = {self.families[name].spec(k) for name, ks in self.presets.items() for k in ks}
@@ -305,15 +305,21 @@ class Policy:
         the DB and the shape, not on what this process proposed before: a held-out check
         resumed in another process picks the same kernels, and they can be built ahead."""
         cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
-        have = {c.spec for c in cands}
-        for spec, shapes in self.measured_on.items():  # every config with evidence, not only the pool's
-            fam, kj = self.config_of[spec]
-            if spec not in have and fam in self.families and len(shapes - {shape.name}) >= self.first_pick_min_shapes:
-                knobs = json.loads(kj)
-                if self.families[fam].is_valid(knobs) and self._supported(fam, knobs, shape):
-                    cands.append(Candidate(fam, knobs, spec, "policy:measured"))
-        known = [c for c in cands
-                 if len(self.measured_on.get(c.spec, set()) - {shape.name}) >= self.first_pick_min_shapes]
+        evidence = [spec for spec, on in self.measured_on.items()
+                    if len(on - {shape.name}) >= self.first_pick_min_shapes]
+        with_evidence = set(evidence)
+        known = [c for c in cands if c.spec in with_evidence]
+        in_pool = {c.spec for c in known}
+        for spec in evidence:  # configs with evidence that the pool did not draw
+            fam, _, body = spec.partition(":")
+            if spec in in_pool or fam not in self.families:
+                continue
+            try:
+                knobs = self.families[fam].parse(body)  # a canonical spec names every knob
+            except KnobError:
+                continue
+            if self._supported(fam, knobs, shape):
+                known.append(Candidate(fam, knobs, spec, "policy:measured"))
         cands = known or cands  # a policy with too little data picks from the whole pool
         mean, _ = self.predict(shape, cands)
         return cands[int(np.argmax(mean.max(axis=1)))]
@@ -428,7 +434,6 @@ class Policy:
             if not o.failure:
                 spec = self.families[c.family].spec(c.knobs)
                 self.measured_on.setdefault(spec, set()).add(shape.name)
-                self.config_of[spec] = (c.family, _key(c.knobs))
             X.append(self.space.features(shape, c.family, c.knobs, o.layout))
             r.append(o.reward)
             self._remember(shape, o.reward, c.family, c.knobs)
@@ -483,7 +488,6 @@ class Policy:
             "lam": self.model.lam, "sigma": self.model.sigma, "n": self.model.n,
             "seen": sorted(self.seen), "history": self.history,
             "measured_on": {k: sorted(v) for k, v in self.measured_on.items()},
-            "config_of": self.config_of,
             "built": sorted(self.built), "broken": sorted(self.broken),
         }
         tmp = path.with_name(path.name + ".tmp")
@@ -509,6 +513,5 @@ class Policy:
         self.seen = set(meta["seen"])
         self.history = {k: [tuple(t) for t in v] for k, v in meta["history"].items()}
         self.measured_on = {k: set(v) for k, v in meta["measured_on"].items()}
-        self.config_of = {k: tuple(v) for k, v in meta["config_of"].items()}
         self.built, self.broken = set(meta["built"]), set(meta["broken"])
         return True
