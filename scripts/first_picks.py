@@ -24,6 +24,7 @@ from pathlib import Path
 
 def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=()):
     """The search's policy as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks."""
+    import dataclasses
     import importlib
 
     from kernels_search.families import ALL, triton_gemm
@@ -38,7 +39,7 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     if device == "cuda" and not triton_gemm.triton_available():
         # the GPU host searched with Triton: keep its configs pickable here (JIT, nothing to build)
         fam = fams["triton"]
-        fams["triton"] = type(fam)(**{**fam.__dict__})
+        fams["triton"] = dataclasses.replace(fam)
         fams["triton"].supports = lambda k, problem: True
     if device == "cuda":
         fams.update({n: f for n, f in default_families("cuda").items() if n not in fams})  # plug-ins
