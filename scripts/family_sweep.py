@@ -8,6 +8,7 @@ GPU run then only loads libraries. Runtime options (split count, raster order) s
     python3 scripts/family_sweep.py prebuild [-j N]  # compile every CUDA config (cache hits are free)
     python3 scripts/family_sweep.py specs --set splitk   # the split-K sweep (few-tile, large-K shapes)
     python3 scripts/family_sweep.py specs --set parallel-splitk   # CUTLASS parallel split-K configs
+    python3 scripts/family_sweep.py specs --set midsize   # mid-size shapes (wgmma-sized Triton tiles, ...)
 """
 
 from __future__ import annotations
@@ -101,7 +102,28 @@ PARALLEL_SPLITK_SWEEP = [
     "hopper:scheduler=splitk:tile_n=64:cluster_m=2:cluster_n=2:sk_splits=8",
     "hopper:scheduler=splitk:tile_n=64:cluster_m=2:cluster_n=2:sk_splits=16",
 ]
-SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP}
+# Mid-size shapes (cuBLAS at 2.7-60 us: K <= 2048, 0.1-30 M outputs), where every family config
+# the fifth session's search measured was 0.60x-0.97x of cuBLASLt autotune: the search barely
+# tried Triton's usual wgmma-sized tiles there (its space is ~70,000 configs), nor mma.sync tiles
+# above 64 with one split, nor CUTLASS 64x64 tiles (more CTAs than 128x256 on 1-30 M outputs).
+MIDSIZE_SWEEP = [
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=4:num_stages=3",
+    "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=3",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=4",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=4",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4",
+    "triton:block_m=64:block_n=256:block_k=64:num_warps=4:num_stages=3",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1",
+    "triton:block_m=64:block_n=128:block_k=128:num_warps=4:num_stages=3",
+    "splitk:bm=128:bn=128:bk=32:splits=1",
+    "splitk:bm=64:bn=128:bk=64:warps_m=2:warps_n=2:stages=2:splits=1",
+    "splitk:bm=128:bn=64:bk=64:warps_m=2:warps_n=2:stages=3:splits=1",
+    "smalltile:bm=64:bn=64:warps_m=2:warps_n=2",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:schedule=pingpong",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
+    "hopper:tile_n=128:cluster_m=1",
+]
+SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP}
 
 
 def main() -> int:

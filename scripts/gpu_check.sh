@@ -13,7 +13,8 @@
 #   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
 #   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
-#            config per shape (SWEEP_SPECS='spec,spec' replaces the set; SWEEP_LAYOUTS narrows layouts)
+#            config per shape (SWEEP_SPECS='spec,spec' replaces the set; SWEEP_LAYOUTS narrows layouts;
+#            SWEEP_LIMIT, default 480 s, interrupts the compare, keeping the shapes it finished)
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
@@ -93,8 +94,8 @@ for stage in $STAGES; do
     sweep)
       specs=${SWEEP_SPECS:-$(python3 scripts/family_sweep.py specs --set "${SWEEP_SET:-all}")}
       log "family sweep ${SWEEP_SPECS:+(SWEEP_SPECS) }${SWEEP_SET:-all} on ${SWEEP_SHAPES:-smoke}, layouts ${SWEEP_LAYOUTS:-nn,tn}"
-      $HB compare --shapes "${SWEEP_SHAPES:-smoke}" --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" \
-        --layouts "${SWEEP_LAYOUTS:-nn,tn}" --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
+      timeout -s INT -k 30 "${SWEEP_LIMIT:-480}" $HB compare --shapes "${SWEEP_SHAPES:-smoke}" \
+        --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" --layouts "${SWEEP_LAYOUTS:-nn,tn}" --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
       tail -5 "$OUT/sweep.txt"
       python3 scripts/best_family.py /tmp/hb/sweep.parquet 2>&1 | tee "$OUT/best_family.md" ;;
     ncu)
