@@ -21,6 +21,7 @@
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-b); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
+#   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
@@ -110,6 +111,14 @@ for stage in $STAGES; do
           || echo "ncu failed: $spec $shape $lay"
       done; done; done
       python3 scripts/ncu_table.py /tmp/hb/ncu/*.csv 2>&1 | tee "$OUT/ncu.md" ;;
+    profile)
+      # the kernels each method launches and their durations inside a call (scripts/kernel_profile.py):
+      # cuBLAS's kernel names say which tile, cluster and split it picked
+      log "kernel profile: ${PROFILE_SPECS:-cublaslt-autotune} on ${PROFILE_SHAPES:-smoke shapes}"
+      timeout -s INT -k 30 "${PROFILE_LIMIT:-300}" python3 scripts/kernel_profile.py --specs "${PROFILE_SPECS:-cublaslt-autotune}" \
+        --shapes "${PROFILE_SHAPES:-64_64_64,256_256_256,1024_1024_1024,4096_4096_4096}" --layout "${PROFILE_LAYOUT:-tn}" \
+        --out "$OUT/profile.md" > /tmp/hb/profile.log 2>&1
+      tail -5 /tmp/hb/profile.log; cp /tmp/hb/profile.log "$OUT/profile.log" ;;
     spread)
       # separate instances of one method timed in the same rounds (scripts/instance_spread.py):
       # SPREAD_CASES="spec@shape@layout ...", default the library-fallback rows that measured apart
