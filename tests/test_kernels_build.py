@@ -291,6 +291,24 @@ def test_splitk_tma_default_compiles_with_its_reduce_kernel(cache):
     assert "splitk_reduce" in names and "HGMMA" in _sass(res.lib_path)
 
 
+def test_hopper_epilogue_knob_swaps_only_the_epilogue_schedule():
+    """epilogue=direct renders the NoSmem (register-to-global) epilogue for both schedules; the
+    default renders the TMA-store epilogue from the unchanged template, so configs measured
+    before the knob existed keep their source (and build-cache key)."""
+    from kernels_search.family import template
+
+    fam = FAMILIES["hopper"]
+    for sched in ("cooperative", "pingpong"):
+        tile_m = 128 if sched == "cooperative" else 64
+        tma = fam.render(fam.parse(f"schedule={sched},tile_m={tile_m}"))
+        direct = fam.render(fam.parse(f"schedule={sched},tile_m={tile_m},epilogue=direct"))
+        assert "NoSmemWarpSpecialized" not in tma and "NoSmemWarpSpecialized" in direct
+        assert template("hopper_cutlass.cu").split("// @@PER_LAYOUT_BEGIN@@")[0].split("using Half")[1] in tma
+        changed = [(a, b) for a, b in zip(tma.splitlines(), direct.splitlines()) if a != b]
+        assert len(tma.splitlines()) == len(direct.splitlines())
+        assert changed and all("using EpilogueSchedule" in a and "NoSmemWarpSpecialized" in b for a, b in changed)
+
+
 def test_splitk_tma_is_the_hopper_split_k_scheduler_with_a_small_space():
     """splitk_tma renders the hopper template's split-K path (only the family comment differs),
     takes hopper's rules and shape support, and passes `slices` where hopper takes sk_splits."""

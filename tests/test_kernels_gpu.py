@@ -171,6 +171,16 @@ def test_hopper_streamk_matches_reference(hopper_built, shape, layout, rt):
     assert _run_case(f"hopper:{SK},{rt}".rstrip(","), Problem(_shape(shape), layout), calls=2)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["64_64_64", "256_128_64", "100_200_304", "1024_1024_1024", "12288_1024_64"])
+@pytest.mark.parametrize("spec", ["hopper:tile_m=64,tile_n=128,cluster_m=1,schedule=pingpong,epilogue=direct",
+                                  "hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=pingpong,stages=6,epilogue=direct"])
+def test_hopper_direct_epilogue_matches_reference(shape, layout, spec):
+    """The register-to-global epilogue (its own builds), ragged edges included, repeated calls."""
+    assert _run_case(spec, Problem(_shape(shape), layout), calls=2)
+
+
 def _slices_fit(k: int, slices: int) -> bool:
     """Does parallel split-K take this slice count at this K (0 = automatic, always)?"""
     return slices == 0 or (k % slices == 0 and (k // slices) % 8 == 0)

@@ -54,8 +54,11 @@ FAMILY = TritonGemm(
     backend="triton",
     # the search's winners on tiny shapes (H200, BENCHMARKS.md, third session): 1024_128_64 at 1.13x,
     # 128_512_64 and 256_128_64 at 1.06-1.07x
+    # 64x64x64 with 4 warps: 1024_512_128 at 1.07x, 8192_64_256 at 1.03x, the only configs above
+    # cuBLAS on 2.8-3.2 us shapes in the sixth session's midsize sweep (BENCHMARKS.md)
     presets=("block_m=16:block_n=128:block_k=64:group_m=1:num_warps=2:num_stages=3",
-             "block_m=64:block_n=32:block_k=32:group_m=16:num_warps=2:num_stages=4:persistent=1"),
+             "block_m=64:block_n=32:block_k=32:group_m=16:num_warps=2:num_stages=4:persistent=1",
+             "block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4"),
     knobs=(
         Knob("block_m", (128, 16, 32, 64, 256), 128),
         Knob("block_n", (128, 16, 32, 64, 256), 128),
