@@ -137,8 +137,18 @@ NVJET_SWEEP = [
     "hopper:tile_m=64:tile_n=64:cluster_m=2:schedule=pingpong:epilogue=direct",
     "hopper:tile_m=256:tile_n=128:cluster_m=1:cluster_n=2:stages=4",  # nvjet 256x128_64x4_1x2 coopA
 ]
+# CUTLASS's non-persistent kernel (one CTA per tile): is the ~1 us fixed cost the persistent loop's?
+SINGLE_SWEEP = [
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
+    "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=single",
+    "hopper:tile_m=128:tile_n=128:cluster_m=1:schedule=single",
+    "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=single",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:schedule=single",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4",
+]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
-        "nvjet": NVJET_SWEEP}
+        "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP}
 
 
 def main() -> int:

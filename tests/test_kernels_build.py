@@ -309,6 +309,22 @@ def test_hopper_epilogue_knob_swaps_only_the_epilogue_schedule():
         assert changed and all("using EpilogueSchedule" in a and "NoSmemWarpSpecialized" in b for a, b in changed)
 
 
+def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
+    """schedule=single renders CUTLASS's non-persistent warp-specialized kernel (one line
+    differs from pingpong's source) and declines tiles one warpgroup cannot hold and schedulers
+    it has no loop for."""
+    fam = FAMILIES["hopper"]
+    single = fam.render(fam.parse("schedule=single,tile_m=128,tile_n=128,cluster_m=1"))
+    pingpong = fam.render(fam.parse("schedule=pingpong,tile_m=128,tile_n=128,cluster_m=1"))
+    changed = [(a, b) for a, b in zip(pingpong.splitlines(), single.splitlines()) if a != b]
+    assert changed == [("using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;",
+                        "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized;")]
+    assert "one consumer warpgroup" in fam.check(fam.parse("schedule=pingpong,tile_m=128") | {"schedule": "single"})
+    k = fam.parse("schedule=single,tile_m=64,tile_n=128,cluster_m=1")
+    assert "no tile scheduler" in fam.check(k | {"scheduler": "splitk", "sk_splits": 0})
+    assert fam.check(k) == ""
+
+
 def test_splitk_tma_is_the_hopper_split_k_scheduler_with_a_small_space():
     """splitk_tma renders the hopper template's split-K path (only the family comment differs),
     takes hopper's rules and shape support, and passes `slices` where hopper takes sk_splits."""

@@ -1,7 +1,8 @@
 """``hopper``: TMA + WGMMA warp-specialized persistent GEMM from CUTLASS 3 sm90 collectives.
 
-Compile-time knobs: tile M/N/K, cluster shape, epilogue (TMA store or direct), schedule (cooperative: two consumer warpgroups
-share one tile; pingpong: they alternate tiles), pipeline stages (0 = as many as fit), tile
+Compile-time knobs: tile M/N/K, cluster shape, epilogue (TMA store or direct), schedule
+(cooperative: two consumer warpgroups share one tile; pingpong: they alternate tiles; single: not
+persistent, one CTA per tile with one consumer warpgroup), pipeline stages (0 = as many as fit), tile
 scheduler (persistent data-parallel; stream-K for few-tile shapes; or parallel split-K: K cut into
 equal slices that run as the batches of one persistent batched GEMM writing fp32 slices, summed and
 cast by a second kernel launched as a programmatic dependent launch). Runtime options (one
@@ -37,6 +38,11 @@ class Hopper(Family):
             return "cooperative splits the tile M over two consumer warpgroups: tile_m must be 128 or 256"
         if k["schedule"] == "pingpong" and tm not in (64, 128):
             return "pingpong gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
+        if k["schedule"] == "single":
+            if tm not in (64, 128) or tm * tn > 128 * 128:
+                return "single: one consumer warpgroup holds the tile: tile_m 64 or 128, at most 128x128"
+            if k["scheduler"] != "persistent":
+                return "single: one CTA per output tile (no tile scheduler): scheduler must be persistent (data-parallel)"
         if tm * tn > 128 * 256:
             return f"tile {tm}x{tn} needs more accumulator registers than two warpgroups hold"
         if k["scheduler"] == "streamk" and k["schedule"] != "cooperative":
@@ -71,6 +77,12 @@ class Hopper(Family):
             "HG_SPLITK": int(k["scheduler"] == "splitk"),
         }
         body = template("hopper_cutlass.cu")
+        if k["schedule"] == "single":
+            # CUTLASS's non-persistent warp-specialized kernel: a grid of one CTA per output tile,
+            # one producer and one consumer warpgroup (substituted like the epilogue below)
+            pp = "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;"
+            assert pp in body, "hopper_cutlass.cu changed its schedule lines"
+            body = body.replace(pp, "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized;")
         if k["epilogue"] == "direct":
             # The schedule is substituted in the text rather than switched by a define, so that
             # every "tma" config renders the same source as before the knob existed (and keeps
@@ -121,15 +133,20 @@ class Hopper(Family):
 FAMILY = Hopper(
     name="hopper",
     # 128x256 cooperative, cluster 2x1: 4096^3 at 0.98x of cuBLAS, 12288_1024_64 at 0.985x; 64x128
-    # pingpong: the family's best at 1024^3 (H200, BENCHMARKS.md, fourth session)
-    presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong"),
+    # pingpong: the family's best at 1024^3 (H200, BENCHMARKS.md, fourth session); 128x128 pingpong,
+    # cluster 2x1, 6 stages (cuBLAS's nvjet tile there): the best family config on write-heavy
+    # shapes, 2048_8192_64 at 1.03x, 16384_2048_512 at 0.96x (sixth session)
+    presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
+             "tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
         Knob("tile_n", (256, 64, 128, 192), 256),
         Knob("tile_k", (64, 32, 128), 64),
         Knob("cluster_m", (2, 1, 4), 2),
         Knob("cluster_n", (1, 2, 4), 1),
-        Knob("schedule", ("cooperative", "pingpong"), "cooperative"),
+        Knob("schedule", ("cooperative", "pingpong", "single"), "cooperative",
+             help="cooperative / pingpong: persistent, two consumer warpgroups; single: one CTA per "
+                  "output tile, one consumer warpgroup (no persistent loop: less fixed cost per CTA?)"),
         Knob("stages", (0, 2, 3, 4, 5, 6, 7), 0, help="0 = as many as fit"),
         Knob("scheduler", ("persistent", "streamk", "splitk"), "persistent",
              help="persistent data-parallel tiles, stream-K (few-tile / odd tile counts), or parallel "
