@@ -146,6 +146,14 @@ SINGLE_SWEEP = [
     "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=single",
     "hopper:tile_m=64:tile_n=64:cluster_m=1:schedule=single",
     "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4",
+    # fewer stages: 2-4 CTAs share an SM, so one CTA's epilogue overlaps another's mainloop (the
+    # single kernel has no persistent loop to do that; 58 / 90 registers a thread at 64x64 / 64x128)
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:schedule=single:stages=3",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:schedule=single:stages=4",
+    "hopper:tile_m=64:tile_n=64:cluster_m=2:schedule=single:stages=4",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=3",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4",
+    "hopper:tile_m=64:tile_n=128:cluster_m=2:schedule=single:stages=3",
 ]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
         "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP}
