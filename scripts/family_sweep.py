@@ -159,13 +159,21 @@ SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK
         "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP}
 
 
+def preset_specs() -> list[str]:
+    """Every family's presets: the search's initial design (its first batch on each shape)."""
+    from kernels_search.families import ALL
+
+    return [f"{name}:{p}".rstrip(":") for name, fam in ALL.items() for p in fam.presets]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["specs", "prebuild"])
     ap.add_argument("-j", type=int, default=None, help="parallel compiles (default: cores)")
-    ap.add_argument("--set", default="all", choices=sorted(SETS), help="which sweep (default: all)")
+    ap.add_argument("--set", default="all", choices=sorted([*SETS, "presets"]),
+                    help="which sweep (default: all; presets: every family's presets, the search's design)")
     args = ap.parse_args()
-    sweep = SETS[args.set]
+    sweep = preset_specs() if args.set == "presets" else SETS[args.set]
     if args.what == "specs":
         print(",".join(sweep))
         return 0

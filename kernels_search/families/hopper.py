@@ -136,8 +136,13 @@ FAMILY = Hopper(
     # pingpong: the family's best at 1024^3 (H200, BENCHMARKS.md, fourth session); 128x128 pingpong,
     # cluster 2x1, 6 stages (cuBLAS's nvjet tile there): the best family config on write-heavy
     # shapes, 2048_8192_64 at 1.03x, 16384_2048_512 at 0.96x (sixth session)
+    # The non-persistent 64x64 and 64x128 tiles with 4 stages: above cuBLASLt autotune on 8 and 2
+    # of the 40 searched shapes (1.00-1.08x, all of 2.2-3.5 us), where every persistent config
+    # was 0.7-0.9x (sixth session).
     presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
-             "tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6"),
+             "tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
+             "tile_m=64:tile_n=64:cluster_m=1:schedule=single:stages=4",
+             "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
         Knob("tile_n", (256, 64, 128, 192), 256),
