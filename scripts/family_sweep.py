@@ -155,8 +155,18 @@ SINGLE_SWEEP = [
     "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4",
     "hopper:tile_m=64:tile_n=128:cluster_m=2:schedule=single:stages=3",
 ]
+# The non-persistent kernel on 4-10 us shapes: other tile shapes with two CTAs an SM, and a cluster
+# along N (multicasts the A tile)
+SINGLE_MID_SWEEP = [
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4",
+    "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
+    "hopper:tile_m=128:tile_n=64:cluster_m=1:schedule=single:stages=4",
+    "hopper:tile_m=128:tile_n=64:cluster_m=2:schedule=single:stages=4",
+    "hopper:tile_m=64:tile_n=256:cluster_m=1:schedule=single:stages=2",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:cluster_n=2:schedule=single:stages=4",
+]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
-        "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP}
+        "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP}
 
 
 def preset_specs() -> list[str]:
