@@ -124,17 +124,12 @@ MIDSIZE_SWEEP = [
     "hopper:tile_n=128:cluster_m=1",
 ]
 # CUTLASS configs that mirror the cuBLAS (nvjet) kernels `scripts/kernel_profile.py` found on the
-# mid-size shapes (H200, sixth session: tile, k-stages, cluster in the kernel name), each with the
-# TMA-store epilogue and the direct one: a CUTLASS kernel ran ~1 us longer than nvjet's even on
-# 256_128_64 (2.92 vs 1.98 us inside the kernel), so the fixed cost per tile is tried too.
+# mid-size shapes (H200, sixth session: tile, k-stages, cluster in the kernel name). The sixth
+# session also ran each with a register-to-global epilogue (2-5x slower; that knob was removed).
 NVJET_SWEEP = [
     "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
-    "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong:epilogue=direct",
-    "hopper:tile_m=64:tile_n=64:cluster_m=1:schedule=pingpong:epilogue=direct",
     "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",  # nvjet 128x128_64x6_2x1
-    "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6:epilogue=direct",
     "hopper:tile_m=64:tile_n=64:cluster_m=2:schedule=pingpong",  # nvjet 64x64_64x13_2x1
-    "hopper:tile_m=64:tile_n=64:cluster_m=2:schedule=pingpong:epilogue=direct",
     "hopper:tile_m=256:tile_n=128:cluster_m=1:cluster_n=2:stages=4",  # nvjet 256x128_64x4_1x2 coopA
 ]
 # CUTLASS's non-persistent kernel (one CTA per tile): is the ~1 us fixed cost the persistent loop's?

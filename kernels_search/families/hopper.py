@@ -1,6 +1,6 @@
 """``hopper``: TMA + WGMMA warp-specialized persistent GEMM from CUTLASS 3 sm90 collectives.
 
-Compile-time knobs: tile M/N/K, cluster shape, epilogue (TMA store or direct), schedule
+Compile-time knobs: tile M/N/K, cluster shape, schedule
 (cooperative: two consumer warpgroups share one tile; pingpong: they alternate tiles; single: not
 persistent, one CTA per tile with one consumer warpgroup), pipeline stages (0 = as many as fit), tile
 scheduler (persistent data-parallel; stream-K for few-tile shapes; or parallel split-K: K cut into
@@ -79,18 +79,12 @@ class Hopper(Family):
         body = template("hopper_cutlass.cu")
         if k["schedule"] == "single":
             # CUTLASS's non-persistent warp-specialized kernel: a grid of one CTA per output tile,
-            # one producer and one consumer warpgroup (substituted like the epilogue below)
+            # one producer and one consumer warpgroup. The line is substituted rather than switched
+            # by a define, so every persistent config renders the source it had before (and keeps
+            # its build-cache entry).
             pp = "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;"
             assert pp in body, "hopper_cutlass.cu changed its schedule lines"
             body = body.replace(pp, "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized;")
-        if k["epilogue"] == "direct":
-            # The schedule is substituted in the text rather than switched by a define, so that
-            # every "tma" config renders the same source as before the knob existed (and keeps
-            # its build-cache entry).
-            for tma in ("cutlass::epilogue::TmaWarpSpecializedCooperative;", "cutlass::epilogue::TmaWarpSpecialized;"):
-                assert f"using EpilogueSchedule = {tma}" in body, "hopper_cutlass.cu changed its epilogue lines"
-                body = body.replace(f"using EpilogueSchedule = {tma}",
-                                    "using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;")
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
         per, tail = rest.split("// @@PER_LAYOUT_END@@", 1)
         per = per.split("\n", 1)[1]  # drop the marker line's comment
@@ -156,10 +150,6 @@ FAMILY = Hopper(
         Knob("scheduler", ("persistent", "streamk", "splitk"), "persistent",
              help="persistent data-parallel tiles, stream-K (few-tile / odd tile counts), or parallel "
                   "split-K (K slices as batches into fp32, then a reduce kernel; few-tile large-K)"),
-        Knob("epilogue", ("tma", "direct"), "tma",
-             help="tma: accumulators staged through shared memory and stored by TMA; direct: each "
-                  "thread stores its accumulators to global memory (no staging: less latency per "
-                  "tile, more store instructions)"),
         Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
         Knob("swizzle", (1, 2, 4, 8), 1, runtime=True, help="max swizzle size"),
         Knob("sms", (0, 66, 114, 128), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),

@@ -23,7 +23,7 @@ from kernels_search.families import hopper
 from kernels_search.family import Family, Knob
 
 # the hopper knobs this family does not expose, fixed at what the H200 sweeps used
-FIXED = {"tile_k": 64, "stages": 0, "scheduler": "splitk", "epilogue": "tma", "raster": 0, "swizzle": 1, "sms": 0,
+FIXED = {"tile_k": 64, "stages": 0, "scheduler": "splitk", "raster": 0, "swizzle": 1, "sms": 0,
          "sk_decomp": 0, "sk_reduction": 0}
 
 
