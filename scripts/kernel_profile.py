@@ -25,7 +25,7 @@ from harness.method import PrepareContext
 from harness.problem import Problem
 from harness.registry import resolve
 from harness.shapes import parse_shapes
-from harness.tensors import InputSet
+from harness.tensors import timing_sets
 from harness.timing.offline import time_candidates
 from harness.timing.samplers import make_sampler
 
@@ -36,14 +36,12 @@ def profile_one(spec: str, shape: str, layout: str) -> list[str]:
     (m,) = resolve([spec])
     (s,) = parse_shapes(shape)
     p = Problem(s, layout)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.rand(p.m, p.k, device="cuda", generator=g).sub_(0.5).half()
-    b = torch.rand(*p.b_shape, device="cuda", generator=g).sub_(0.5).half()
-    c = torch.empty(p.m, p.n, device="cuda", dtype=torch.float16)
+    (inputs,) = timing_sets(p, "cuda", 1, seed=0)  # compare's timing inputs, one set
+    a, b, c = inputs.a, inputs.b, inputs.c
     ctx = PrepareContext(device="cuda", inputs=(a, b, c),
                          time_candidates=lambda fns: time_candidates(fns, (a, b, c), "cuda"))
     prep = m.prepare(p, ctx)
-    sampler = make_sampler(prep.fn, [InputSet(a, b, c)], "cuda", getattr(prep, "capturable", True))
+    sampler = make_sampler(prep.fn, [inputs], "cuda", prep.capturable)
     call_us = sorted(sampler.sample() for _ in range(7))[3]
     sampler.close()
     torch.cuda.synchronize()
