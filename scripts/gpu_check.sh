@@ -114,9 +114,10 @@ for stage in $STAGES; do
     profile)
       # the kernels each method launches and their durations inside a call (scripts/kernel_profile.py):
       # cuBLAS's kernel names say which tile, cluster and split it picked
-      log "kernel profile: ${PROFILE_SPECS:-cublaslt-autotune} on ${PROFILE_SHAPES:-smoke shapes}"
-      timeout -s INT -k 30 "${PROFILE_LIMIT:-300}" python3 scripts/kernel_profile.py --specs "${PROFILE_SPECS:-cublaslt-autotune}" \
-        --shapes "${PROFILE_SHAPES:-64_64_64,256_256_256,1024_1024_1024,4096_4096_4096}" --layout "${PROFILE_LAYOUT:-tn}" \
+      PROFILE_SPECS=${PROFILE_SPECS:-cublaslt-autotune} PROFILE_SHAPES=${PROFILE_SHAPES:-64_64_64,256_256_256,1024_1024_1024,4096_4096_4096}
+      log "kernel profile: $PROFILE_SPECS on $PROFILE_SHAPES"
+      timeout -s INT -k 30 "${PROFILE_LIMIT:-300}" python3 scripts/kernel_profile.py --specs "$PROFILE_SPECS" \
+        --shapes "$PROFILE_SHAPES" --layout "${PROFILE_LAYOUT:-tn}" \
         --out "$OUT/profile.md" > /tmp/hb/profile.log 2>&1
       tail -5 /tmp/hb/profile.log; cp /tmp/hb/profile.log "$OUT/profile.log" ;;
     spread)
