@@ -76,19 +76,36 @@ def cache_key(source: str, flags: Sequence[str], extra_key: str = "", nvcc: str 
     return h.hexdigest()
 
 
-def _load_cached(entry: Path) -> BuildResult | None:
+def _load_cached(entry: Path) -> tuple[BuildResult | None, str]:
+    """The entry as a result, or None and why not ("" when there is no entry at all)."""
+    if not entry.exists():
+        return None, ""
     try:
         meta = json.loads((entry / META).read_text())
-    except (OSError, ValueError):
-        return None
-    res = BuildResult(**meta)
+        res = BuildResult(**meta)
+    except (OSError, ValueError, TypeError) as e:
+        return None, f"{META}: {type(e).__name__}: {e}"
     if res.ok:
         lib = entry / LIB
         if not lib.is_file():
-            return None
+            return None, f"{LIB} missing" + (" (a dangling link)" if lib.is_symlink() else "")
         res.lib_path = str(lib)
     res.cached = True
-    return res
+    return res, ""
+
+
+def _set_aside(entry: Path, why: str) -> None:
+    """Move an unusable entry out of the way, so the fresh build can be published in its place.
+
+    ``os.rename`` onto a non-empty directory fails, so before this an entry that existed but
+    could not be read (the H200 search of 2026-11-30, twice) made every later build of its key
+    fail after compiling. It is kept, renamed, for a look at what broke it."""
+    stale = Path(tempfile.mkdtemp(prefix=f".stale-{entry.name[:12]}-", dir=entry.parent.parent))
+    try:
+        os.rename(entry, stale / entry.name)
+        (stale / "why.txt").write_text(why + "\n")
+    except OSError:
+        pass  # a concurrent build moved or replaced it: publishing decides
 
 
 def _niced(cmd: list[str]) -> list[str]:
@@ -124,9 +141,11 @@ def build(
     root = cache_dir()
     entry = root / key[:2] / key
     if use_cache:
-        hit = _load_cached(entry)
+        hit, why = _load_cached(entry)
         if hit is not None:
             return hit
+        if why:
+            _set_aside(entry, why)
 
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=root))
@@ -169,13 +188,13 @@ def build(
                 raise
         else:
             work = None  # type: ignore[assignment]
-        got = _load_cached(entry)
+        got, why = _load_cached(entry)
         if got is None:
             # Never an ok result without a library: ctypes would dlopen the main program instead
             # (the H200 search of 2026-11-30 had 6 rows fail with "python3: undefined symbol:
             # hgemm_run", cause not found). Say so, and leave the entry to the next build.
             res.ok = False
-            res.log = f"cache entry {entry} unreadable right after it was published\n" + res.log
+            res.log = f"cache entry {entry} unreadable right after it was published ({why})\n" + res.log
             return res
         got.cached = False
         return got

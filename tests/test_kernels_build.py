@@ -14,6 +14,7 @@ import ctypes
 import time
 
 import pytest
+from pathlib import Path
 
 from harness.problem import Problem, Shape
 from kernels_search import build, ptxas, toolchain
@@ -212,7 +213,6 @@ def test_family_sweep_specs_are_valid():
     """Every config of every sweep in scripts/family_sweep.py parses and passes its family's rules,
     so a typo fails here, not in a device call."""
     import importlib.util
-    from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "family_sweep.py"
     spec = importlib.util.spec_from_file_location("family_sweep", path)
@@ -597,6 +597,31 @@ def test_splitk_kslices_compile_without_spills(cache, spec):
 def test_a_build_whose_cache_entry_cannot_be_read_back_is_not_ok(cache, monkeypatch):
     """A published entry that does not read back must not come out as ok with no library path
     (ctypes would load the main program and fail with an undefined symbol far from the cause)."""
-    monkeypatch.setattr(build, "_load_cached", lambda entry: None)
+    monkeypatch.setattr(build, "_load_cached", lambda entry: (None, "meta.json: OSError: test"))
     res = build.build('extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.f; }\n')
-    assert not res.ok and res.lib_path is None and "unreadable right after it was published" in res.log
+    assert not res.ok and res.lib_path is None
+    assert "unreadable right after it was published (meta.json: OSError: test)" in res.log
+
+
+@needs_nvcc
+@pytest.mark.parametrize("damage", ["no library", "corrupt meta"])
+def test_an_unusable_cache_entry_is_set_aside_and_rebuilt(cache, damage):
+    """An entry that exists but cannot be used (its library gone, its meta.json cut short) is
+    moved aside with the reason, and the fresh build takes its place. Before, the publish rename
+    failed on the non-empty directory and every build of that key came out failed (H200 search,
+    2026-11-30: two CUTLASS configs compiled twice each, then failed)."""
+    src = f'// {damage}\nextern "C" __global__ void k(float* x) {{ x[threadIdx.x] = 2.f; }}\n'
+    first = build.build(src)
+    assert first.ok and not first.cached
+    entry = Path(first.lib_path).parent
+    if damage == "no library":
+        (entry / build.LIB).unlink()
+    else:
+        (entry / build.META).write_text('{"ok": true, "key"')
+    again = build.build(src)
+    assert again.ok and not again.cached and again.lib_path == first.lib_path
+    assert Path(again.lib_path).is_file()
+    stale = list(entry.parent.parent.glob(f".stale-{entry.name[:12]}-*/why.txt"))
+    assert len(stale) == 1
+    assert ("kernel.so missing" if damage == "no library" else "meta.json: JSONDecodeError") in stale[0].read_text()
+    assert build.build(src).cached
