@@ -8,7 +8,7 @@ checkpoint, the kernel DB and the shape (``Policy.first_pick`` seeds its pool by
 this script makes the same picks here; ``--prebuild`` compiles the CUDA ones (nvcc only, no GPU)
 into ``$HGEMM_BUILD_CACHE`` for the device call to load.
 
-    python3 scripts/first_picks.py results/search-h200-b [--prebuild] [--all] [--device cpu --plugin MOD]
+    python3 scripts/first_picks.py results/search-h200-c [--rule model] [--prebuild] [--all] [--device cpu --plugin MOD]
 
 Shapes whose pick is already measured under the current first-pick id are skipped (``--all``
 lists them too). The search's families are those its checkpoint was trained with; where the GPU
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 
-def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=()):
+def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "neighbours"):
     """The search's policy as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks."""
     import dataclasses
     import importlib
@@ -43,7 +43,7 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
         fams["triton"].supports = lambda k, problem: True
     if device == "cuda":
         fams.update({n: f for n, f in default_families("cuda").items() if n not in fams})  # plug-ins
-    pol = Policy(fams, tuple(layouts), seed=0)
+    pol = Policy(fams, tuple(layouts), seed=0, first_pick_rule=rule)
     if not pol.load(folder / "policy.npz"):  # as run_search: the DB rows rebuild it
         print(f"{folder}/policy.npz is missing or of another version or family set: replaying the DB")
     pol.sync(db)
@@ -57,11 +57,12 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
+    ap.add_argument("--rule", default="neighbours", help="first-pick rule: neighbours (default) or model")
     a = ap.parse_args(argv)
     from harness.shapes import parse_shape
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
-    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin)
+    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
     holdout = [parse_shape(s) for s in (a.folder / "holdout.txt").read_text().split()]
     df = db.df
     search_id = df[~df["search_id"].str.contains("-first-pick-")]["search_id"].iloc[0]

@@ -180,7 +180,7 @@ def test_checkpoint_round_trip_keeps_predictions_and_seen_rows(tmp_path):
     other = Policy(FAMS, layouts=("nn",), seed=5)
     assert other.load(tmp_path / "p.npz")
     assert other.seen == {"r1"} and other.history == pol.history and other.model.n == 1
-    assert other.measured_on == pol.measured_on == {TILED.spec(c.knobs): {s.name}}
+    assert other.measured_on == pol.measured_on == {TILED.spec(c.knobs): {s.name: 0.3}}
     np.testing.assert_allclose(other.predict(s, [c])[0], pol.predict(s, [c])[0])
     # a checkpoint of another family set is refused (and leaves the policy untouched)
     third = Policy({"tiled": TILED}, layouts=("nn",))
@@ -358,6 +358,39 @@ def test_first_pick_does_not_depend_on_what_the_process_picked_before():
     assert first_all[4:] == [b.first_pick(s).spec for s in held[4:]]
 
 
+def test_first_pick_takes_the_config_best_on_the_nearest_shapes():
+    """The neighbour rule reads each config's record on the shapes nearest the held-out one (best of
+    layouts): a config that wins only on mid-size cubes is picked for a mid-size cube, the one that
+    is steady everywhere for a large one, and a config measured only on far shapes is not picked
+    however well it did there. The linear model's argmax (``first_pick_rule="model"``) cannot fit
+    the band and does not pick the band config for the mid-size cube."""
+    band = {"tile": 64, "split": 1, "stages": 3, "raster": 0}
+    steady = {"tile": 32, "split": 1, "stages": 2, "raster": 0}
+    tiny = {"tile": 16, "split": 1, "stages": 2, "raster": 0}
+    pols = {rule: Policy(FAMS, layouts=("nn", "tn"), seed=0, first_pick_rule=rule, elites=0)
+            for rule in ("neighbours", "model")}
+    nb = pols["neighbours"]
+    measured = [Shape(2 ** e, 2 ** e, 2 ** e) for e in (6, 7, 8, 9, 11, 12, 13, 14)]  # not 1024^3
+    measured += [Shape(1024, 1024, 512), Shape(1024, 1024, 2048)]
+    for s in measured:
+        in_band = all(512 <= d <= 2048 for d in (s.m, s.n, s.k))
+        outs = [Outcome(Candidate("tiled", steady, TILED.spec(steady)), "nn", "ok", 0.1, None, None),
+                # the band config is measured poorly in nn and well in tn: its value is the best layout
+                Outcome(Candidate("tiled", band, TILED.spec(band)), "nn", "ok", -0.5, None, None),
+                Outcome(Candidate("tiled", band, TILED.spec(band)), "tn", "ok", 0.3 if in_band else -0.3, None, None)]
+        if s.m <= 128:  # a config excellent on the two smallest shapes only: no evidence near mid or large
+            outs.append(Outcome(Candidate("tiled", tiny, TILED.spec(tiny)), "nn", "ok", 0.9, None, None))
+        for pol in pols.values():
+            pol.observe(s, outs)
+    mid, large = Shape(1024, 1024, 1024), Shape(16384, 16384, 8192)
+    assert nb.neighbour_value(TILED.spec(tiny), mid)[1] < nb.first_pick_min_weight
+    assert nb.first_pick(mid).spec == TILED.spec(band)
+    assert nb.first_pick(large).spec == TILED.spec(steady)
+    assert pols["model"].first_pick(mid).spec != TILED.spec(band)
+    with pytest.raises(ValueError, match="first_pick_rule"):
+        Policy(FAMS, first_pick_rule="best")
+
+
 def test_first_pick_ranks_only_configs_measured_on_enough_other_shapes():
     """The one-shot pick comes from configs that ran on >= first_pick_min_shapes other shapes
     (also ones outside the sampled pool); a config seen on one shape only, however well predicted,
@@ -372,9 +405,9 @@ def test_first_pick_ranks_only_configs_measured_on_enough_other_shapes():
         if i == 0:
             outs.append(Outcome(Candidate("tiled", lone, TILED.spec(lone)), "nn", "ok", 0.9, None, None))
         pol.observe(s, outs)
-    assert pol.measured_on[TILED.spec(wide)] == {s.name for s in shapes}
+    assert pol.measured_on[TILED.spec(wide)].keys() == {s.name for s in shapes}
     held = Shape(1024, 2048, 4096)
     assert pol.first_pick(held).spec == TILED.spec(wide)
-    pol.first_pick_min_shapes = 1  # one other shape is enough now: the better-predicted config wins
+    pol.first_pick_min_shapes = 1  # one other shape is enough now: the better-measured config wins
     assert pol.first_pick(held).spec == TILED.spec(lone)
     assert pol.first_pick(shapes[0]).spec == TILED.spec(wide)  # its own shape is not evidence for it

@@ -47,6 +47,9 @@ def search(
     max_rounds: Optional[int] = typer.Option(None, help="Stop after this many rounds."),
     design: bool = typer.Option(True, "--design/--no-design",
                                 help="Measure every family preset on a shape before the policy picks (initial design)."),
+    first_pick_rule: str = typer.Option("neighbours", help="How --holdout picks: neighbours (the config best on "
+                                                           "the nearest searched shapes) or model (the linear "
+                                                           "model's argmax)."),
     seed: int = typer.Option(0, help="Policy and sampling seed."),
     plugin: List[str] = typer.Option([], "--plugin", help="Python module to import (more methods / families)."),
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks."),
@@ -107,6 +110,7 @@ def search(
                     ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
+                    first_pick_rule=first_pick_rule,
                     print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")

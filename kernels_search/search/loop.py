@@ -277,10 +277,11 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
 
 
 def first_pick_id(search_id: str, candidates: int, policy) -> str:
-    """The search id of a held-out check: the search, the pick rule (``m<first_pick_min_shapes>``)
-    and how many candidates the policy had seen, so that a check is read back only by a policy
-    that would pick the same kernels."""
-    return f"{search_id}-first-pick-m{policy.first_pick_min_shapes}-c{candidates}"
+    """The search id of a held-out check: the search, the pick rule (``nb-`` for the neighbour rule,
+    nothing for the model's argmax; ``m<first_pick_min_shapes>``) and how many candidates the
+    policy had seen, so that a check is read back only by a policy that would pick the same kernels."""
+    rule = "nb-" if policy.first_pick_rule == "neighbours" else ""
+    return f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}-c{candidates}"
 
 
 def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,
