@@ -71,7 +71,7 @@ import numpy as np
 from harness.problem import Problem, Shape
 from harness.shapes import parse_shape
 from kernels_search.family import KnobError
-from kernels_search.search.features import FeatureSpace, shape_features
+from kernels_search.search.features import FeatureSpace, shape_distance, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
 CHECKPOINT_VERSION = 3  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward
@@ -260,8 +260,6 @@ class Policy:
         if db is not None:
             names += [s.name for s, _ in db.neighbours(shape, gpu, self.n_neighbours)]
         else:
-            from kernels_search.search.features import shape_distance
-
             others = sorted((shape_distance(shape, parse_shape(nm)), nm) for nm in self.history if nm != shape.name)
             names += [nm for _, nm in others[: self.n_neighbours]]
         for nm in names:
@@ -323,8 +321,6 @@ class Policy:
         (Gaussian weights, ``first_pick_bandwidth`` in log2 M, N, K, over the
         ``first_pick_neighbours`` nearest), and the weight of that evidence (the sum of weights:
         1 per shape at distance 0, ~0 for shapes far away)."""
-        from kernels_search.search.features import shape_distance
-
         near = sorted((shape_distance(shape, parse_shape(nm)), r) for nm, r in self.measured_on.get(spec, {}).items()
                       if nm != shape.name)[: self.first_pick_neighbours]
         w = np.exp(-((np.array([d for d, _ in near]) / self.first_pick_bandwidth) ** 2))
