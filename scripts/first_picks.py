@@ -13,6 +13,12 @@ into ``$HGEMM_BUILD_CACHE`` for the device call to load.
 Shapes whose pick is already measured under the current first-pick id are skipped (``--all``
 lists them too). The search's families are those its checkpoint was trained with; where the GPU
 host had Triton and this machine has not, Triton configs are still picked (they need no build).
+
+Two pick rules side by side, in one ``compare`` call (``scripts/gpu_check.sh pickrules``):
+``--rules model,neighbours --compare-args`` prints ``PICK_SHAPES=...`` and ``PICK_METHODS=...``
+(the held-out shapes and every rule's picks), and ``--rules model,neighbours --report R.parquet``
+reads that call's results back: per rule, each pick's speedup over cuBLASLt autotune (best of
+layouts, device time; a pick with no correct row counts as exp(-1), its reward) and the geomean.
 """
 
 from __future__ import annotations
@@ -58,12 +64,17 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
     ap.add_argument("--rule", default="neighbours", help="first-pick rule: neighbours (default) or model")
+    ap.add_argument("--rules", default="", help="comma list of rules, with --compare-args or --report")
+    ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
+    ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     a = ap.parse_args(argv)
     from harness.shapes import parse_shape
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
     holdout = [parse_shape(s) for s in (a.folder / "holdout.txt").read_text().split()]
+    if a.rules:
+        return side_by_side(pol, db, holdout, [r.strip() for r in a.rules.split(",") if r.strip()], a)
     df = db.df
     search_id = df[~df["search_id"].str.contains("-first-pick-")]["search_id"].iloc[0]
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
@@ -81,6 +92,56 @@ def main(argv=None) -> int:
     if a.prebuild:
         todo = [c.spec for c in picks if c.family != "triton"]
         print(f"built {len(todo)} CUDA picks in {auto_prebuild(todo):.0f} s")
+    return 0
+
+
+def picks_by_rule(pol, db, holdout, rules) -> dict[str, dict[str, str]]:
+    """rule -> {held-out shape: the spec that rule picks}."""
+    gpu = db.df["gpu_name"].dropna().iloc[0] if not db.df.empty else None
+    out = {}
+    for rule in rules:
+        pol.first_pick_rule = rule
+        out[rule] = {s.name: pol.first_pick(s, db, gpu).spec for s in holdout}
+    return out
+
+
+def speedups(results, picks: dict[str, str], reference: str = "cublaslt-autotune") -> dict[str, float]:
+    """{shape: reference's best-of-layouts device time / the pick's} from one compare's rows;
+    exp(-1) where the pick has no correct row (its search reward)."""
+    import math
+
+    ok = results[(results["status"] == "ok") & results["device_us_median"].notna()]
+    best = ok.groupby(["shape", "method"])["device_us_median"].min()
+    out = {}
+    for shape, spec in picks.items():
+        ref, mine = best.get((shape, reference)), best.get((shape, spec))
+        if ref is None:
+            raise ValueError(f"{reference} has no correct row for {shape}")
+        out[shape] = ref / mine if mine else math.exp(-1)
+    return out
+
+
+def side_by_side(pol, db, holdout, rules, a) -> int:
+    import numpy as np
+    import pandas as pd
+
+    picks = picks_by_rule(pol, db, holdout, rules)
+    if a.compare_args:
+        methods = sorted({spec for by_shape in picks.values() for spec in by_shape.values()})
+        print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")
+        print(f"PICK_METHODS={','.join(methods)}")
+        return 0
+    if a.report is None:
+        print("--rules needs --compare-args or --report", file=sys.stderr)
+        return 2
+    results = pd.read_parquet(a.report)
+    sp = {rule: speedups(results, picks[rule]) for rule in rules}
+    print("| shape | " + " | ".join(rules) + " |")
+    print("|---|" + "---|" * len(rules))
+    for s in holdout:
+        print(f"| {s.name} | " + " | ".join(f"{sp[r][s.name]:.3f}x" for r in rules) + " |")
+    geo = {r: float(np.exp(np.mean(np.log(list(sp[r].values()))))) for r in rules}
+    print("| geomean | " + " | ".join(f"**{geo[r]:.3f}x**" for r in rules) + " |")
     return 0
 
 

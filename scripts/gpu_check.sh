@@ -18,7 +18,7 @@
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
-#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-b); the call that finishes the
+#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-c); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
@@ -26,6 +26,8 @@
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
+#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of
+#            $SEARCH_DIR's policy, measured side by side in one compare call with cuBLASLt autotune
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
@@ -49,7 +51,7 @@ done
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=${SEARCH_DIR:-results/search-h200-b}  # the fifth session's search (a new folder starts a fresh one)
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200-c}  # the seventh session's search (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
   # (only when the tarball holds this SEARCH_DIR: a new folder starts a fresh search)
@@ -187,6 +189,19 @@ PY
         tail -40 "$OUT/library.txt"
         python3 scripts/library_check.py /tmp/hb/library.parquet 2>&1 | tee "$OUT/library_check.md"
       fi ;;
+    pickrules)
+      # The held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of the
+      # search in $SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
+      # (scripts/first_picks.py --rules: picks and the per-rule table).
+      log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on its held-out shapes"
+      restore_search
+      args=$(python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" --compare-args | grep '^PICK_')
+      shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
+      timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
+        --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
+      tail -5 "$OUT/pickrules.txt"
+      python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" --report /tmp/hb/pickrules.parquet \
+        2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar czf "$OUT/results.tgz" -C /tmp hb 2>/dev/null

@@ -37,3 +37,22 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
         assert "measured" in line and line.rstrip().endswith(made[s.name])
         assert len(pol.measured_on[made[s.name]]) >= 2
     assert "2 of 2 held-out shapes measured" in out
+
+
+def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_its_reward():
+    """One compare call's rows: each pick's speedup over cuBLASLt autotune is best layout vs best
+    layout; a pick with no correct row counts as exp(-1) (what the search's reward gives a
+    failure); a shape the reference did not measure is an error, not a silent gap."""
+    import math
+
+    import pandas as pd
+
+    rows = [("64_64_64", "cublaslt-autotune", "nn", "ok", 4.0), ("64_64_64", "cublaslt-autotune", "tn", "ok", 3.0),
+            ("64_64_64", "k:a", "nn", "ok", 2.0), ("64_64_64", "k:a", "tn", "ok", 2.5),
+            ("128_64_64", "cublaslt-autotune", "nn", "ok", 6.0),
+            ("128_64_64", "k:b", "nn", "gate_failed", 1.0)]
+    df = pd.DataFrame(rows, columns=["shape", "method", "layout", "status", "device_us_median"])
+    sp = first_picks.speedups(df, {"64_64_64": "k:a", "128_64_64": "k:b"})
+    assert sp == {"64_64_64": 1.5, "128_64_64": math.exp(-1)}
+    with pytest.raises(ValueError, match="256_64_64"):
+        first_picks.speedups(df, {"256_64_64": "k:a"})
