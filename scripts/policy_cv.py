@@ -29,7 +29,7 @@ import pandas as pd
 
 from harness.shapes import parse_shape
 from kernels_search.families import ALL
-from kernels_search.search.policy import FIRST_PICK_RULES, Candidate, Policy
+from kernels_search.search.policy import FIRST_PICK_RULES, Policy
 
 
 def cross_validate(df: pd.DataFrame, search_id: str | None = None, layouts=("nn", "tn"), families=None,
@@ -53,8 +53,7 @@ def cross_validate(df: pd.DataFrame, search_id: str | None = None, layouts=("nn"
         specs = [m for m in here.index if len(pol.measured_on.get(m, {})) >= pol.first_pick_min_shapes]
         if len(specs) < 2:
             continue
-        cands = [Candidate(m.partition(":")[0], families[m.partition(":")[0]].parse(m.partition(":")[2]), m)
-                 for m in specs]
+        cands = [pol.candidate_for(m) for m in specs]
         r = here[specs].to_numpy(float)
         for rule in FIRST_PICK_RULES:
             pol.first_pick_rule = rule

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ctypes
 import time
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from harness.problem import Problem, Shape
 from kernels_search import build, ptxas, toolchain

@@ -342,6 +342,17 @@ class Policy:
             out[i] = v if weight >= self.first_pick_min_weight else -10.0 + mean[i]
         return out
 
+    def candidate_for(self, spec: str) -> Candidate | None:
+        """The candidate a measured spec names (a canonical spec names every knob); None for a
+        family this policy does not search or knobs it no longer has."""
+        fam, _, body = spec.partition(":")
+        if fam not in self.families:
+            return None
+        try:
+            return Candidate(fam, self.families[fam].parse(body), spec, "policy:measured")
+        except KnobError:
+            return None
+
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
         """One evaluation per shape: among the supported configs with evidence (measured correctly
         on >= ``first_pick_min_shapes`` other shapes), the best by ``first_pick_rule`` (module
@@ -355,15 +366,9 @@ class Policy:
         for spec in sorted(self.measured_on):
             if len(self.measured_on[spec].keys() - {shape.name}) < self.first_pick_min_shapes:
                 continue
-            fam, _, body = spec.partition(":")
-            if fam not in self.families:
-                continue
-            try:
-                knobs = self.families[fam].parse(body)  # a canonical spec names every knob
-            except KnobError:
-                continue
-            if self._supported(fam, knobs, shape):
-                known.append(Candidate(fam, knobs, spec, "policy:measured"))
+            cand = self.candidate_for(spec)
+            if cand is not None and self._supported(cand.family, cand.knobs, shape):
+                known.append(cand)
         if known:
             return known[int(np.argmax(self.first_pick_values(shape, known)))]
         cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
