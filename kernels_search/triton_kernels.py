@@ -86,3 +86,42 @@ def gemm_persistent_kernel(
         if tile < num_tiles:
             _one_tile(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                       stride_cm, stride_cn, tile, num_pid_m, in_group, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+
+
+@triton.jit
+def gemm_tma_kernel(
+    a_desc, b_desc, c_desc, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, B_KN: tl.constexpr, EPI_SPLIT: tl.constexpr,
+):
+    # Persistent, TMA in and out: one program per SM walks tiles pid, pid + NUM_PROGRAMS, ...
+    # The tile and k loops are flattened into one pipelined loop, so the next tile's TMA loads
+    # are in flight while this tile's accumulator is stored: what matters where K is small and
+    # the kernel is bound by writing C. The descriptors clip edges (zero-filled loads, clipped
+    # stores), so no masks. EPI_SPLIT stores the tile as that many column slices, which halves
+    # the epilogue's staging buffer and lets the first slice's store overlap the second's cast.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    in_group = GROUP_M * num_pid_n
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=True):
+        first_m = (tile // in_group) * GROUP_M
+        group_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+        off_m = (first_m + (tile % in_group) % group_m) * BLOCK_M
+        off_n = ((tile % in_group) // group_m) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kt in range(k_tiles):
+            a = a_desc.load([off_m, kt * BLOCK_K])
+            if B_KN:
+                b = b_desc.load([kt * BLOCK_K, off_n])
+            else:
+                b = b_desc.load([off_n, kt * BLOCK_K]).T
+            acc = tl.dot(a, b, acc)
+        if EPI_SPLIT == 2:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            c0, c1 = tl.split(halves)
+            c_desc.store([off_m, off_n], c0.to(tl.float16))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], c1.to(tl.float16))
+        else:
+            c_desc.store([off_m, off_n], acc.to(tl.float16))

@@ -23,6 +23,7 @@ class Plan:
     n: int
     k: int
     persistent: bool
+    tma: bool
     split: int
     grid: tuple[int, ...]
     strides: tuple[int, ...]  # am, ak, bk, bn, cm, cn
@@ -48,13 +49,31 @@ def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
     else:
         consts["SPLIT_K"] = split
         grid = (tiles, split)
-    return Plan(m, n, k, bool(knobs["persistent"]), split, grid, (k, 1, sbk, sbn, n, 1), consts)
+    if knobs["tma"]:
+        consts.update(B_KN=problem.layout == "nn", EPI_SPLIT=knobs["epi_split"])
+    return Plan(m, n, k, bool(knobs["persistent"]), bool(knobs["tma"]), split, grid,
+                (k, 1, sbk, sbn, n, 1), consts)
+
+
+def tma_descriptors(p: Plan, a, b, c) -> tuple:
+    """Host TMA descriptors for A (M x K), B (K x N for "nn", N x K for "tn") and C, with the
+    plan's block shapes (C's block is one epilogue slice). Cheap host objects: Triton's launcher
+    encodes the tensor maps at each launch, so a call with other tensors needs new ones."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    bm, bn, bk = p.consts["BLOCK_M"], p.consts["BLOCK_N"], p.consts["BLOCK_K"]
+    b_block = [bk, bn] if p.consts["B_KN"] else [bn, bk]
+    return (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, b_block),
+            TensorDescriptor.from_tensor(c, [bm, bn // p.consts["EPI_SPLIT"]]))
 
 
 def launch(p: Plan, a, b, c, ws=None) -> None:
     """One GEMM on the current stream: kernel, plus zero-fill and cast around it for split-K."""
-    from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel
+    from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel, gemm_tma_kernel
 
+    if p.tma:
+        gemm_tma_kernel[p.grid](*tma_descriptors(p, a, b, c), p.m, p.n, p.k, **p.consts)
+        return
     kern = gemm_persistent_kernel if p.persistent else gemm_kernel
     if p.split == 1:
         kern[p.grid](a, b, c, p.m, p.n, p.k, *p.strides, **p.consts)

@@ -160,8 +160,24 @@ SINGLE_MID_SWEEP = [
     "hopper:tile_m=64:tile_n=256:cluster_m=1:schedule=single:stages=2",
     "hopper:tile_m=64:tile_n=128:cluster_m=1:cluster_n=2:schedule=single:stages=4",
 ]
+# Triton's TMA kernel (tma=1: persistent, TMA loads and stores, one flattened tile x k loop) on
+# the shapes cuBLAS serves at 2.2-3.3 TB/s of C written (K <= 256) and on mid-size shapes, with
+# the pointer-based persistent kernel and the CUTLASS preset that led there as references
+TRITON_TMA_SWEEP = [
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1",
+    "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
+]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
-        "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP}
+        "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP,
+        "triton-tma": TRITON_TMA_SWEEP}
 
 
 def preset_specs() -> list[str]:

@@ -334,6 +334,26 @@ def test_splitk_tma_is_the_hopper_split_k_scheduler_with_a_small_space():
     assert all(kn.name not in ("stages", "sms", "sk_decomp") for kn in fam.knobs)  # the small space
 
 
+def test_triton_tma_config_rules_and_alignment():
+    """tma=1 is a persistent kernel; epi_split only means something with it; TMA row strides
+    need K and N multiples of 8, and other shapes are declined with that reason."""
+    from harness.problem import Problem, Shape
+    from kernels_search.families import ALL
+    from kernels_search.family import KnobError
+
+    fam = ALL["triton"]
+    with pytest.raises(KnobError, match="persistent=1"):
+        fam.parse("tma=1")
+    with pytest.raises(KnobError, match="epi_split"):
+        fam.parse("epi_split=2")
+    k = fam.parse("persistent=1,tma=1,epi_split=2")
+    sup = fam.supports(k, Problem(Shape(64, 100, 64), "nn"))
+    assert not sup and "multiples of 8" in sup.reason and "N=100" in sup.reason
+    assert not fam.supports(k, Problem(Shape(64, 64, 65), "tn"))
+    plain = fam.supports(fam.parse("persistent=1"), Problem(Shape(64, 100, 65), "nn"))
+    assert "multiples of 8" not in (plain.reason or "")  # the pointer kernels take any shape
+
+
 def test_triton_family_says_when_triton_is_missing(monkeypatch):
     """Without triton the family must decline politely (a reason), not fail at import."""
     import sys
@@ -493,6 +513,33 @@ def test_triton_kernels_compile_for_sm90_with_wgmma_and_pipelining(persistent):
     assert ptx.count("cp.async.commit_group") >= 2 and k.metadata.shared >= 2 * (128 + 128) * 64 * 2
 
 
+@pytest.mark.parametrize("b_kn, epi_split", [(1, 1), (0, 2)])
+def test_triton_tma_kernel_compiles_for_sm90_with_tma_wgmma_and_one_pipelined_loop(b_kn, epi_split):
+    """The tma=1 kernel for sm_90, both B layouts: TMA loads and stores, WGMMA, and the tile and
+    k loops flattened into one software-pipelined loop (loads issued inside it for later
+    iterations), so the next tile's loads can overlap this tile's store."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels_search import triton_kernels as tk
+
+    bm, bn, bk = 128, 128, 64
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, NUM_PROGRAMS=132, B_KN=b_kn,
+                  EPI_SPLIT=epi_split)
+    b_block = f"[{bk},{bn}]" if b_kn else f"[{bn},{bk}]"
+    sig = {"a_desc": f"tensordesc<fp16[{bm},{bk}]>", "b_desc": f"tensordesc<fp16{b_block}>",
+           "c_desc": f"tensordesc<fp16[{bm},{bn // epi_split}]>", "M": "i32", "N": "i32", "K": "i32"}
+    sig |= {n: "constexpr" for n in consts}
+    k = triton.compile(ASTSource(fn=tk.gemm_tma_kernel, signature=sig, constexprs=consts, attrs={}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert ttgir.count("async_tma_copy_local_to_global") >= epi_split
+    loop = ttgir[ttgir.rindex("scf.for"):]  # the pipelined main loop: it issues the TMA loads
+    assert "async_tma_copy_global_to_local" in loop and "async_tma_copy_local_to_global" in loop
+
+
 _INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
@@ -501,12 +548,18 @@ from harness.problem import Problem, Shape
 from kernels_search.families import ALL
 from kernels_search.triton_method import plan, launch
 fam, bad = ALL["triton"], []
-for spec in ["block_m=32,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
-             "block_m=32,block_n=16,block_k=32,persistent=1,group_m=4"]:
+RAGGED = [(17, 33, 65), (1, 1, 1), (40, 24, 100), (70, 50, 33)]
+TMA_OK = [(17, 24, 40), (1, 8, 8), (70, 48, 56), (40, 40, 200)]  # TMA rows: K, N multiples of 8
+for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
+                     ("block_m=16,block_n=32,block_k=16,split_k=4", RAGGED),
+                     ("block_m=32,block_n=16,block_k=32,persistent=1,group_m=4", RAGGED),
+                     ("block_m=32,block_n=16,block_k=16,persistent=1,tma=1", TMA_OK),
+                     ("block_m=16,block_n=32,block_k=32,persistent=1,tma=1,epi_split=2,group_m=4", TMA_OK)]:
     k = fam.parse(spec)
-    for s in [(17, 33, 65), (1, 1, 1), (40, 24, 100), (70, 50, 33)]:
+    for s in shapes:
         for lay in ("nn", "tn"):
             pr = Problem(Shape(*s), lay)
+            assert fam.supports(k, pr), (spec, s)
             g = torch.Generator().manual_seed(0)
             a = (torch.rand(pr.m, pr.k, generator=g) - 0.5).half()
             b = (torch.rand(*pr.b_shape, generator=g) - 0.5).half()
@@ -524,7 +577,8 @@ sys.exit(1 if bad else 0)
 
 def test_triton_kernels_are_correct_in_the_interpreter():
     """The Triton family's exact launch code (plan + launch) run by Triton's CPU interpreter on
-    ragged shapes, both layouts, split-K and persistent: masks, strides and raster are right."""
+    ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
+    epilogue): masks, strides, descriptors and raster are right."""
     pytest.importorskip("triton")
     import subprocess
     import sys

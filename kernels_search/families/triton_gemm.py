@@ -1,5 +1,7 @@
 """``triton``: a plain tiled Triton GEMM (grouped raster, masked edges, optional split-K),
-or its persistent variant (one program per SM looping over tiles). No TMA variant yet.
+or its persistent variant (one program per SM looping over tiles), pointer-based or, with
+``tma=1``, through TMA descriptors for A, B and C (one flattened tile x k loop, so the next tile's
+loads overlap this tile's store; meant for small-K shapes that are bound by writing C).
 
 Fast to compile (about 0.3 s a config on the H200 host), so the search can sweep it widely.
 Any M, N, K is served (masked loads and stores). With ``split_k > 1`` the call zeroes an fp32
@@ -33,7 +35,13 @@ class TritonGemm(Family):
     def check(self, k: Mapping) -> str:
         if k["persistent"] and k["split_k"] != 1:
             return "the persistent kernel does not split K"
+        if k["tma"] and not k["persistent"]:
+            return "tma=1 is a persistent kernel: set persistent=1"
+        if k["epi_split"] != 1 and not k["tma"]:
+            return "epi_split applies to the TMA kernel's store only (tma=1)"
         smem = k["num_stages"] * (k["block_m"] + k["block_n"]) * k["block_k"] * 2
+        if k["tma"]:  # plus the epilogue's staging buffer for one store slice
+            smem += k["block_m"] * k["block_n"] // k["epi_split"] * 2
         if smem > SMEM_LIMIT:
             return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
         acc = k["block_m"] * k["block_n"] // (k["num_warps"] * 32)
@@ -46,6 +54,9 @@ class TritonGemm(Family):
         return KERNEL_FILE.read_text()
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
+        if k["tma"] and (problem.k % 8 or problem.n % 8):
+            return unsupported(f"tma=1 needs K and N multiples of 8 (16-byte TMA row strides), "
+                               f"not K={problem.k}, N={problem.n}")
         return triton_available()
 
 
@@ -68,5 +79,7 @@ FAMILY = TritonGemm(
         Knob("num_stages", (3, 2, 4, 5, 6), 3),
         Knob("split_k", (1, 2, 4, 8, 16, 32), 1, help="K split; > 1 accumulates with fp32 atomics"),
         Knob("persistent", (0, 1), 0, help="1: one program per SM looping over tiles"),
+        Knob("tma", (0, 1), 0, help="1: the persistent kernel loads and stores through TMA descriptors"),
+        Knob("epi_split", (1, 2), 1, help="tma=1: store each tile as this many column slices"),
     ),
 )

@@ -97,7 +97,8 @@ def default_families(device: str = "cuda") -> dict[str, Any]:
         from kernels_search.families import ALL
 
         fams = dict(ALL)
-        if "triton" in fams and not fams["triton"].supports({}, Problem(Shape(128, 128, 128))):
+        tri = fams.get("triton")
+        if tri is not None and not tri.supports(tri.defaults(), Problem(Shape(128, 128, 128))):
             fams.pop("triton")
     for name, fam in _EXTRA_FAMILIES.items():
         if getattr(fam, "backend", "cuda") in (device, "triton" if device == "cuda" else device):
