@@ -43,7 +43,7 @@ def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
     consts = dict(BLOCK_M=knobs["block_m"], BLOCK_N=knobs["block_n"], BLOCK_K=knobs["block_k"],
                   GROUP_M=knobs["group_m"], num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
     if knobs["persistent"]:
-        progs = max(1, min(num_sms, tiles))
+        progs = max(1, min(num_sms * knobs["per_sm"], tiles))
         consts["NUM_PROGRAMS"] = progs
         grid: tuple[int, ...] = (progs,)
     else:

@@ -172,6 +172,8 @@ TRITON_TMA_SWEEP = [
     "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:epi_split=2",
     "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1",
     "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:per_sm=2",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:epi_split=2:per_sm=2",
     "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1",
     "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
 ]

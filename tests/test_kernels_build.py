@@ -346,6 +346,10 @@ def test_triton_tma_config_rules_and_alignment():
         fam.parse("tma=1")
     with pytest.raises(KnobError, match="epi_split"):
         fam.parse("epi_split=2")
+    with pytest.raises(KnobError, match="per_sm applies"):
+        fam.parse("per_sm=2")
+    with pytest.raises(KnobError, match="2 programs an SM need"):
+        fam.parse("block_m=128,block_n=128,num_stages=3,persistent=1,tma=1,per_sm=2")
     k = fam.parse("persistent=1,tma=1,epi_split=2")
     sup = fam.supports(k, Problem(Shape(64, 100, 64), "nn"))
     assert not sup and "multiples of 8" in sup.reason and "N=100" in sup.reason
@@ -554,7 +558,8 @@ for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
                      ("block_m=16,block_n=32,block_k=16,split_k=4", RAGGED),
                      ("block_m=32,block_n=16,block_k=32,persistent=1,group_m=4", RAGGED),
                      ("block_m=32,block_n=16,block_k=16,persistent=1,tma=1", TMA_OK),
-                     ("block_m=16,block_n=32,block_k=32,persistent=1,tma=1,epi_split=2,group_m=4", TMA_OK)]:
+                     ("block_m=16,block_n=32,block_k=32,persistent=1,tma=1,epi_split=2,group_m=4", TMA_OK),
+                     ("block_m=16,block_n=16,block_k=16,persistent=1,tma=1,per_sm=2", TMA_OK)]:
     k = fam.parse(spec)
     for s in shapes:
         for lay in ("nn", "tn"):

@@ -281,7 +281,7 @@ TMA_SHAPES = ["17_24_40", "100_200_304", "72_136_64", "64_64_64", "256_128_16384
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", TMA_SHAPES)
 @pytest.mark.parametrize("cfg", ["persistent=1,tma=1",
-                                 "block_m=64,block_n=128,block_k=64,persistent=1,tma=1,epi_split=2",
+                                 "block_m=64,block_n=128,block_k=64,persistent=1,tma=1,epi_split=2,per_sm=2",
                                  "block_m=128,block_n=256,block_k=64,num_warps=8,persistent=1,tma=1,epi_split=2"])
 def test_triton_tma_matches_reference(shape, layout, cfg):
     pytest.importorskip("triton")

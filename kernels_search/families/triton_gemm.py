@@ -44,6 +44,10 @@ class TritonGemm(Family):
             smem += k["block_m"] * k["block_n"] // k["epi_split"] * 2
         if smem > SMEM_LIMIT:
             return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
+        if k["per_sm"] > 1 and not k["persistent"]:
+            return "per_sm applies to the persistent kernels (persistent=1)"
+        if smem * k["per_sm"] > SMEM_LIMIT:
+            return f"{k['per_sm']} programs an SM need {smem * k['per_sm']} bytes of shared memory > {SMEM_LIMIT}"
         acc = k["block_m"] * k["block_n"] // (k["num_warps"] * 32)
         if acc > 256:
             return f"{acc} fp32 accumulators per thread (> 256): more warps or a smaller tile"
@@ -79,6 +83,8 @@ FAMILY = TritonGemm(
         Knob("num_stages", (3, 2, 4, 5, 6), 3),
         Knob("split_k", (1, 2, 4, 8, 16, 32), 1, help="K split; > 1 accumulates with fp32 atomics"),
         Knob("persistent", (0, 1), 0, help="1: one program per SM looping over tiles"),
+        Knob("per_sm", (1, 2), 1, help="persistent=1: programs launched per SM (2: one's loads "
+                                        "and stores overlap the other's math)"),
         Knob("tma", (0, 1), 0, help="1: the persistent kernel loads and stores through TMA descriptors"),
         Knob("epi_split", (1, 2), 1, help="tma=1: store each tile as this many column slices"),
     ),
