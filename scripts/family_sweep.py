@@ -177,9 +177,35 @@ TRITON_TMA_SWEEP = [
     "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1",
     "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
 ]
+# Memory-bound skinny shapes (N or M of 64-128, large K: one operand streamed once, cuBLAS at
+# 2.8-4.1 TB/s): deep Triton pipelines, with pointers and with TMA, tiles that give 1-2 CTAs an SM
+SKINNY_SWEEP = [
+    "triton:block_m=64:block_n=64:block_k=128:num_warps=4:num_stages=4",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=6",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=5",
+    "triton:block_m=32:block_n=64:block_k=128:num_warps=4:num_stages=5",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=5",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=4",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=5:split_k=2",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1:per_sm=2",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=4:persistent=1:tma=1:epi_split=2",
+]
+# Write-bound small-K shapes: more TMA tiles and two programs an SM (one's store overlaps the other's loads)
+TMA_WRITE_SWEEP = [
+    "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=2:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=256:block_n=128:block_k=64:num_warps=8:num_stages=2:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=64:block_n=256:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:epi_split=2",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=2:persistent=1:tma=1:epi_split=2:per_sm=2",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=4:num_stages=2:persistent=1:tma=1:epi_split=2:per_sm=2",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:epi_split=2:per_sm=2",
+    "triton:block_m=64:block_n=256:block_k=64:num_warps=4:num_stages=2:persistent=1:tma=1:epi_split=2:per_sm=2",
+]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
         "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP,
-        "triton-tma": TRITON_TMA_SWEEP}
+        "triton-tma": TRITON_TMA_SWEEP, "skinny": SKINNY_SWEEP, "tma-write": TMA_WRITE_SWEEP}
 
 
 def preset_specs() -> list[str]:
