@@ -83,7 +83,7 @@ FAMILY = TritonGemm(
         Knob("num_stages", (3, 2, 4, 5, 6), 3),
         Knob("split_k", (1, 2, 4, 8, 16, 32), 1, help="K split; > 1 accumulates with fp32 atomics"),
         Knob("persistent", (0, 1), 0, help="1: one program per SM looping over tiles"),
-        Knob("per_sm", (1, 2), 1, help="persistent=1: programs launched per SM (2: one's loads "
+        Knob("per_sm", (1, 2, 3, 4), 1, help="persistent=1: programs launched per SM (2: one's loads "
                                         "and stores overlap the other's math)"),
         Knob("tma", (0, 1), 0, help="1: the persistent kernel loads and stores through TMA descriptors"),
         Knob("epi_split", (1, 2), 1, help="tma=1: store each tile as this many column slices"),
