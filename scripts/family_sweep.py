@@ -217,10 +217,24 @@ TMA_MID_SWEEP = [
     "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=2:persistent=1:tma=1:epi_split=2",
     "triton:block_m=128:block_n=128:block_k=128:num_warps=8:num_stages=2:persistent=1:tma=1:epi_split=2",
 ]
+# Round two of the same on the shapes still below cuBLAS: thinner tiles for M or N of 64-128, deeper
+# pipelines with 2-3 programs an SM
+TMA_MID2_SWEEP = [
+    "triton:block_m=64:block_n=32:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:per_sm=4",
+    "triton:block_m=64:block_n=32:block_k=128:num_warps=4:num_stages=2:persistent=1:tma=1:per_sm=3",
+    "triton:block_m=64:block_n=64:block_k=128:num_warps=4:num_stages=2:persistent=1:tma=1:per_sm=3",
+    "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:per_sm=3",
+    "triton:block_m=64:block_n=64:block_k=64:group_m=1:num_warps=4:num_stages=2:persistent=1:tma=1:epi_split=2:per_sm=4",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:per_sm=2",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:per_sm=2",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=4:persistent=1:tma=1:per_sm=2",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1:epi_split=2:per_sm=2",
+    "triton:block_m=32:block_n=64:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:per_sm=4",
+]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
         "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP,
         "triton-tma": TRITON_TMA_SWEEP, "skinny": SKINNY_SWEEP, "tma-write": TMA_WRITE_SWEEP,
-        "tma-mid": TMA_MID_SWEEP}
+        "tma-mid": TMA_MID_SWEEP, "tma-mid2": TMA_MID2_SWEEP}
 
 
 def preset_specs() -> list[str]:
