@@ -323,12 +323,35 @@ def test_initial_design_measures_supported_presets_first_then_the_model_picks():
         pol.observe(small_k, [Outcome(c, "nn", "ok", true_reward(small_k, c.family, c.knobs), None, None)])
     second = pol.propose(small_k, SearchContext(small_k, 2, {c.spec for c in first}, seed=2))
     assert len(second) == 2 and not {c.spec for c in second} & presets
-    assert second[0].origin == "policy:greedy"
+    # most of the batch stays next to the shape's best configs (one knob changed), the rest is global
+    assert [c.origin for c in second] == ["policy:local-greedy", "policy:thompson"]
+    assert second[0].spec in pol.local_specs(small_k)
     # another shape gets its own design batch; without the design the model picks from the start
     big_k = Shape(256, 256, 8192)
     assert {c.spec for c in pol.propose(big_k, SearchContext(big_k, 2, set(), seed=3))} == presets
     plain = Policy(fams, layouts=("nn",), seed=0, design=False)
     assert len(plain.propose(big_k, SearchContext(big_k, 2, set(), seed=3))) == 2
+
+
+def test_local_picks_change_one_knob_of_the_shapes_best_configs():
+    """The trust region: the first ``local_share`` of a batch are one-knob mutations of the shape's
+    ``local_elites`` best measured configs (not of worse ones, not of other shapes' configs);
+    the rest come from the whole pool; local_share=0 turns it off."""
+    s = Shape(1024, 1024, 1024)
+    measured = [{"tile": 128, "split": 1, "stages": 3, "raster": 1}, {"tile": 64, "split": 1, "stages": 2, "raster": 0},
+                {"tile": 16, "split": 16, "stages": 2, "raster": 0}]
+    for share, n_local in ((0.5, 2), (0.75, 3), (0.0, 0)):
+        pol = Policy(FAMS, layouts=("nn",), seed=0, epsilon=0.0, design=False, local_share=share)
+        for knobs, r in zip(measured, (0.4, 0.2, -0.5)):
+            pol.observe(s, [Outcome(Candidate("tiled", knobs, TILED.spec(knobs)), "nn", "ok", r, None, None)])
+        pol.observe(Shape(64, 64, 64), [Outcome(Candidate("other", {"x": 1, "y": 1}, "o"), "nn", "ok", 0.9, None, None)])
+        batch = pol.propose(s, SearchContext(s, 4, {TILED.spec(k) for k in measured}, seed=5))
+        assert len(batch) == 4
+        local = [c for c in batch if c.origin.startswith("policy:local")]
+        assert len(local) == n_local and batch[:n_local] == local
+        for c in local:
+            assert c.family == "tiled"
+            assert min(sum(c.knobs[k] != m[k] for k in m) for m in measured[:2]) == 1, c.knobs
 
 
 def test_built_in_family_presets_are_valid_distinct_configs():

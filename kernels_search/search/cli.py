@@ -50,6 +50,9 @@ def search(
     first_pick_rule: str = typer.Option("neighbours", help="How --holdout picks: neighbours (the config best on "
                                                            "the nearest searched shapes) or model (the linear "
                                                            "model's argmax)."),
+    local_share: float = typer.Option(0.75, help="Share of each batch (after the design) spent on one-knob "
+                                                 "mutations of the shape's two best configs; the rest is "
+                                                 "picked from the whole pool."),
     seed: int = typer.Option(0, help="Policy and sampling seed."),
     plugin: List[str] = typer.Option([], "--plugin", help="Python module to import (more methods / families)."),
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks."),
@@ -110,7 +113,7 @@ def search(
                     ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
-                    first_pick_rule=first_pick_rule,
+                    first_pick_rule=first_pick_rule, local_share=local_share,
                     print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")
