@@ -56,3 +56,37 @@ def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_i
     assert sp == {"64_64_64": 1.5, "128_64_64": math.exp(-1)}
     with pytest.raises(ValueError, match="256_64_64"):
         first_picks.speedups(df, {"256_64_64": "k:a"})
+
+
+def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_configs():
+    """scripts/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
+    that a resumed search's local picks can choose, less what the shape measured already and
+    less Triton configs (nothing to build)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import local_prebuild
+    from kernels_search.search.policy import Policy
+    from kernels_search.search.proposer import Candidate, Outcome
+    from test_search_policy import OTHER, TILED
+
+    fams = {"tiled": TILED, "other": dataclasses.replace(OTHER, backend="triton")}
+    pol = Policy(fams, layouts=("nn",), seed=0)
+    s, t = Shape(1024, 1024, 1024), Shape(64, 64, 64)
+    best, second, worst = ({"tile": 128, "split": 1, "stages": 3, "raster": 1},
+                           {"tile": 64, "split": 1, "stages": 3, "raster": 1},
+                           {"tile": 16, "split": 16, "stages": 2, "raster": 0})
+    rows = []
+    for shape, fam, knobs, r in ((s, "tiled", best, 0.3), (s, "tiled", second, 0.2), (s, "tiled", worst, -0.4),
+                                 (s, "other", {"x": 1, "y": 1}, 0.1), (t, "other", {"x": 2, "y": 0}, 0.5)):
+        spec = fams[fam].spec(knobs)
+        pol.observe(shape, [Outcome(Candidate(fam, knobs, spec), "nn", "ok", r, None, None)])
+        rows.append({"kind": "candidate", "shape": shape.name, "method": spec})
+    db = SimpleNamespace(df=pd.DataFrame(rows))
+    got = local_prebuild.local_cuda_specs(pol, db, [s, t])
+    assert got[t.name] == []  # its only config is a Triton one
+    want = {TILED.spec(m) for k in (best, second) for m in pol._mutations("tiled", k)} - {TILED.spec(best), TILED.spec(second)}
+    assert set(got[s.name]) == want and got[s.name]
+    assert TILED.spec(worst) not in got[s.name] and all(sp.startswith("tiled:") for sp in got[s.name])
