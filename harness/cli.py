@@ -50,6 +50,26 @@ class Device(str, Enum):
     cpu = "cpu"
 
 
+def _warn_methods_missing_from_done_groups(store, methods: list[str]) -> None:
+    """A finished group is never measured again (its rows pair up within one timing run), so a
+    method added on resume is not measured on the shapes already done: say so, not silently."""
+    from harness.results import GROUP_COLUMNS, group_key
+    from harness.runner import HARNESS_ERROR
+
+    done = store.done_groups(retry_reason_prefix=HARNESS_ERROR)
+    have: dict[tuple, set] = {}
+    for r in store.rows:
+        have.setdefault(group_key(r), set()).add(r["method"])
+    lacking = [g for g in done if set(methods) - have.get(g, set())]
+    if lacking:
+        missing = sorted(set().union(*(set(methods) - have[g] for g in lacking)))
+        shapes = sorted({g[GROUP_COLUMNS.index("shape")] for g in lacking})
+        err_console.print(f"[yellow]warning:[/] {len(missing)} requested method(s) are not in {len(lacking)} finished "
+                          f"group(s) of {store.path} and will not be measured there ({', '.join(missing[:3])}"
+                          f"{', ...' if len(missing) > 3 else ''}; shapes {', '.join(shapes[:5])}"
+                          f"{', ...' if len(shapes) > 5 else ''}): use --fresh or another --out to measure them")
+
+
 def _fail(msg: str, code: int = 2) -> None:
     err_console.print(f"[bold red]error:[/] {msg}")
     raise typer.Exit(code)
@@ -188,6 +208,7 @@ def compare(
               "use another --out or --fresh: runs on different GPUs never mix in one run")
     if store.resumed:
         console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
+        _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs])
     settings = CompareSettings(
         shapes=shape_list, layouts=lays,
         modes=["offline", "server"] if mode == Mode.both else [mode.value],

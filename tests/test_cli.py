@@ -45,6 +45,13 @@ def test_compare_cpu_end_to_end(tmp_path):
     res2 = run("compare", "--device", "cpu", "--shapes", "64_64_64,17_33_65", "--mode", "both", "--out", str(out))
     assert res2.exit_code == 0 and "resuming" in res2.output
     assert len(read_results(out).to_pandas()) == len(df)
+    assert "not be measured there" not in res2.output
+    # a method added on resume is not measured on finished groups: the run says so
+    res3 = run("compare", "--device", "cpu", "--shapes", "64_64_64", "--mode", "offline", "--out", str(out),
+               "--methods", "torch,splitk")
+    assert res3.exit_code == 0
+    assert "warning" in res3.output and "splitk" in res3.output and "--fresh" in res3.output, res3.output
+    assert len(read_results(out).to_pandas()) == len(df)
 
 
 @pytest.mark.parametrize("args,needle", [
