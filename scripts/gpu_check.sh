@@ -97,10 +97,13 @@ for stage in $STAGES; do
     sweep)
       specs=${SWEEP_SPECS:-$(python3 scripts/family_sweep.py specs --set "${SWEEP_SET:-all}")}
       log "family sweep ${SWEEP_SPECS:+(SWEEP_SPECS) }${SWEEP_SET:-all} on ${SWEEP_SHAPES:-smoke}, layouts ${SWEEP_LAYOUTS:-nn,tn}"
+      # one results file per (methods, layouts, budget): a rerun of the same sweep on a warm machine
+      # resumes it, while another sweep never finds its shapes "finished" by the last one's rows
+      sweep=/tmp/hb/sweep-$(echo "$specs ${SWEEP_LAYOUTS:-nn,tn} ${SWEEP_BUDGET:-1.5}" | md5sum | cut -c1-10).parquet
       timeout -s INT -k 30 "${SWEEP_LIMIT:-480}" $HB compare --shapes "${SWEEP_SHAPES:-smoke}" \
-        --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" --layouts "${SWEEP_LAYOUTS:-nn,tn}" --budget "${SWEEP_BUDGET:-1.5}" --out /tmp/hb/sweep.parquet --seed 5 > "$OUT/sweep.txt" 2>&1
+        --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" --layouts "${SWEEP_LAYOUTS:-nn,tn}" --budget "${SWEEP_BUDGET:-1.5}" --out "$sweep" --seed 5 > "$OUT/sweep.txt" 2>&1
       tail -5 "$OUT/sweep.txt"
-      python3 scripts/best_family.py /tmp/hb/sweep.parquet 2>&1 | tee "$OUT/best_family.md" ;;
+      python3 scripts/best_family.py "$sweep" 2>&1 | tee "$OUT/best_family.md" ;;
     ncu)
       log "ncu: ${NCU_SPECS:-splitk} on ${NCU_SHAPES:-256_128_16384}"
       mkdir -p /tmp/hb/ncu
