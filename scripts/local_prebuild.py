@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def local_cuda_specs(pol, db, shapes) -> dict[str, list[str]]:
-    """{shape: CUDA-family specs among its local picks, not measured on it yet, supported}."""
+    """{shape: CUDA-family specs among its local picks, not measured on it yet, supported}, each
+    list in the order the policy's posterior mean ranks them (its first local pick is the top)."""
     measured = db.df[db.df["kind"] == "candidate"].groupby("shape")["method"].agg(set).to_dict()
     out = {}
     for shape in shapes:
@@ -30,15 +31,34 @@ def local_cuda_specs(pol, db, shapes) -> dict[str, list[str]]:
             cand = pol.candidate_for(spec)
             fam = pol.families[cand.family] if cand else None
             if cand and getattr(fam, "backend", "cuda") == "cuda" and pol._supported(cand.family, cand.knobs, shape):
-                specs.append(spec)
-        out[shape.name] = specs
+                specs.append(cand)
+        if specs:
+            mean = pol.predict(shape, specs)[0].max(axis=1)
+            specs = [specs[i] for i in sorted(range(len(specs)), key=lambda i: -mean[i])]
+        out[shape.name] = [c.spec for c in specs]
     return out
+
+
+def build_order(pol, by_shape: dict[str, list[str]]) -> list[str]:
+    """One spec per binary, round-robin over the shapes by rank: every shape's likeliest local
+    pick first, then every shape's second, ... (a build cut short has built the likeliest)."""
+    order, keys = [], set()
+    for rank in range(max(map(len, by_shape.values()), default=0)):
+        for specs in by_shape.values():
+            if rank < len(specs):
+                cand = pol.candidate_for(specs[rank])
+                key = pol.compile_key(cand.family, cand.knobs)
+                if key not in keys:
+                    keys.add(key)
+                    order.append(specs[rank])
+    return order
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="a search's --out folder (db/, policy.npz, shapes.txt)")
-    ap.add_argument("--list", action="store_true", help="only list them")
+    ap.add_argument("--list", action="store_true", help="only list them, in build order")
+    ap.add_argument("--chunk", type=int, default=8, help="binaries per parallel build batch")
     a = ap.parse_args(argv)
     from first_picks import policy_for
 
@@ -48,18 +68,17 @@ def main(argv=None) -> int:
     pol, db = policy_for(a.folder)
     shapes = [parse_shape(s) for s in (a.folder / "shapes.txt").read_text().split()]
     by_shape = local_cuda_specs(pol, db, shapes)
-    keys = {}
-    for specs in by_shape.values():
-        for spec in specs:
-            cand = pol.candidate_for(spec)
-            keys.setdefault(pol.compile_key(cand.family, cand.knobs), spec)
-    fams = collections.Counter(spec.split(":")[0] for spec in keys.values())
+    order = build_order(pol, by_shape)
+    fams = collections.Counter(spec.split(":")[0] for spec in order)
     print(f"{sum(map(len, by_shape.values()))} local CUDA picks on {sum(bool(v) for v in by_shape.values())} shapes, "
-          f"{len(keys)} binaries: " + ", ".join(f"{n} {f}" for f, n in fams.most_common()))
+          f"{len(order)} binaries: " + ", ".join(f"{n} {f}" for f, n in fams.most_common()))
     if a.list:
-        print("\n".join(sorted(keys.values())))
+        print("\n".join(order))
         return 0
-    print(f"built in {auto_prebuild(sorted(keys.values())):.0f} s (cache hits are free)")
+    t = 0.0
+    for i in range(0, len(order), a.chunk):  # in chunks, so a build cut short keeps what it finished
+        t += auto_prebuild(order[i:i + a.chunk])
+        print(f"{min(i + a.chunk, len(order))} of {len(order)} built or cached, {t:.0f} s", flush=True)
     return 0
 
 

@@ -90,3 +90,10 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
     want = {TILED.spec(m) for k in (best, second) for m in pol._mutations("tiled", k)} - {TILED.spec(best), TILED.spec(second)}
     assert set(got[s.name]) == want and got[s.name]
     assert TILED.spec(worst) not in got[s.name] and all(sp.startswith("tiled:") for sp in got[s.name])
+    # ranked by the posterior mean, as the first local pick is; one spec per binary in the build order
+    cands = [pol.candidate_for(sp) for sp in got[s.name]]
+    mean = pol.predict(s, cands)[0].max(axis=1)
+    assert list(mean) == sorted(mean, reverse=True)
+    order = local_prebuild.build_order(pol, got)
+    assert order[0] == got[s.name][0] and set(order) <= set(got[s.name])
+    assert len({pol.compile_key(c.family, c.knobs) for c in map(pol.candidate_for, order)}) == len(order)
