@@ -94,12 +94,14 @@ def gemm_tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr, B_KN: tl.constexpr, EPI_SPLIT: tl.constexpr,
 ):
-    # Persistent, TMA in and out: one program per SM walks tiles pid, pid + NUM_PROGRAMS, ...
+    # Persistent, TMA in and out: NUM_PROGRAMS programs (per_sm of them an SM) walk tiles pid,
+    # pid + NUM_PROGRAMS, ...
     # The tile and k loops are flattened into one pipelined loop, so the next tile's TMA loads
     # are in flight while this tile's accumulator is stored: what matters where K is small and
     # the kernel is bound by writing C. The descriptors clip edges (zero-filled loads, clipped
-    # stores), so no masks. EPI_SPLIT stores the tile as that many column slices, which halves
-    # the epilogue's staging buffer and lets the first slice's store overlap the second's cast.
+    # stores), so no masks. EPI_SPLIT stores the tile as that many column slices: half the
+    # epilogue's staging buffer (more programs fit an SM), and the first slice's store can start
+    # before the second is cast.
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n

@@ -39,13 +39,14 @@ K >= 1024 (0.65x, 0.64x); the model extrapolated it from far away, where the pre
 on every searched shape, had a record close by. Leave-one-shape-out on the two H200 search DBs
 (``scripts/policy_cv.py``, ranking configs measured on the left-out shape) the neighbour rule's
 pick was 0.912x / 0.838x of the strongest baseline against the model's 0.899x / 0.825x (best
-ranked: 0.969x / 0.906x). Its held-out result on the GPU is not measured yet (BENCHMARKS.md,
-seventh session).
+ranked: 0.969x / 0.906x). On the GPU, the two rules' held-out picks from that search's policy,
+side by side in one call: neighbour rule 0.961x, model 0.881x (BENCHMARKS.md, eighth session; the
+rule was designed after seeing the model's picks on those shapes).
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
-each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured configs (a
-trust region around the incumbents), the first by the posterior mean, the others by Thompson
-draws; the rest of the batch is picked from the whole pool as above. Why: the linear model ranks
+each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
+configs (a trust region around the incumbents), the first by the posterior mean, the others by
+Thompson draws; the rest of the batch is picked from the whole pool as above. Why: the linear model ranks
 knob mixes it has not measured badly, while a good config's neighbours are often good. Replayed
 on the H200 search DBs (configs picked after the design, in the order measured), a pick that was
 a one-knob mutation of one of the shape's 2 best configs so far beat the shape's best 29 % of the
