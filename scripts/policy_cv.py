@@ -10,8 +10,9 @@ exp(-1) = 0.37x, its reward):
 - ``top1``: the rule's pick; ``oracle``: the best of the ranked configs; ``random``: a uniformly
   random one of them (expected value); ``spearman``: rank correlation of values and rewards.
 
-Rules: ``neighbours`` (the default: each config's record on the nearest shapes, shrunk towards the
-model) and ``model`` (the linear model's argmax).
+Rules: ``neighbours`` (the default: each config's record on its nearest shapes, Gaussian-weighted;
+configs with too little near evidence rank below, in the model's order) and ``model`` (the linear
+model's argmax).
 
     python3 scripts/policy_cv.py results/search-h200-c/db [--search-id search-h200-c]
 """
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("db", help="kernel DB folder (a search's OUT/db)")
     ap.add_argument("--search-id", default=None)
-    ap.add_argument("--policy", default="{}", help='Policy keyword arguments as JSON, e.g. \'{"first_pick_prior_weight": 0.5}\'')
+    ap.add_argument("--policy", default="{}", help='Policy keyword arguments as JSON, e.g. \'{"first_pick_bandwidth": 1.0}\'')
     args = ap.parse_args(argv)
     from kernels_search.search.db import KernelDB
 
