@@ -51,10 +51,12 @@ def cross_validate(df: pd.DataFrame, search_id: str | None = None, layouts=("nn"
         pol.sync(SimpleNamespace(df=train))
         shape = parse_shape(shape_name)
         here = best.loc[shape_name]
-        specs = [m for m in here.index if len(pol.measured_on.get(m, {})) >= pol.first_pick_min_shapes]
+        # DB methods as the policy names them today (rows from before a family gained a knob)
+        named = {m: c for m in here.index if (c := pol.candidate_for(m)) is not None}
+        specs = [m for m, c in named.items() if len(pol.measured_on.get(c.spec, {})) >= pol.first_pick_min_shapes]
         if len(specs) < 2:
             continue
-        cands = [pol.candidate_for(m) for m in specs]
+        cands = [named[m] for m in specs]
         r = here[specs].to_numpy(float)
         for rule in FIRST_PICK_RULES:
             pol.first_pick_rule = rule

@@ -77,3 +77,18 @@ def test_a_config_that_wins_only_near_the_shape_is_found_by_the_neighbour_rule()
         assert top1[(shape, "model")] < math.exp(0.5)
     for shape in shapes[3:]:
         assert top1[(shape, "neighbours")] == math.exp(0.3)
+
+
+def test_rows_recorded_before_the_family_gained_a_knob_still_count():
+    """A DB written before a family gained a knob names configs without it (method string and
+    knobs JSON). The policy names them with the knob's default; the CV must match them up, not
+    drop them (the eighth session's Triton knobs dropped 3 configs a shape from an older DB)."""
+    fams = {"cpuk": test_search_plugin.FAMILY}
+    old = _db(lambda i, pad, split: 0.3 - 0.2 * pad)
+    old["method"] = old["method"].str.replace(",small=0", "", regex=False)
+    old["knobs"] = [json.dumps({k: v for k, v in json.loads(kj).items() if k != "small"}) for kj in old["knobs"]]
+    new = policy_cv.summarize(policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",),
+                                                       families=fams))
+    s = policy_cv.summarize(policy_cv.cross_validate(old, layouts=("nn",), families=fams))
+    assert s["configs"].tolist() == new["configs"].tolist() == [12.0, 12.0]
+    assert s.loc["neighbours", "top1"] == new.loc["neighbours", "top1"]

@@ -373,15 +373,17 @@ class Policy:
         return out
 
     def candidate_for(self, spec: str) -> Candidate | None:
-        """The candidate a measured spec names (a canonical spec names every knob); None for a
-        family this policy does not search or knobs it no longer has."""
+        """The candidate a measured spec names, under its canonical spec today (a DB row recorded
+        before the family gained a knob names it with the knob's default, as ``measured_on`` does);
+        None for a family this policy does not search or knobs it no longer has."""
         fam, _, body = spec.partition(":")
         if fam not in self.families:
             return None
         try:
-            return Candidate(fam, self.families[fam].parse(body), spec, "policy:measured")
+            knobs = self.families[fam].parse(body)
         except KnobError:
             return None
+        return Candidate(fam, knobs, self.families[fam].spec(knobs), "policy:measured")
 
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
         """One evaluation per shape: among the supported configs with evidence (measured correctly
