@@ -293,8 +293,8 @@ def test_splitk_tma_default_compiles_with_its_reduce_kernel(cache):
 
 def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
     """schedule=single renders CUTLASS's non-persistent warp-specialized kernel (one line
-    differs from pingpong's source) and declines tiles one warpgroup cannot hold and schedulers
-    it has no loop for."""
+    differs from pingpong's source) and declines tiles one warpgroup cannot hold, schedulers it
+    has no loop for, and runtime options of a persistent grid it does not have."""
     fam = FAMILIES["hopper"]
     single = fam.render(fam.parse("schedule=single,tile_m=128,tile_n=128,cluster_m=1"))
     pingpong = fam.render(fam.parse("schedule=pingpong,tile_m=128,tile_n=128,cluster_m=1"))
@@ -308,6 +308,10 @@ def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
     k = fam.parse("schedule=single,tile_m=64,tile_n=128,cluster_m=1")
     assert "no tile scheduler" in fam.check(k | {"scheduler": "splitk", "sk_splits": 0})
     assert fam.check(k) == ""
+    # its grid is the tile grid: the persistent grid's runtime options would only repeat the kernel
+    for noop in ({"raster": 1}, {"swizzle": 2}, {"sms": 66}):
+        assert "do nothing" in fam.check(k | noop)
+    assert fam.check(fam.parse("schedule=pingpong,tile_m=64,tile_n=128,cluster_m=1") | {"sms": 66}) == ""
 
 
 def test_splitk_tma_is_the_hopper_split_k_scheduler_with_a_small_space():

@@ -43,6 +43,10 @@ class Hopper(Family):
                 return "single: one consumer warpgroup holds the tile: tile_m 64 or 128, at most 128x128"
             if k["scheduler"] != "persistent":
                 return "single: one CTA per output tile (no tile scheduler): scheduler must be persistent (data-parallel)"
+            if (k["raster"], k["swizzle"], k["sms"]) != (0, 1, 0):
+                # its grid is the tile grid (CUTLASS's get_grid_shape): these would only measure the
+                # same kernel again (search-h200-c spent 36 rows on such copies)
+                return "single: no tile scheduler, so raster, swizzle and sms do nothing: leave them at 0, 1, 0"
         if tm * tn > 128 * 256:
             return f"tile {tm}x{tn} needs more accumulator registers than two warpgroups hold"
         if k["scheduler"] == "streamk" and k["schedule"] != "cooperative":
