@@ -26,12 +26,10 @@ def local_cuda_specs(pol, db, shapes) -> dict[str, list[str]]:
     measured = db.df[db.df["kind"] == "candidate"].groupby("shape")["method"].agg(set).to_dict()
     out = {}
     for shape in shapes:
-        specs = []
-        for spec in sorted(pol.local_specs(shape) - measured.get(shape.name, set())):
-            cand = pol.candidate_for(spec)
-            fam = pol.families[cand.family] if cand else None
-            if cand and getattr(fam, "backend", "cuda") == "cuda" and pol._supported(cand.family, cand.knobs, shape):
-                specs.append(cand)
+        near = pol.local_specs(shape)
+        # the policy's own pool (valid, supported, not measured here, not a failed build), as propose sees it
+        specs = [c for c in pol.pool(shape, measured.get(shape.name, set()), seed=0) if c.spec in near
+                 and getattr(pol.families[c.family], "backend", "cuda") == "cuda"]
         if specs:
             mean = pol.predict(shape, specs)[0].max(axis=1)
             specs = [specs[i] for i in sorted(range(len(specs)), key=lambda i: -mean[i])]
