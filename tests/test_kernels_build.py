@@ -341,11 +341,7 @@ def test_splitk_tma_is_the_hopper_split_k_scheduler_with_a_small_space():
 def test_triton_tma_config_rules_and_alignment():
     """tma=1 is a persistent kernel; epi_split only means something with it; TMA row strides
     need K and N multiples of 8, and other shapes are declined with that reason."""
-    from harness.problem import Problem, Shape
-    from kernels_search.families import ALL
-    from kernels_search.family import KnobError
-
-    fam = ALL["triton"]
+    fam = FAMILIES["triton"]
     with pytest.raises(KnobError, match="persistent=1"):
         fam.parse("tma=1")
     with pytest.raises(KnobError, match="epi_split"):

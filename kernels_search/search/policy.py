@@ -46,8 +46,8 @@ rule was designed after seeing the model's picks on those shapes).
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
 configs (a trust region around the incumbents), the first by the posterior mean, the others by
-Thompson draws; the rest of the batch is picked from the whole pool as above. Why: the linear model ranks
-knob mixes it has not measured badly, while a good config's neighbours are often good. Replayed
+Thompson draws; the rest of the batch is picked from the whole pool as above. Why: the linear
+model ranks knob mixes it has not measured badly, while a good config's neighbours are often good. Replayed
 on the H200 search DBs (configs picked after the design, in the order measured), a pick that was
 a one-knob mutation of one of the shape's 2 best configs so far beat the shape's best 29 % of the
 time on search-h200-c (24 picks) and 22 % on search-h200-d (9), against 6.5 % (200) and 5 % (77)
