@@ -14,6 +14,10 @@ same buffers). These checks catch what a kernel search learns to exploit in the 
   former. A gap is confirmed with the L2 flushed before every call in both modes: inputs that
   fit in L2 only when they are the same (e.g. a 25 MB A on the H200's 50 MB L2) make a slow,
   memory-bound kernel up to 2x cheaper on repeats without skipping anything (seen on the H200).
+  Both comparisons are of device time, taken with the timing core's samplers (launches queued
+  behind a spin kernel, starved samples redone): host launch cost is not work a kernel skips.
+  With a fixed spin and no spin at all in the flushed mode, Triton's TMA kernels (three tensor
+  maps encoded per launch) were flagged on the H200 for launch cost alone (2026-12-01).
 * ``timed_path_output``: the output produced by the path that is timed (a replayed CUDA graph
   batch, which replays only what was captured on the stream) must be correct.
 * ``precision``: a probe problem with large K (fp16 accumulation fails there) must pass the
@@ -72,20 +76,6 @@ def _median(xs):
     return ys[len(ys) // 2]
 
 
-def _events_batch_ms(fn: Callable, sets: list[InputSet], calls: int) -> float:
-    """GPU ms of ``calls`` calls queued behind a spin kernel (launch cost hidden)."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int((100 + 40 * calls) * 2000))
-    start.record()
-    for i in range(calls):
-        s = sets[i % len(sets)]
-        fn(s.a, s.b, s.c)
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end)
-
-
 def check_side_stream(fn: Callable, s: InputSet) -> Finding:
     """Events on the current stream vs device-synchronized wall time for N calls.
 
@@ -121,55 +111,60 @@ def check_side_stream(fn: Callable, s: InputSet) -> Finding:
     return Finding("side_stream", True, "", figs, skipped=not gpu_bound)
 
 
-def _events_flushed_ms(fn: Callable, sets: list[InputSet], calls: int, scratch: torch.Tensor) -> float:
-    """Summed GPU ms of ``calls`` calls, each timed alone right after overwriting ``scratch`` (an
-    L2 flush): every call starts from a cold L2, whatever inputs it shares with the last one."""
-    timed = []
-    torch.cuda.synchronize()
-    for i in range(calls):
-        s = sets[i % len(sets)]
-        scratch.zero_()  # the GPU is busy with this while the host queues the call behind it
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(s.a, s.b, s.c)
-        end.record()
-        timed.append((start, end))
-    torch.cuda.synchronize()
-    return sum(a.elapsed_time(b) for a, b in timed)
+def _per_call_us(fn: Callable, sets: list[InputSet], calls: int, repeats: int = 5) -> float:
+    """Median device us per call of batches of ``calls`` calls, from the timing core's spin-events
+    sampler: the batch is queued behind a spin kernel, and a batch the GPU reached before the host
+    had queued it all is thrown away and measured again behind a longer spin. Host launch cost
+    (which can differ with the inputs: Triton encodes TMA descriptors at every launch) stays out."""
+    from harness.timing.samplers import SpinEventsSampler
+
+    sampler = SpinEventsSampler(fn, sets, calls)
+    return _median([sampler.sample() for _ in range(repeats)])
 
 
-def _l2_scratch(l2_bytes: int | None = None) -> torch.Tensor:
-    """A device buffer twice the L2's size: overwriting it evicts every input line."""
+def _per_call_flushed_us(fn: Callable, sets: list[InputSet], calls: int, flush_bytes: int) -> float:
+    """Median device us of ``calls`` single calls, each from a cold L2 (the timing core's flush
+    sampler: scratch overwritten, then spin, then events around one call), rotating ``sets``."""
+    from harness.timing.samplers import FlushSampler
+
+    sampler = FlushSampler(fn, sets, flush_bytes)
+    try:
+        return _median([sampler.sample() for _ in range(calls)])
+    finally:
+        del sampler.scratch
+
+
+def _flush_bytes(l2_bytes: int | None = None) -> int:
+    """Twice the L2's size: overwriting that much evicts every input line."""
     if l2_bytes is None:
         l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 50 << 20))
-    return torch.empty(2 * l2_bytes, dtype=torch.uint8, device="cuda")
+    return 2 * l2_bytes
 
 
 def check_skipped_work(fn: Callable, problem: Problem, s: InputSet, calls: int = 20,
                        l2_bytes: int | None = None) -> Finding:
-    """Per-call time on repeated identical inputs vs rotating distinct inputs, back to back; a
-    gap is then measured again with the L2 flushed before every call (module docstring)."""
+    """Device time per call on repeated identical inputs vs rotating distinct inputs; a gap is then
+    measured again with the L2 flushed before every call (module docstring)."""
     distinct = [s] + timing_sets(problem, "cuda", 3, seed=99)
     for st in distinct:
         fn(st.a, st.b, st.c)
-    same = _median([_events_batch_ms(fn, [s], calls) for _ in range(5)]) / calls
-    rot = _median([_events_batch_ms(fn, distinct, calls) for _ in range(5)]) / calls
-    figs = {"same_inputs_ms": same, "distinct_inputs_ms": rot, "calls": calls}
+    same = _per_call_us(fn, [s], calls)
+    rot = _per_call_us(fn, distinct, calls)
+    figs = {"same_inputs_us": same, "distinct_inputs_us": rot, "calls": calls}
     if not same < SKIP_RATIO * rot:
         return Finding("skipped_work", True, "", figs)
-    scratch = _l2_scratch(l2_bytes)
-    same_cold = _median([_events_flushed_ms(fn, [s], calls, scratch) for _ in range(3)]) / calls
-    rot_cold = _median([_events_flushed_ms(fn, distinct, calls, scratch) for _ in range(3)]) / calls
-    del scratch
-    figs.update(same_inputs_flushed_ms=same_cold, distinct_inputs_flushed_ms=rot_cold)
+    flush = _flush_bytes(l2_bytes)
+    same_cold = _per_call_flushed_us(fn, [s], calls, flush)
+    rot_cold = _per_call_flushed_us(fn, distinct, calls, flush)
+    figs.update(same_inputs_flushed_us=same_cold, distinct_inputs_flushed_us=rot_cold)
     if same_cold < SKIP_RATIO * rot_cold:
         return Finding("skipped_work", False,
-                       f"{calls} calls on the same inputs cost {same * 1e3:.2f} us each but {rot * 1e3:.2f} us on "
-                       f"distinct inputs ({same_cold * 1e3:.2f} vs {rot_cold * 1e3:.2f} us with the L2 flushed "
+                       f"{calls} calls on the same inputs cost {same:.2f} us each but {rot:.2f} us on "
+                       f"distinct inputs ({same_cold:.2f} vs {rot_cold:.2f} us with the L2 flushed "
                        "before each call): repeated work is skipped", figs)
     return Finding("skipped_work", True,
-                   f"same inputs were cheaper only from a warm L2 ({same * 1e3:.2f} vs {rot * 1e3:.2f} us back to "
-                   f"back, {same_cold * 1e3:.2f} vs {rot_cold * 1e3:.2f} us flushed)", figs)
+                   f"same inputs were cheaper only from a warm L2 ({same:.2f} vs {rot:.2f} us back to "
+                   f"back, {same_cold:.2f} vs {rot_cold:.2f} us flushed)", figs)
 
 
 def check_timed_path_output(fn: Callable, problem: Problem, s: InputSet, capturable: bool) -> Finding:

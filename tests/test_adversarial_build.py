@@ -154,13 +154,13 @@ def test_skipped_work_gap_must_survive_an_l2_flush(monkeypatch, flushed, passed)
     p = Problem(Shape(8, 8, 8))
     s = ac.InputSet(torch.zeros(8, 8), torch.zeros(8, 8), torch.zeros(8, 8))
     monkeypatch.setattr(ac, "timing_sets", lambda problem, device, n, seed=0: [s] * n)
-    monkeypatch.setattr(ac, "_l2_scratch", lambda l2_bytes=None: torch.empty(4))
-    monkeypatch.setattr(ac, "_events_batch_ms", lambda fn, sets, calls: calls * (0.4 if len(sets) == 1 else 1.0))
-    monkeypatch.setattr(ac, "_events_flushed_ms",
-                        lambda fn, sets, calls, scratch: calls * (flushed[0] if len(sets) == 1 else flushed[1]))
+    monkeypatch.setattr(ac, "_flush_bytes", lambda l2_bytes=None: 4)
+    monkeypatch.setattr(ac, "_per_call_us", lambda fn, sets, calls: 0.4 if len(sets) == 1 else 1.0)
+    monkeypatch.setattr(ac, "_per_call_flushed_us",
+                        lambda fn, sets, calls, flush_bytes: flushed[0] if len(sets) == 1 else flushed[1])
     f = ac.check_skipped_work(lambda a, b, c: None, p, s)
-    assert f.passed is passed and f.figures["same_inputs_flushed_ms"] == flushed[0]
+    assert f.passed is passed and f.figures["same_inputs_flushed_us"] == flushed[0]
     assert ("warm L2" in f.reason) if passed else ("repeated work is skipped" in f.reason)
-    monkeypatch.setattr(ac, "_events_batch_ms", lambda fn, sets, calls: calls * 1.0)  # no gap: no second look
+    monkeypatch.setattr(ac, "_per_call_us", lambda fn, sets, calls: 1.0)  # no gap: no second look
     f = ac.check_skipped_work(lambda a, b, c: None, p, s)
-    assert f.passed and f.reason == "" and "same_inputs_flushed_ms" not in f.figures
+    assert f.passed and f.reason == "" and "same_inputs_flushed_us" not in f.figures
