@@ -19,6 +19,11 @@ Two pick rules side by side, in one ``compare`` call (``scripts/gpu_check.sh pic
 (the held-out shapes and every rule's picks), and ``--rules model,neighbours --report R.parquet``
 reads that call's results back: per rule, each pick's speedup over cuBLASLt autotune (best of
 layouts, device time; a pick with no correct row counts as exp(-1), its reward) and the geomean.
+
+``--holdout-seed S`` replaces the search's own held-out shapes by ``fresh_holdout``: as many grid
+shapes drawn with seed S, none of them searched or in the search's holdout. The search's holdout
+has been looked at in every session since the fifth (its picks shaped the neighbour rule), so it
+no longer tests the rules cleanly; a seed never measured before does, once.
 """
 
 from __future__ import annotations
@@ -56,6 +61,18 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     return pol, db
 
 
+def fresh_holdout(folder: Path, seed: int) -> list:
+    """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it."""
+    from harness.shapes import parse_shape
+    from kernels_search.search.run import holdout_shapes
+
+    def read(name):
+        return [parse_shape(s) for s in (folder / name).read_text().split()]
+
+    held = read("holdout.txt")
+    return holdout_shapes(read("shapes.txt") + held, len(held), seed)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="a search's --out folder (db/, policy.npz, holdout.txt)")
@@ -67,19 +84,23 @@ def main(argv=None) -> int:
     ap.add_argument("--rules", default="", help="comma list of rules, with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
+    ap.add_argument("--holdout-seed", type=int, help="fresh held-out shapes drawn with this seed (see above)")
     a = ap.parse_args(argv)
     from harness.shapes import parse_shape
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
-    holdout = [parse_shape(s) for s in (a.folder / "holdout.txt").read_text().split()]
+    if a.holdout_seed is not None:
+        holdout = fresh_holdout(a.folder, a.holdout_seed)
+    else:
+        holdout = [parse_shape(s) for s in (a.folder / "holdout.txt").read_text().split()]
     if a.rules:
         return side_by_side(pol, db, holdout, [r.strip() for r in a.rules.split(",") if r.strip()], a)
     df = db.df
     search_id = df[~df["search_id"].str.contains("-first-pick-")]["search_id"].iloc[0]
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
     gpu = df["gpu_name"].dropna().iloc[0]
-    done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"])
+    done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"]) & {s.name for s in holdout}
     picks = []
     print(f"{pick_id}: {len(done)} of {len(holdout)} held-out shapes measured")
     for shape in holdout:

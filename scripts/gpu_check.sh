@@ -195,15 +195,17 @@ PY
     pickrules)
       # The held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of the
       # search in $SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
-      # (scripts/first_picks.py --rules: picks and the per-rule table).
+      # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
+      # grid shapes drawn with seed S instead of the search's holdout.
       log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on its held-out shapes"
       restore_search
-      args=$(python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" --compare-args | grep '^PICK_')
+      fresh=${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}  # fresh held-out shapes (first_picks.py)
+      args=$(python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" $fresh --compare-args | grep '^PICK_')
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" --report /tmp/hb/pickrules.parquet \
+      python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" $fresh --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -37,6 +37,30 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
         assert "measured" in line and line.rstrip().endswith(made[s.name])
         assert len(pol.measured_on[made[s.name]]) >= 2
     assert "2 of 2 held-out shapes measured" in out
+    # fresh held-out shapes: none of them measured, each listed with a pick
+    assert first_picks.main([str(tmp_path / "s"), "--holdout-seed", "4", "--device", "cpu",
+                             "--plugin", "test_search_plugin"]) == 0
+    out = capsys.readouterr().out
+    fresh = first_picks.fresh_holdout(tmp_path / "s", 4)
+    assert "0 of 2 held-out shapes measured" in out
+    assert all(any(ln.strip().startswith(s.name + " ") for ln in out.splitlines()) for s in fresh)
+
+
+def test_fresh_holdout_avoids_the_searched_and_held_out_shapes(tmp_path):
+    """As many grid shapes as the search held out, none searched or held out by it, the same for
+    the same seed and another set for another seed."""
+    from harness.shapes import sample_grid
+    from kernels_search.search.run import holdout_shapes
+
+    searched = sample_grid(40, seed=0)
+    held = holdout_shapes(searched, 20, seed=1)
+    (tmp_path / "shapes.txt").write_text("".join(f"{s.name}\n" for s in searched))
+    (tmp_path / "holdout.txt").write_text("".join(f"{s.name}\n" for s in held))
+    fresh = first_picks.fresh_holdout(tmp_path, 2)
+    assert len(fresh) == 20 == len(set(fresh))
+    assert not {s.name for s in fresh} & {s.name for s in searched + held}
+    assert fresh == first_picks.fresh_holdout(tmp_path, 2)
+    assert fresh != first_picks.fresh_holdout(tmp_path, 3)
 
 
 def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_its_reward():
