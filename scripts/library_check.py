@@ -9,6 +9,11 @@ which rule of the dispatcher served the library's best row (the row's info: ``li
 exact / nearest / other-gpu / fallback, ``library_kind`` kernel / baseline, ``library_spec``).
 Then the geomean speedup, the minimum, how many shapes are below 0.98x, and how many were
 served by a searched kernel vs a fallback (a baseline entry of the library or torch.matmul).
+Last, the verdict on the issue's two targets (geomean >= ``--target``, none below ``--slow``),
+decided on the unrounded figures: a geomean of 1.04953 prints as 1.050x at three digits and
+misses 1.05x (the H200 library compare of 2026-12-01 did exactly that), so the geomean is
+printed to four digits and the verdict says which way it went. A shape without a clean library
+row misses both targets.
 
     python3 scripts/library_check.py RESULTS.parquet [--baseline cublaslt-autotune] [--library METHOD]
 """
@@ -29,6 +34,7 @@ from reports.derive import BEST, PAIR_KEY, with_best_of_layouts
 from reports.stats import geomean
 
 SLOW = 0.98  # a shape below this speedup is counted as slower than the baseline
+TARGET = 1.05  # the issue's geomean target over cuBLASLt autotune
 
 
 def library_methods(df: pd.DataFrame) -> list[str]:
@@ -106,7 +112,8 @@ def _f(x: float, fmt: str = "{:.2f}") -> str:
     return "-" if x is None or x != x else fmt.format(x)
 
 
-def render(table: pd.DataFrame, summ: dict, baseline: str, library: str, slow: float = SLOW) -> str:
+def render(table: pd.DataFrame, summ: dict, baseline: str, library: str, slow: float = SLOW,
+           target: float = TARGET) -> str:
     modes = table[["mode", "cache"]].drop_duplicates()
     tag = len(modes) > 1
     lines = [f"library: `{library}` vs `{baseline}` (device time, best of layouts)", "",
@@ -118,11 +125,21 @@ def render(table: pd.DataFrame, summ: dict, baseline: str, library: str, slow: f
         served = r.rule if r.status == "ok" else r.status
         lines.append(f"| {r.shape}{f' | {r.mode}/{r.cache}' if tag else ''} | {_f(r.base_us)} | {_f(r.lib_us)} | "
                      f"{_f(r.speedup, '{:.3f}x')} | {ci} | {r.layout} | {served} | {r.spec or '-'} |")
-    lines += ["", f"geomean speedup {_f(summ['geomean'], '{:.3f}x')} over {summ['scored']} of {summ['shapes']} "
+    lines += ["", f"geomean speedup {_f(summ['geomean'], '{:.4f}x')} over {summ['scored']} of {summ['shapes']} "
                   f"shapes; min {_f(summ['min'], '{:.3f}x')}; {summ['below']} below {slow:.2f}x; served by searched "
                   f"kernels: {summ['searched']}, by a fallback: {summ['fallback']}"
-                  + (f"; {summ['failed']} without a clean library row" if summ["failed"] else "")]
+                  + (f"; {summ['failed']} without a clean library row" if summ["failed"] else ""),
+              verdict(summ, target, slow)]
     return "\n".join(lines)
+
+
+def verdict(summ: dict, target: float = TARGET, slow: float = SLOW) -> str:
+    """Both targets, met or missed, on the unrounded geomean and minimum."""
+    g, full = summ["geomean"], not summ["failed"]
+    geo = "met" if full and g >= target else f"missed ({_f(g, '{:.5f}x')})" if full else "missed (shapes without a row)"
+    low = "met" if full and not summ["below"] else (f"missed ({summ['below']} below, min {_f(summ['min'], '{:.3f}x')})"
+                                                    if full else "missed (shapes without a row)")
+    return f"targets: geomean >= {target:.2f}x {geo}; none below {slow:.2f}x {low}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", default="cublaslt-autotune")
     ap.add_argument("--library", default=None, help="the library method's name (default: the only one in the file)")
     ap.add_argument("--slow", type=float, default=SLOW, help="count shapes below this speedup (default 0.98)")
+    ap.add_argument("--target", type=float, default=TARGET, help="the geomean target (default 1.05)")
     args = ap.parse_args(argv)
     df = read_results(args.results).to_pandas()
     samples = read_samples(args.results).to_pandas()
@@ -140,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     library = args.library or library_methods(df)[0]
-    print(render(table, summarize(table, args.slow), args.baseline, library, args.slow))
+    print(render(table, summarize(table, args.slow), args.baseline, library, args.slow, args.target))
     return 0
 
 

@@ -121,8 +121,20 @@ def test_library_check_main_prints_the_table(results, capsys):
     assert "| 10.00 | 8.00 | 1.250x |" in row_a and "exact kernel" in row_a and K1 in row_a
     row_d = next(ln for ln in lines if ln.startswith("| 256_128_16384 "))
     assert "| 50.00 | - | - |" in row_d and "error: boom" in row_d
-    assert lines[-1] == ("geomean speedup 1.052x over 4 of 5 shapes; min 0.970x; 1 below 0.98x; served by searched "
+    assert lines[-2] == ("geomean speedup 1.0519x over 4 of 5 shapes; min 0.970x; 1 below 0.98x; served by searched "
                          "kernels: 2, by a fallback: 2; 1 without a clean library row")
+    assert lines[-1] == ("targets: geomean >= 1.05x missed (shapes without a row); "
+                         "none below 0.98x missed (shapes without a row)")
+
+
+@pytest.mark.parametrize("geo, below, want", [
+    (1.0495330508695155, 0, "geomean >= 1.05x missed (1.04953x); none below 0.98x met"),  # prints 1.050x at 3 digits
+    (1.0500001, 0, "geomean >= 1.05x met; none below 0.98x met"),
+    (1.08, 2, "geomean >= 1.05x met; none below 0.98x missed (2 below, min 0.950x)")])
+def test_verdict_is_decided_on_the_unrounded_figures(geo, below, want):
+    lc = _script()
+    summ = dict(geomean=geo, min=0.95 if below else 0.983, below=below, failed=0)
+    assert lc.verdict(summ) == "targets: " + want
 
 
 def test_library_check_needs_one_library_method(results, tmp_path, capsys):
