@@ -128,10 +128,7 @@ def _per_call_flushed_us(fn: Callable, sets: list[InputSet], calls: int, flush_b
     from harness.timing.samplers import FlushSampler
 
     sampler = FlushSampler(fn, sets, flush_bytes)
-    try:
-        return _median([sampler.sample() for _ in range(calls)])
-    finally:
-        del sampler.scratch
+    return _median([sampler.sample() for _ in range(calls)])
 
 
 def _flush_bytes(l2_bytes: int | None = None) -> int:

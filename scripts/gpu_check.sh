@@ -197,7 +197,7 @@ PY
       # search in $SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout.
-      log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on its held-out shapes"
+      log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
       restore_search
       fresh=${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}  # fresh held-out shapes (first_picks.py)
       args=$(python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" $fresh --compare-args | grep '^PICK_')

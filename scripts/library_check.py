@@ -135,10 +135,11 @@ def render(table: pd.DataFrame, summ: dict, baseline: str, library: str, slow: f
 
 def verdict(summ: dict, target: float = TARGET, slow: float = SLOW) -> str:
     """Both targets, met or missed, on the unrounded geomean and minimum."""
-    g, full = summ["geomean"], not summ["failed"]
-    geo = "met" if full and g >= target else f"missed ({_f(g, '{:.5f}x')})" if full else "missed (shapes without a row)"
-    low = "met" if full and not summ["below"] else (f"missed ({summ['below']} below, min {_f(summ['min'], '{:.3f}x')})"
-                                                    if full else "missed (shapes without a row)")
+    if summ["failed"]:
+        geo = low = "missed (shapes without a row)"
+    else:
+        geo = "met" if summ["geomean"] >= target else f"missed ({summ['geomean']:.5f}x)"
+        low = "met" if not summ["below"] else f"missed ({summ['below']} below, min {summ['min']:.3f}x)"
     return f"targets: geomean >= {target:.2f}x {geo}; none below {slow:.2f}x {low}"
 
 
