@@ -291,6 +291,52 @@ def test_splitk_tma_default_compiles_with_its_reduce_kernel(cache):
     assert "splitk_reduce" in names and "HGMMA" in _sass(res.lib_path)
 
 
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_splitk_tma_swap_default_compiles(cache):
+    """The transposed split-K kernels (column-major C^T, operand A M-major for "nn") build for sm_90a
+    without spills, with WGMMA and the reduce kernel."""
+    res = _build_default("splitk_tma_swap")
+    assert res.ok, res.log[-5000:]
+    assert res.spill_bytes == 0, res.kernels
+    assert "splitk_reduce" in " ".join(k["name"] for k in res.kernels) and "HGMMA" in _sass(res.lib_path)
+
+
+def test_splitk_tma_swap_renders_the_transposed_problem_and_leaves_other_sources_alone():
+    """splitk_tma_swap is splitk_tma's source with every swap_ab substitution made once (operands
+    swapped, C^T column-major, K batch strides of the swapped operands, slices counted on the
+    transposed tiles), the same rules and shape support; no other config's source changes."""
+    from kernels_search.families import hopper as hopper_mod
+    from kernels_search.families.splitk_tma import as_hopper
+
+    fam, tma, hop = FAMILIES["splitk_tma_swap"], FAMILIES["splitk_tma"], FAMILIES["hopper"]
+    k = fam.parse("tile_n=128,cluster_m=1,cluster_n=1,slices=8")
+    src, plain = fam.render(k), tma.render(k)
+    assert src.startswith("// hgemm-bench family splitk_tma_swap")
+    from kernels_search.family import template
+
+    body = template("hopper_cutlass.cu")
+    swapped = hopper_mod.swap_ab_source(body)
+    for old, new in hopper_mod.SWAP_AB:
+        assert body.count(old) == 1 and swapped.count(new) == 1, old
+        assert old in new or swapped.count(old) == 0, old
+    # rendered: both B layouts' copies swapped
+    assert src.count("std::swap(M, N);") == 2 and src.count("splitk_slices(N, M, K, want)") == 2
+    assert src.count("Half, LayoutOpA, kAlign,") == 2 and "splitk_slices(M, N, K, want)" not in src
+    for other in (plain, hop.render(hop.parse("")), hop.render(hop.parse("schedule=single,tile_m=64,tile_n=64,cluster_m=1"))):
+        assert "LayoutOpA" not in other and "std::swap" not in other
+    p = Problem(Shape(1024, 64, 12288))
+    assert fam.opts(k, p) == tma.opts(k, p) == [0, 1, 0, 8, 0, 0]
+    assert fam.supports(k, p) and not fam.supports(k, Problem(Shape(64, 33, 1024)))  # N % 8 (TMA)
+    assert as_hopper(fam.parse("slices=1"))["sk_splits"] == 1 and fam.check(fam.parse("slices=1")) == ""
+    assert [fam.spec(c) for c in fam.preset_configs()] == [
+        "splitk_tma_swap:tile_m=64,tile_n=64,cluster_m=2,cluster_n=2,schedule=pingpong,slices=0",
+        "splitk_tma_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=pingpong,slices=8"]
+    with pytest.raises(KnobError, match="tile_m must be 128 or 256"):
+        fam.parse("schedule=cooperative,tile_m=64")
+
+
 def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
     """schedule=single renders CUTLASS's non-persistent warp-specialized kernel (one line
     differs from pingpong's source) and declines tiles one warpgroup cannot hold, schedulers it

@@ -215,6 +215,19 @@ def test_splitk_tma_matches_reference(shape, layout, spec):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["1024_64_12288", "512_64_4096", "4096_128_2048", "100_200_304", "72_136_64"])
+@pytest.mark.parametrize("spec", ["splitk_tma_swap:", "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=8",
+                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1"])
+def test_splitk_tma_swap_matches_reference(shape, layout, spec):
+    """The transposed split-K kernels (C^T = B^T A^T into fp32 slices, then the reduce kernel),
+    ragged edges along both M and N, repeated calls; a slice count K cannot take is declined."""
+    sup = _run_case(spec, Problem(_shape(shape), layout), calls=3)
+    s = int(spec.split("slices=")[1]) if "slices=" in spec else 0
+    assert bool(sup) == _slices_fit(_shape(shape).k, s), sup
+
+
+@pytest.mark.slow
 def test_hopper_declines_k_not_multiple_of_8():
     sup = make_method("hopper", None).supports(Problem(Shape(17, 33, 65)), "cuda")
     assert not sup and "multiples of 8" in sup.reason

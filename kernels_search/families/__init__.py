@@ -2,4 +2,5 @@
 
 from kernels_search.families import hopper, smalltile, splitk, splitk_tma, triton_gemm
 
-ALL = {f.name: f for f in (splitk.FAMILY, smalltile.FAMILY, hopper.FAMILY, splitk_tma.FAMILY, triton_gemm.FAMILY)}
+ALL = {f.name: f for f in (splitk.FAMILY, smalltile.FAMILY, hopper.FAMILY, splitk_tma.FAMILY, splitk_tma.SWAP,
+                           triton_gemm.FAMILY)}

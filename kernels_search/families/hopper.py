@@ -31,6 +31,44 @@ def _stage_bytes(k: Mapping) -> int:
     return (k["tile_m"] + k["tile_n"]) * k["tile_k"] * 2
 
 
+# swap_ab: the template's kernel computes the transposed problem C^T = B^T A^T. C^T, N x M in
+# column-major order, is the same memory as C, M x N row-major; operand A is B (N x K: column-major
+# for "nn", row-major for "tn") and operand B is A (K x M column-major: the same memory as A, M x K
+# row-major). A shape with few rows of tiles along N (N <= 128) becomes one with few along M, where
+# the split-K configs win on the H200 (64_2048_8192 at 1.11x, while 1024_64_12288 is at 0.65x:
+# BENCHMARKS.md, ninth session). Substituted, not switched by a define, so that every other
+# config renders the source it had before (and keeps its build-cache entry). TMA's alignment needs
+# stay K and N multiples of 8, as before.
+SWAP_AB = (
+    ("using LayoutB = HG_LAYOUT_B;\n",
+     "using LayoutB = HG_LAYOUT_B;\n"
+     "// swap_ab: the kernel computes C^T = B^T A^T (operand A is B, operand B is A, C^T column-major)\n"
+     "using LayoutOpA = std::conditional_t<std::is_same_v<LayoutB, cutlass::layout::RowMajor>,\n"
+     "                                     cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;\n"),
+    ("void, cutlass::layout::RowMajor, kAlignOut,", "void, cutlass::layout::ColumnMajor, kAlignOut,"),
+    ("ElementOut, cutlass::layout::RowMajor, kAlignOut,", "ElementOut, cutlass::layout::ColumnMajor, kAlignOut,"),
+    ("Half, cutlass::layout::RowMajor, kAlign,\n      Half, LayoutB, kAlign,",
+     "Half, LayoutOpA, kAlign,\n      Half, cutlass::layout::ColumnMajor, kAlign,"),
+    ("const int* opts, int n_opts, Gemm::Arguments& args) {\n",
+     "const int* opts, int n_opts, Gemm::Arguments& args) {\n"
+     "    std::swap(A, B);  // swap_ab: the transposed problem from here on\n"
+     "    std::swap(M, N);\n"),
+    ("cute::get<2>(sA) = (int64_t)Kc;",
+     "cute::get<2>(sA) = std::is_same_v<LayoutOpA, cutlass::layout::RowMajor> ? (int64_t)Kc : (int64_t)Kc * M;"),
+    ("cute::get<2>(sB) = std::is_same_v<LayoutB, cutlass::layout::RowMajor> ? (int64_t)Kc * N : (int64_t)Kc;",
+     "cute::get<2>(sB) = (int64_t)Kc;  // operand B (A) is K-major"),
+    ("const int slices = splitk_slices(M, N, K, want);", "const int slices = splitk_slices(N, M, K, want);"),
+)
+
+
+def swap_ab_source(body: str) -> str:
+    """The template with ``SWAP_AB`` substituted; each anchor must occur exactly once."""
+    for old, new in SWAP_AB:
+        assert body.count(old) == 1, f"hopper_cutlass.cu changed: swap_ab anchor {old!r}"
+        body = body.replace(old, new)
+    return body
+
+
 class Hopper(Family):
     def check(self, k: Mapping) -> str:
         tm, tn = k["tile_m"], k["tile_n"]
@@ -89,6 +127,8 @@ class Hopper(Family):
             pp = "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;"
             assert pp in body, "hopper_cutlass.cu changed its schedule lines"
             body = body.replace(pp, "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized;")
+        if k.get("swap_ab"):  # not a hopper knob: set by the splitk_tma_swap family
+            body = swap_ab_source(body)
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
         per, tail = rest.split("// @@PER_LAYOUT_END@@", 1)
         per = per.split("\n", 1)[1]  # drop the marker line's comment

@@ -55,18 +55,46 @@ class SplitKTma(Family):
         return hopper.FAMILY.opts(as_hopper(k), problem)
 
 
+class SplitKTmaSwap(SplitKTma):
+    """``splitk_tma_swap``: the same kernels on the transposed problem, C^T = B^T A^T (hopper.py,
+    ``SWAP_AB``): tile_m then runs along N and tile_n along M. For shapes with few tile rows along N
+    and a large K (1024_64_12288, 12288_64_8192, 4096_128_8192), whose mirror images are where
+    splitk_tma wins. ``slices=1`` is the plain GEMM through the fp32 slice and the reduce kernel."""
+
+    def render(self, k: Mapping) -> str:
+        return hopper.FAMILY.render(as_hopper(k) | {"swap_ab": 1}).replace(
+            "// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
+
+
+SLICES_HELP = "K slices (0 = tiles x slices within half the SMs, slices >= 16 k-tiles)"
+TILE_M_HELP = "CTA tile rows (pingpong: one warpgroup per tile)"
+
 FAMILY = SplitKTma(
     name="splitk_tma",
     # 64x64 pingpong, cluster 2x2, automatic slices: 512_64_4096 at 1.16x, 256_128_16384 at 1.08x;
     # 64x128, cluster 1x4, 8 slices: 64_1024_16384 at 1.15x (H200, BENCHMARKS.md, fourth session)
     presets=("", "tile_n=128:cluster_m=1:cluster_n=4:slices=8"),
     knobs=(
-        Knob("tile_m", (64, 128), 64, help="CTA tile rows (pingpong: one warpgroup per tile)"),
+        Knob("tile_m", (64, 128), 64, help=TILE_M_HELP),
         Knob("tile_n", (64, 128, 256), 64),
         Knob("cluster_m", (2, 1, 4), 2, help="CTAs along M sharing each B tile (TMA multicast)"),
         Knob("cluster_n", (2, 1, 4), 2, help="CTAs along N sharing each A tile (TMA multicast)"),
         Knob("schedule", ("pingpong", "cooperative"), "pingpong"),
-        Knob("slices", (0, 4, 8, 16), 0, runtime=True,
-             help="K slices (0 = tiles x slices within half the SMs, slices >= 16 k-tiles)"),
+        Knob("slices", (0, 4, 8, 16), 0, runtime=True, help=SLICES_HELP),
+    ),
+)
+
+SWAP = SplitKTmaSwap(
+    name="splitk_tma_swap",
+    # the mirror images of splitk_tma's presets and of its 64_2048_8192 winner (64x128, cluster
+    # 1x1, 8 slices, 1.11x on the H200): not measured on the H200 yet
+    presets=("", "tile_n=128:cluster_m=1:cluster_n=1:slices=8"),
+    knobs=(
+        Knob("tile_m", (64, 128), 64, help=TILE_M_HELP + ", along N (the transposed problem's M)"),
+        Knob("tile_n", (64, 128, 256), 64, help="along M (the transposed problem's N)"),
+        Knob("cluster_m", (2, 1, 4), 2),
+        Knob("cluster_n", (2, 1, 4), 2),
+        Knob("schedule", ("pingpong", "cooperative"), "pingpong"),
+        Knob("slices", (0, 1, 4, 8, 16), 0, runtime=True, help=SLICES_HELP + "; 1 = one slice"),
     ),
 )
