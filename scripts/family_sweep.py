@@ -192,6 +192,18 @@ SKINNY_SWEEP = [
     "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1",
     "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=4:persistent=1:tma=1:epi_split=2",
 ]
+# N-skinny, large-K shapes (1024_64_12288 at 0.65x, 12288_64_8192, 4096_128_8192 held out at
+# 0.52-0.72x): split-K on the transposed problem, whose mirror images (64_2048_8192) win.
+SWAP_SWEEP = [
+    "splitk_tma_swap",  # 64x64, cluster 2x2, automatic slices
+    "splitk_tma_swap:slices=8",
+    "splitk_tma_swap:tile_n=128:cluster_m=1:cluster_n=1:slices=8",  # the mirror of 64_2048_8192's best
+    "splitk_tma_swap:tile_n=128:cluster_m=1:cluster_n=1:slices=0",
+    "splitk_tma_swap:tile_n=128:cluster_m=1:cluster_n=1:slices=1",
+    "splitk_tma_swap:tile_n=128:cluster_m=1:cluster_n=1:slices=16",
+    "splitk_tma_swap:tile_n=128:cluster_m=1:cluster_n=2:slices=8",
+    "splitk_tma_swap:tile_n=256:cluster_m=1:cluster_n=1:slices=4",
+]
 # Write-bound small-K shapes: more TMA tiles and two programs an SM (one's store overlaps the other's loads)
 TMA_WRITE_SWEEP = [
     "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1:epi_split=2",
@@ -234,7 +246,7 @@ TMA_MID2_SWEEP = [
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
         "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP,
         "triton-tma": TRITON_TMA_SWEEP, "skinny": SKINNY_SWEEP, "tma-write": TMA_WRITE_SWEEP,
-        "tma-mid": TMA_MID_SWEEP, "tma-mid2": TMA_MID2_SWEEP}
+        "tma-mid": TMA_MID_SWEEP, "tma-mid2": TMA_MID2_SWEEP, "swap": SWAP_SWEEP}
 
 
 def preset_specs() -> list[str]:
