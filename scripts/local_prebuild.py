@@ -23,12 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def local_cuda_specs(pol, db, shapes) -> dict[str, list[str]]:
     """{shape: CUDA-family specs among its local picks, not measured on it yet, supported}, each
     list in the order the policy's posterior mean ranks them (its first local pick is the top)."""
-    measured = db.df[db.df["kind"] == "candidate"].groupby("shape")["method"].agg(set).to_dict()
+    from kernels_search.search.loop import measured_specs
+
     out = {}
     for shape in shapes:
         near = pol.local_specs(shape)
-        # the policy's own pool (valid, supported, not measured here, not a failed build), as propose sees it
-        specs = [c for c in pol.pool(shape, measured.get(shape.name, set()), seed=0) if c.spec in near
+        # the policy's own pool (valid, supported, not measured here, not a failed build), as propose
+        # sees it: measured_specs is the search's exclusion (old rows under today's canonical names too)
+        done = measured_specs(db, shape, None, pol.families)
+        specs = [c for c in pol.pool(shape, done, seed=0) if c.spec in near
                  and getattr(pol.families[c.family], "backend", "cuda") == "cuda"]
         if specs:
             mean = pol.predict(shape, specs)[0].max(axis=1)

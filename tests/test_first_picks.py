@@ -82,16 +82,15 @@ def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_i
         first_picks.speedups(df, {"256_64_64": "k:a"})
 
 
-def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_configs():
+def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_configs(tmp_path):
     """scripts/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
     that a resumed search's local picks can choose, less what the shape measured already and
     less Triton configs (nothing to build)."""
     import dataclasses
-    from types import SimpleNamespace
-
-    import pandas as pd
+    import json
 
     import local_prebuild
+    from kernels_search.search.db import KernelDB
     from kernels_search.search.policy import Policy
     from kernels_search.search.proposer import Candidate, Outcome
     from test_search_policy import OTHER, TILED
@@ -107,8 +106,10 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
                                  (s, "other", {"x": 1, "y": 1}, 0.1), (t, "other", {"x": 2, "y": 0}, 0.5)):
         spec = fams[fam].spec(knobs)
         pol.observe(shape, [Outcome(Candidate(fam, knobs, spec), "nn", "ok", r, None, None)])
-        rows.append({"kind": "candidate", "shape": shape.name, "method": spec})
-    db = SimpleNamespace(df=pd.DataFrame(rows))
+        rows.append({"kind": "candidate", "shape": shape.name, "method": spec, "family": fam,
+                     "knobs": json.dumps(knobs)})
+    db = KernelDB(tmp_path / "db")
+    db.append(rows)
     got = local_prebuild.local_cuda_specs(pol, db, [s, t])
     assert got[t.name] == []  # its only config is a Triton one
     want = {TILED.spec(m) for k in (best, second) for m in pol._mutations("tiled", k)} - {TILED.spec(best), TILED.spec(second)}
