@@ -61,16 +61,19 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     return pol, db
 
 
+def read_shapes(folder: Path, name: str) -> list:
+    """A search folder's shape list: ``shapes.txt`` (searched) or ``holdout.txt``."""
+    from harness.shapes import parse_shape
+
+    return [parse_shape(s) for s in (folder / name).read_text().split()]
+
+
 def fresh_holdout(folder: Path, seed: int) -> list:
     """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it."""
-    from harness.shapes import parse_shape
     from kernels_search.search.run import holdout_shapes
 
-    def read(name):
-        return [parse_shape(s) for s in (folder / name).read_text().split()]
-
-    held = read("holdout.txt")
-    return holdout_shapes(read("shapes.txt") + held, len(held), seed)
+    held = read_shapes(folder, "holdout.txt")
+    return holdout_shapes(read_shapes(folder, "shapes.txt") + held, len(held), seed)
 
 
 def main(argv=None) -> int:
@@ -86,14 +89,13 @@ def main(argv=None) -> int:
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", type=int, help="fresh held-out shapes drawn with this seed (see above)")
     a = ap.parse_args(argv)
-    from harness.shapes import parse_shape
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
     if a.holdout_seed is not None:
         holdout = fresh_holdout(a.folder, a.holdout_seed)
     else:
-        holdout = [parse_shape(s) for s in (a.folder / "holdout.txt").read_text().split()]
+        holdout = read_shapes(a.folder, "holdout.txt")
     if a.rules:
         return side_by_side(pol, db, holdout, [r.strip() for r in a.rules.split(",") if r.strip()], a)
     df = db.df

@@ -61,13 +61,12 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="only list them, in build order")
     ap.add_argument("--chunk", type=int, default=8, help="binaries per parallel build batch")
     a = ap.parse_args(argv)
-    from first_picks import policy_for
+    from first_picks import policy_for, read_shapes
 
-    from harness.shapes import parse_shape
     from kernels_search.search.loop import auto_prebuild
 
     pol, db = policy_for(a.folder)
-    shapes = [parse_shape(s) for s in (a.folder / "shapes.txt").read_text().split()]
+    shapes = read_shapes(a.folder, "shapes.txt")
     by_shape = local_cuda_specs(pol, db, shapes)
     order = build_order(pol, by_shape)
     fams = collections.Counter(spec.split(":")[0] for spec in order)
