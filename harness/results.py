@@ -162,13 +162,25 @@ def atomic_write_table(table: pa.Table, path: Path) -> None:
         raise
 
 
+def read_parquet_file(path: Path) -> pa.Table:
+    """Read one Parquet file through a single open handle.
+
+    ``pq.read_table(path)`` opens the path more than once (footer, then pages); if a writer's
+    ``os.replace`` lands in between, it mixes two files' bytes and fails ("Couldn't deserialize
+    thrift"). An open handle pins one inode, so a reader racing an atomic writer always sees one
+    whole file, old or new.
+    """
+    with open(path, "rb") as f:
+        return pq.read_table(f)
+
+
 def read_results(path: Path) -> pa.Table:
     """Read a results file, checking it is ours and of a schema version we understand."""
     path = Path(path)
     if not path.exists():
         raise ResultsError(f"results file not found: {path}")
     try:
-        table = pq.read_table(path)
+        table = read_parquet_file(path)
     except Exception as e:  # pyarrow raises several types for damaged files
         raise ResultsError(f"{path} is not a readable Parquet file ({e})") from e
     meta = table.schema.metadata or {}
@@ -196,7 +208,7 @@ def read_samples(results_path: Path) -> pa.Table:
     parts = sorted(d.glob("*.parquet")) if d.exists() else []
     if not parts:
         return SAMPLE_SCHEMA.empty_table()
-    return pa.concat_tables([pq.read_table(p).cast(SAMPLE_SCHEMA) for p in parts])
+    return pa.concat_tables([read_parquet_file(p).cast(SAMPLE_SCHEMA) for p in parts])
 
 
 def group_key(row: dict[str, Any]) -> tuple:

@@ -79,3 +79,36 @@ def test_bad_files_are_clear_errors(tmp_path):
     pq.write_table(t, future)
     with pytest.raises(ResultsError, match="schema version 99"):
         read_results(future)
+
+
+def _rewrite_forever(path, stop):
+    """A writer like compare's: the results file replaced atomically, again and again, growing."""
+    st = ResultStore(path, "w")
+    i = 0
+    while not stop.is_set():
+        i += 1
+        st.add_group([row(f"{i}_2_3", "torch", run_id="w")], [])
+
+
+def test_reader_racing_atomic_writer_always_sees_a_whole_file(tmp_path):
+    """A report or a watcher reads results while compare rewrites them; it must never see a
+    mixture of two files (pq.read_table(path) did, about 300 times a second, before the fix)."""
+    import multiprocessing as mp
+    import time
+
+    p = tmp_path / "r.parquet"
+    ResultStore(p, "w").add_group([row("0_2_3", "torch", run_id="w")], [])
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    writer = ctx.Process(target=_rewrite_forever, args=(p, stop))
+    writer.start()
+    try:
+        reads, sizes = 0, set()
+        deadline = time.time() + 3
+        while time.time() < deadline:
+            sizes.add(len(read_results(p)))  # raises ResultsError on a torn read
+            reads += 1
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert reads > 50 and len(sizes) > 5, "the reader should have raced many rewrites"
