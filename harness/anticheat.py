@@ -8,7 +8,7 @@ same buffers). These checks catch what a kernel search learns to exploit in the 
 * ``side_stream``: work launched on another stream is invisible to events on the timed stream.
   N calls are timed with events on the stream and with a device-wide synchronize; when the GPU,
   not the host, bounds the wall time but the stream's events saw much less of it, the work ran
-  elsewhere.
+  elsewhere. Trials repeat until one passes on evidence (up to three): a gap must show twice.
 * ``skipped_work``: N calls must cost about N x one call. Calls on the same inputs are compared
   with calls rotating distinct inputs; a kernel that skips repeated work is much cheaper on the
   former. A gap is confirmed with the L2 flushed before every call in both modes: inputs that
@@ -76,8 +76,11 @@ def _median(xs):
     return ys[len(ys) // 2]
 
 
-def check_side_stream(fn: Callable, s: InputSet) -> Finding:
-    """Events on the current stream vs device-synchronized wall time for N calls.
+SIDE_STREAM_TRIALS = 3  # a host stall after the batch is queued looks like a cheat once, never three times
+
+
+def _side_stream_trial(fn: Callable, s: InputSet) -> dict:
+    """One timing of N calls: events on the current stream vs device-synchronized wall time.
 
     N is sized from one call's device-synchronized wall time (events would read ~0 for a
     cheat) and capped well under the ~1000 launches a stream queues before the host blocks,
@@ -99,16 +102,50 @@ def check_side_stream(fn: Callable, s: InputSet) -> Finding:
     t_enqueued = time.perf_counter()
     torch.cuda.synchronize()  # device-wide: waits for every stream
     wall_ms = (time.perf_counter() - t0) * 1e3
-    enqueue_ms = (t_enqueued - t0) * 1e3
-    event_ms = start.elapsed_time(end)
-    figs = {"calls": n, "event_ms": event_ms, "wall_ms": wall_ms, "enqueue_ms": enqueue_ms}
-    # GPU-bound: the device kept working well after the host had queued everything.
-    gpu_bound = wall_ms - enqueue_ms > max(1.0, 0.25 * wall_ms)
-    if gpu_bound and event_ms < 0.5 * wall_ms:
+    return {"calls": n, "event_ms": start.elapsed_time(end), "wall_ms": wall_ms,
+            "enqueue_ms": (t_enqueued - t0) * 1e3}
+
+
+def _side_stream_gap(t: dict) -> bool | None:
+    """None: host-bound (the wall time says nothing about the device). True: the GPU bounded the
+    wall time, well after the host had queued everything, but events on the timed stream saw less
+    than half of it. False: the timed stream's events account for the work."""
+    gpu_bound = t["wall_ms"] - t["enqueue_ms"] > max(1.0, 0.25 * t["wall_ms"])
+    if not gpu_bound:
+        return None
+    return t["event_ms"] < 0.5 * t["wall_ms"]
+
+
+def side_stream_verdict(trials: list[dict]) -> Finding:
+    """The side-stream finding from up to ``SIDE_STREAM_TRIALS`` trials.
+
+    One measured pass clears the kernel: work on another stream cannot make the timed stream's
+    events cover the wall time. A gap fails it only when it shows in two trials and no trial
+    passed: a host thread stalled between queuing and synchronizing inflates one trial's wall time
+    (the control kernel failed this check once in four H200 runs, 2026-12-01), while a kernel that
+    hides its work shows the gap every time. Otherwise: skipped, not passed on evidence."""
+    gaps = [_side_stream_gap(t) for t in trials]
+    if False in gaps:
+        return Finding("side_stream", True, "", dict(trials[gaps.index(False)], trials=len(trials)))
+    if gaps.count(True) >= 2:
+        t = trials[gaps.index(True)]
         return Finding("side_stream", False,
-                       f"{n} calls kept the GPU busy {wall_ms:.2f} ms (device-wide sync) but events on the timed "
-                       f"stream saw {event_ms:.2f} ms: work runs on another stream", figs)
-    return Finding("side_stream", True, "", figs, skipped=not gpu_bound)
+                       f"{t['calls']} calls kept the GPU busy {t['wall_ms']:.2f} ms (device-wide sync) but events on "
+                       f"the timed stream saw {t['event_ms']:.2f} ms ({gaps.count(True)} of {len(trials)} trials): "
+                       f"work runs on another stream", dict(t, trials=len(trials)))
+    return Finding("side_stream", True, "", dict(min(trials, key=lambda t: t["wall_ms"]), trials=len(trials)),
+                   skipped=True)
+
+
+def check_side_stream(fn: Callable, s: InputSet) -> Finding:
+    """Time N calls on the stream and device-wide, up to ``SIDE_STREAM_TRIALS`` times, stopping at
+    the first measured pass (one trial for an honest GPU-bound kernel)."""
+    trials = []
+    for _ in range(SIDE_STREAM_TRIALS):
+        trials.append(_side_stream_trial(fn, s))
+        if _side_stream_gap(trials[-1]) is False:
+            break
+    return side_stream_verdict(trials)
 
 
 def _per_call_us(fn: Callable, sets: list[InputSet], calls: int, repeats: int = 5) -> float:
