@@ -103,8 +103,11 @@ def test_reader_racing_atomic_writer_always_sees_a_whole_file(tmp_path):
     writer = ctx.Process(target=_rewrite_forever, args=(p, stop))
     writer.start()
     try:
+        started = time.time() + 120
+        while len(read_results(p)) == 1 and time.time() < started:  # the writer is still importing
+            time.sleep(0.01)
         reads, sizes = 0, set()
-        deadline = time.time() + 3
+        deadline = time.time() + 2
         while time.time() < deadline:
             sizes.add(len(read_results(p)))  # raises ResultsError on a torn read
             reads += 1
