@@ -103,8 +103,8 @@ def test_reader_racing_atomic_writer_always_sees_a_whole_file(tmp_path):
     writer = ctx.Process(target=_rewrite_forever, args=(p, stop))
     writer.start()
     try:
-        started = time.time() + 120
-        while len(read_results(p)) == 1 and time.time() < started:  # the writer is still importing
+        give_up = time.time() + 120
+        while len(read_results(p)) == 1 and time.time() < give_up:  # the writer is still importing
             time.sleep(0.01)
         reads, sizes = 0, set()
         deadline = time.time() + 2
@@ -114,4 +114,6 @@ def test_reader_racing_atomic_writer_always_sees_a_whole_file(tmp_path):
     finally:
         stop.set()
         writer.join(timeout=30)
+        if writer.is_alive():
+            writer.kill()
     assert reads > 50 and len(sizes) > 5, "the reader should have raced many rewrites"
