@@ -6,9 +6,9 @@ same buffers). These checks catch what a kernel search learns to exploit in the 
 (REFERENCES.md, "Reward hacking"):
 
 * ``side_stream``: work launched on another stream is invisible to events on the timed stream.
-  N calls are timed with events on the stream and with a device-wide synchronize; when the GPU,
-  not the host, bounds the wall time but the stream's events saw much less of it, the work ran
-  elsewhere. Trials repeat until one passes on evidence (up to three): a gap must show twice.
+  N calls are timed with events on the stream and with a device-wide synchronize; when the GPU
+  kept working well after the host had queued the calls but the stream's events saw much less of
+  that tail, the work ran elsewhere. Trials repeat until one passes on evidence (up to three): a gap must show twice.
 * ``skipped_work``: N calls must cost about N x one call. Calls on the same inputs are compared
   with calls rotating distinct inputs; a kernel that skips repeated work is much cheaper on the
   former. A gap is confirmed with the L2 flushed before every call in both modes: inputs that
@@ -107,13 +107,19 @@ def _side_stream_trial(fn: Callable, s: InputSet) -> dict:
 
 
 def _side_stream_gap(t: dict) -> bool | None:
-    """None: host-bound (the wall time says nothing about the device). True: the GPU bounded the
-    wall time, well after the host had queued everything, but events on the timed stream saw less
-    than half of it. False: the timed stream's events account for the work."""
-    gpu_bound = t["wall_ms"] - t["enqueue_ms"] > max(1.0, 0.25 * t["wall_ms"])
+    """None: host-bound (the wall time says nothing about the device). True: the GPU kept working
+    well after the host had queued everything, but the timed stream's events saw less than half
+    of that tail. False: the timed stream's events account for the work.
+
+    The tail, not the whole wall time: events on an idle timed stream still span the host's
+    enqueue time (the end event fires when it is recorded), so a cheat whose launches are slow to
+    queue covers half the wall time with nothing on the stream (the H200, 2026-12-01: 76 calls,
+    events 1.56 ms, enqueue 1.58 ms, wall 2.97 ms)."""
+    tail_ms = t["wall_ms"] - t["enqueue_ms"]
+    gpu_bound = tail_ms > max(1.0, 0.25 * t["wall_ms"])
     if not gpu_bound:
         return None
-    return t["event_ms"] < 0.5 * t["wall_ms"]
+    return t["event_ms"] - t["enqueue_ms"] < 0.5 * tail_ms
 
 
 def side_stream_verdict(trials: list[dict]) -> Finding:

@@ -170,6 +170,9 @@ HONEST = dict(calls=100, event_ms=9.5, wall_ms=10.0, enqueue_ms=1.0)  # GPU-boun
 STALLED = dict(calls=100, event_ms=9.5, wall_ms=40.0, enqueue_ms=1.0)  # host slept before its sync
 HIDDEN = dict(calls=100, event_ms=0.2, wall_ms=10.0, enqueue_ms=1.0)  # work on another stream
 HOST_BOUND = dict(calls=100, event_ms=0.9, wall_ms=1.2, enqueue_ms=1.0)
+# the side_stream cheat on the H200 (2026-12-01): slow launches, so the idle timed stream's events
+# span the enqueue time, over half the wall time; only the tail after it shows the hidden work
+SLOW_QUEUE_CHEAT = dict(calls=76, event_ms=1.558, wall_ms=2.972, enqueue_ms=1.577)
 
 
 @pytest.mark.parametrize("trials, passed, skipped, timed", [
@@ -177,6 +180,7 @@ HOST_BOUND = dict(calls=100, event_ms=0.9, wall_ms=1.2, enqueue_ms=1.0)
     ([STALLED, HONEST], True, False, 2),  # the control's flake: a stall is not a cheat
     ([HIDDEN, HIDDEN, HIDDEN], False, False, 3),
     ([HIDDEN, HOST_BOUND, HIDDEN], False, False, 3),
+    ([SLOW_QUEUE_CHEAT] * 3, False, False, 3),
     ([STALLED, HOST_BOUND, HOST_BOUND], True, True, 3),  # one gap is not evidence either way
     ([HOST_BOUND] * 3, True, True, 3),
 ])
