@@ -243,10 +243,58 @@ TMA_MID2_SWEEP = [
     "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1:tma=1:epi_split=2:per_sm=2",
     "triton:block_m=32:block_n=64:block_k=64:num_warps=4:num_stages=3:persistent=1:tma=1:per_sm=4",
 ]
+# Tall, skinny, memory-bound shapes (M >= 2048, N <= 128, K >= 1024: 4096_128_2048 0.84x and
+# 12288_128_1024 0.86x at the search's best, splitk_tma_swap 0.54-0.83x): 96 128x128 tiles leave
+# SMs idle, so stream-K or a few K slices over a tile that spans N (A is read once), and the
+# swapped kernel with the two N tiles in one cluster (multicast: A read once from DRAM)
+TALL_SWEEP = [
+    "hopper:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:schedule=cooperative:scheduler=streamk",
+    "hopper:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:schedule=cooperative:scheduler=streamk:sk_decomp=2:sk_splits=2",
+    "hopper:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:schedule=cooperative:scheduler=splitk:sk_splits=2",
+    "hopper:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=6",
+    "splitk_tma:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:slices=0",
+    "splitk_tma:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:slices=4",
+    "splitk_tma:tile_n=128:cluster_m=1:cluster_n=1:slices=0",
+    "splitk_tma:tile_n=128:cluster_m=1:cluster_n=1:slices=4",
+    "splitk_tma_swap:tile_n=128:cluster_m=2:cluster_n=1:slices=1",
+    "splitk_tma_swap:tile_n=128:cluster_m=2:cluster_n=1:slices=0",
+    "splitk_tma_swap:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:slices=1",
+    "splitk_tma_swap:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:slices=4",
+    "triton:block_m=64:block_n=128:block_k=64:num_stages=4:split_k=2",
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=4:split_k=2",
+    "triton:block_m=64:block_n=128:block_k=64:num_stages=4",
+]
+# The same shapes, round two: cuBLAS's kernels there (nvjet 64x192, 6 stages, cluster 2x1 on
+# 12288_128_*; 64x64, 13 stages, cluster 2x1 on 4096_128_2048, both on the transposed problem)
+# mirrored by hopper_swap (no fp32 slices), and deep pipelines of small tiles on the plain kernel
+TALL2_SWEEP = [
+    "hopper_swap:tile_m=64:tile_n=192:cluster_m=2:cluster_n=1:schedule=pingpong:stages=6",
+    "hopper_swap:tile_m=64:tile_n=192:cluster_m=1:cluster_n=1:schedule=pingpong:stages=6",
+    "hopper_swap:tile_m=64:tile_n=64:cluster_m=2:cluster_n=1:schedule=single:stages=12",
+    "hopper_swap:tile_m=64:tile_n=64:cluster_m=2:cluster_n=1:schedule=pingpong:stages=12",
+    "hopper_swap:tile_m=64:tile_n=128:cluster_m=2:cluster_n=1:schedule=single:stages=8",
+    "hopper_swap:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=6",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:cluster_n=2:schedule=single:stages=12",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:cluster_n=1:schedule=single:stages=12",
+    "hopper:tile_m=128:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=6",
+]
+# Round three: about one wave of CTAs with deep pipelines (4096_128_*: 64x64 tiles, 128 CTAs, A
+# multicast along N, 12 stages: 1.02-1.05x; 12288_128_*: the transposed 64x192, 128 CTAs: 0.92-0.98x)
+TALL3_SWEEP = [
+    "hopper_swap:tile_m=64:tile_n=192:cluster_m=1:cluster_n=1:schedule=single:stages=6",
+    "hopper_swap:tile_m=64:tile_n=192:cluster_m=2:cluster_n=1:schedule=single:stages=6",
+    "hopper_swap:tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=8",
+    "hopper:tile_m=128:tile_n=64:cluster_m=1:cluster_n=2:schedule=single:stages=8",
+    "hopper:tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=8",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:cluster_n=2:schedule=single:stages=8",
+    "hopper:tile_m=64:tile_n=64:cluster_m=1:cluster_n=2:schedule=single:stages=12",
+    "hopper_swap:tile_m=64:tile_n=192:cluster_m=1:cluster_n=1:schedule=pingpong:stages=6",
+]
 SETS = {"all": SWEEP, "splitk": SPLITK_SWEEP, "parallel-splitk": PARALLEL_SPLITK_SWEEP, "midsize": MIDSIZE_SWEEP,
         "nvjet": NVJET_SWEEP, "single": SINGLE_SWEEP, "single-mid": SINGLE_MID_SWEEP,
         "triton-tma": TRITON_TMA_SWEEP, "skinny": SKINNY_SWEEP, "tma-write": TMA_WRITE_SWEEP,
-        "tma-mid": TMA_MID_SWEEP, "tma-mid2": TMA_MID2_SWEEP, "swap": SWAP_SWEEP}
+        "tma-mid": TMA_MID_SWEEP, "tma-mid2": TMA_MID2_SWEEP, "swap": SWAP_SWEEP, "tall": TALL_SWEEP,
+        "tall2": TALL2_SWEEP, "tall3": TALL3_SWEEP}
 
 
 def preset_specs() -> list[str]:

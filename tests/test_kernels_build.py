@@ -337,6 +337,49 @@ def test_splitk_tma_swap_renders_the_transposed_problem_and_leaves_other_sources
         fam.parse("schedule=cooperative,tile_m=64")
 
 
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_hopper_swap_default_compiles_without_the_reduce_kernel(cache):
+    """The transposed one-pass GEMM (fp16 C^T written column-major) builds for sm_90a without
+    spills, with WGMMA, and with no slice-sum kernel: it has no fp32 slices."""
+    res = _build_default("hopper_swap")
+    assert res.ok, res.log[-5000:]
+    assert res.spill_bytes == 0, res.kernels
+    assert "splitk_reduce" not in " ".join(k["name"] for k in res.kernels) and "HGMMA" in _sass(res.lib_path)
+
+
+def test_hopper_swap_renders_the_transposed_one_pass_gemm():
+    """hopper_swap is the hopper source with every swap_ab substitution made once per B layout
+    and no split-K (C^T goes straight to C's memory), its fixed knobs as the plain kernel's, the
+    hopper rules (a tile a schedule cannot hold, shared memory for deep pipelines), hopper's TMA
+    shape support and runtime options."""
+    fam, hop = FAMILIES["hopper_swap"], FAMILIES["hopper"]
+    k = fam.parse("tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=pingpong,stages=6")
+    src = fam.render(k)
+    assert src.startswith("// hgemm-bench family hopper_swap")
+    assert src.count("std::swap(M, N);") == 2 and src.count("Half, LayoutOpA, kAlign,") == 2
+    assert "#define HG_SPLITK 0" in src and "#define HG_STREAMK 0" in src and "#define HG_TILE_N 192" in src
+    plain = hop.render(hop.parse("tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=pingpong,stages=6"))
+    assert "std::swap" not in plain and "LayoutOpA" not in plain
+    single = fam.render(fam.parse("tile_m=64,tile_n=64,schedule=single,stages=12"))
+    assert "KernelTmaWarpSpecialized;" in single and "std::swap(M, N);" in single
+    p = Problem(Shape(12288, 128, 1024))
+    assert fam.opts(k, p) == [0, 1, 0, 1, 0, 0]
+    assert fam.supports(k, p) and not fam.supports(k, Problem(Shape(4096, 36, 1024)))  # N % 8 (TMA)
+    assert [fam.spec(c) for c in fam.preset_configs()] == [
+        "hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=pingpong,stages=6",
+        "hopper_swap:tile_m=64,tile_n=64,cluster_m=2,cluster_n=1,schedule=single,stages=12"]
+    with pytest.raises(KnobError, match="tile_m must be 128 or 256"):
+        fam.parse("schedule=cooperative,tile_m=64")
+    with pytest.raises(KnobError, match="shared memory"):
+        fam.parse("tile_m=64,tile_n=192,stages=8")
+    # deep pipelines on the plain kernel: small tiles only
+    assert hop.check(hop.parse("tile_m=64,tile_n=64,cluster_m=1,schedule=single,stages=12")) == ""
+    with pytest.raises(KnobError, match="shared memory"):
+        hop.parse("tile_m=128,tile_n=128,cluster_m=1,schedule=single,stages=8")
+
+
 def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
     """schedule=single renders CUTLASS's non-persistent warp-specialized kernel (one line
     differs from pingpong's source) and declines tiles one warpgroup cannot hold, schedulers it

@@ -228,6 +228,18 @@ def test_splitk_tma_swap_matches_reference(shape, layout, spec):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["4096_128_2048", "1000_72_1024", "100_200_304", "72_136_64"])
+@pytest.mark.parametrize("spec", ["hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=pingpong,stages=6",
+                                  "hopper_swap:tile_m=64,tile_n=64,cluster_m=2,cluster_n=1,schedule=single,stages=12",
+                                  "hopper_swap:tile_m=128,tile_n=128,cluster_m=1,cluster_n=1,schedule=single,stages=6"])
+def test_hopper_swap_matches_reference(shape, layout, spec):
+    """The transposed one-pass GEMM (C^T written column-major into C's memory), ragged edges
+    along M and N, partial clusters along N, repeated calls."""
+    assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
+
+
+@pytest.mark.slow
 def test_hopper_declines_k_not_multiple_of_8():
     sup = make_method("hopper", None).supports(Problem(Shape(17, 33, 65)), "cuda")
     assert not sup and "multiples of 8" in sup.reason

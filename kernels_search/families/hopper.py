@@ -191,7 +191,9 @@ FAMILY = Hopper(
              help="cooperative / pingpong: persistent, two consumer warpgroups; single: one CTA per "
                   "output tile, one consumer warpgroup (on the H200 it sheds most of the persistent "
                   "kernels' ~1 us fixed cost)"),
-        Knob("stages", (0, 2, 3, 4, 5, 6, 7), 0, help="0 = as many as fit"),
+        Knob("stages", (0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0,
+             help="0 = as many as fit; 8-12 fit small tiles only (cuBLAS runs 13 stages of 64x64 on "
+                  "4096_128_2048)"),
         Knob("scheduler", ("persistent", "streamk", "splitk"), "persistent",
              help="persistent data-parallel tiles, stream-K (few-tile / odd tile counts), or parallel "
                   "split-K (K slices as batches into fp32, then a reduce kernel; few-tile large-K)"),
