@@ -20,7 +20,8 @@
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-d); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
-#            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage)
+#            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
+#            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
@@ -165,7 +166,8 @@ for stage in $STAGES; do
       touch "$stamp"
       timeout -s INT -k 30 "${SEARCH_TIMEOUT:-550}" $HB search --shapes cuda-l2 --sample 40 --budget "${SEARCH_BUDGET:-20m}" \
         --holdout 20 --run-limit "${SEARCH_RUN_LIMIT:-8m}" --out "$SEARCH_DIR" --library "$SEARCH_DIR/library-export.json" \
-        ${SEARCH_FAMILIES:+--families "$SEARCH_FAMILIES"} 2>&1 | tee -a "$OUT/search.txt" | tail -70
+        ${SEARCH_FAMILIES:+--families "$SEARCH_FAMILIES"} ${SEARCH_HOLDOUT_SEED:+--holdout-seed "$SEARCH_HOLDOUT_SEED"} \
+        ${SEARCH_HOLDOUT_EXCLUDE:+--holdout-exclude "$SEARCH_HOLDOUT_EXCLUDE"} 2>&1 | tee -a "$OUT/search.txt" | tail -70
       echo "search exit code ${PIPESTATUS[0]}" | tee -a "$OUT/search.txt"
       [ -d "$SEARCH_DIR" ] && tar czf "$OUT/search-state.tgz" "$SEARCH_DIR" && ls -l "$OUT/search-state.tgz"
       python3 scripts/cache_pack.py "$OUT/cache-new.tgz" --cache "$HGEMM_BUILD_CACHE" --newer "$stamp" \

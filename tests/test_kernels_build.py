@@ -368,8 +368,8 @@ def test_hopper_swap_renders_the_transposed_one_pass_gemm():
     assert fam.opts(k, p) == [0, 1, 0, 1, 0, 0]
     assert fam.supports(k, p) and not fam.supports(k, Problem(Shape(4096, 36, 1024)))  # N % 8 (TMA)
     assert [fam.spec(c) for c in fam.preset_configs()] == [
-        "hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=pingpong,stages=6",
-        "hopper_swap:tile_m=64,tile_n=64,cluster_m=2,cluster_n=1,schedule=single,stages=12"]
+        "hopper_swap:tile_m=64,tile_n=192,cluster_m=1,cluster_n=1,schedule=single,stages=6",
+        "hopper_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=single,stages=8"]
     with pytest.raises(KnobError, match="tile_m must be 128 or 256"):
         fam.parse("schedule=cooperative,tile_m=64")
     with pytest.raises(KnobError, match="shared memory"):

@@ -343,3 +343,58 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert res.exit_code == 0, res.output
     assert "per GPU-minute" in res.output and "first pick on 1 held-out" in res.output
     assert (tmp_path / "lib.json").exists() and (tmp_path / "s" / "summary.json").exists()
+
+
+def test_holdout_never_draws_a_shape_measured_before():
+    """The held-out first pick tests generalization only on shapes nobody tuned for: with the
+    project's seen shapes excluded (every grid shape BENCHMARKS.md names), seed 3's draw holds
+    none of them, while the same draw without the exclusion does hold some."""
+    from harness.shapes import parse_shapes, sample_grid
+    from kernels_search.search.run import holdout_shapes
+
+    root = Path(__file__).resolve().parents[1]
+    seen = parse_shapes(str(root / "kernels_search" / "search" / "seen_shapes.txt"))
+    train = sample_grid(40, 0)
+    names = {s.name for s in seen}
+    plain = holdout_shapes(train, 20, 3)
+    clean = holdout_shapes(train, 20, 3, exclude=seen)
+    assert len(clean) == 20 and not {s.name for s in clean} & (names | {s.name for s in train})
+    assert {s.name for s in plain} & names  # what the exclusion is for
+    # every shape the shipped library was searched on is in it
+    lib = json.loads((root / "kernels_search" / "library" / "library.json").read_text())
+    assert {e["shape"] for e in lib["entries"]} <= names
+    # scripts/seen_shapes.py, which writes the file: grid shapes named in a text, sorted by size
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seen_shapes", root / "scripts" / "seen_shapes.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.seen_grid_shapes(["16384_64_12288, 64_64_64 and 100_200_300."]) == ["64_64_64", "16384_64_12288"]
+
+
+def test_search_cli_holdout_options_and_a_resume_keeps_its_held_out_shapes(tmp_path):
+    """--holdout-seed and --holdout-exclude pick the held-out shapes; a bad exclusion is named; a
+    resumed search keeps the held-out shapes it started with, whatever the later command draws."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from harness.shapes import parse_shapes
+
+    run = CliRunner()
+    res = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--holdout", "1",
+                           "--holdout-exclude", "12_x", "--out", str(tmp_path / "s")])
+    assert res.exit_code == 2 and "--holdout-exclude" in res.output
+    out = tmp_path / "s"
+    base = ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin", "test_search_plugin",
+            "--layouts", "nn", "--batch", "1", "--time-budget", "0.1", "--holdout", "1", "--budget", "2m",
+            "--out", str(out), "--run-limit", "1s"]
+    from kernels_search.search.run import holdout_shapes
+
+    first = holdout_shapes(parse_shapes("16_16_32,32_16_64"), 1, 5, exclude=parse_shapes("64_64_64"))
+    assert first != holdout_shapes(parse_shapes("16_16_32,32_16_64"), 1, 6)
+    res = run.invoke(app, base + ["--holdout-seed", "5", "--holdout-exclude", "64_64_64"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert parse_shapes(str(out / "holdout.txt")) == first and "64_64_64" not in {s.name for s in first}
+    res = run.invoke(app, base + ["--holdout-seed", "6"], catch_exceptions=False, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "keeping the 1 held-out shapes" in res.output and parse_shapes(str(out / "holdout.txt")) == first

@@ -177,10 +177,15 @@ FAMILY = Hopper(
     # The non-persistent 64x64 and 64x128 tiles with 4 stages: above cuBLASLt autotune on 8 and 2
     # of the 40 searched shapes (1.00-1.08x, all of 2.2-3.5 us), where every persistent config
     # was 0.7-0.9x (sixth session).
+    # About one wave of those non-persistent tiles with deep pipelines (eleventh session, sweeps):
+    # 64x64, A multicast along N, 12 stages: 4096_128_2048 1.06x, 4096_128_8192 1.02x (cuBLAS runs
+    # 64x64 with 13 stages there); 64x128, 8 stages: 512_2048_8192 1.02x (the search's best 0.80x).
     presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
              "tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
              "tile_m=64:tile_n=64:cluster_m=1:schedule=single:stages=4",
-             "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4"),
+             "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4",
+             "tile_m=64:tile_n=64:cluster_m=1:cluster_n=2:schedule=single:stages=12",
+             "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=8"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
         Knob("tile_n", (256, 64, 128, 192), 256),

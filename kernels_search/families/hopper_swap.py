@@ -59,9 +59,11 @@ class HopperSwap(Family):
 
 FAMILY = HopperSwap(
     name="hopper_swap",
-    # cuBLAS's two tall-shape kernels, mirrored (see the module docstring); not measured yet
-    presets=("tile_m=64:tile_n=192:cluster_m=2:cluster_n=1:schedule=pingpong:stages=6",
-             "tile_m=64:tile_n=64:cluster_m=2:cluster_n=1:schedule=single:stages=12"),
+    # 64x192, one CTA per tile: 12288_128_1024 1.01x, 12288_128_8192 0.99x (H200 sweeps, 2026-12-01;
+    # the same tile persistent with pingpong 0.92x and 0.98x, with the cluster pair 0.90x and 0.97x);
+    # 64x128 with 8 stages: 2 x 64 CTAs on M = 8192 (not measured on such a shape yet)
+    presets=("tile_m=64:tile_n=192:cluster_m=1:cluster_n=1:schedule=single:stages=6",
+             "tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=8"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help="CTA tile along N (the transposed problem's M)"),
         Knob("tile_n", (64, 128, 192, 256), 128, help="CTA tile along M (the transposed problem's N)"),

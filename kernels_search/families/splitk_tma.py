@@ -87,7 +87,9 @@ FAMILY = SplitKTma(
 SWAP = SplitKTmaSwap(
     name="splitk_tma_swap",
     # the mirror images of splitk_tma's presets and of its 64_2048_8192 winner (64x128, cluster
-    # 1x1, 8 slices, 1.11x on the H200): not measured on the H200 yet
+    # 1x1, 8 slices, 1.11x on the H200). Measured on the H200 (2026-12-01): 1024_64_12288 1.05x
+    # (64x128; splitk_tma's best there 0.65x), 128_64_16384 1.00x (the default); tall shapes with
+    # M >= 4096 lose 0.54-0.83x to the fp32 slices' traffic (hopper_swap serves those)
     presets=("", "tile_n=128:cluster_m=1:cluster_n=1:slices=8"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help=TILE_M_HELP + ", along N (the transposed problem's M)"),

@@ -32,6 +32,10 @@ def search(
     families: str = typer.Option("", help="Comma list of families to search (default: all available)."),
     holdout: int = typer.Option(0, help="Then measure the policy's first pick on N grid shapes the search never "
                                         "measured (one evaluation each) and report the geomean vs cuBLASLt autotune."),
+    holdout_seed: Optional[int] = typer.Option(None, help="Seed of the held-out draw (default: --seed + 1)."),
+    holdout_exclude: str = typer.Option("", help="Shapes never to hold out (a list or a shape file): shapes "
+                                                 "measured before, so that the first pick is tested on shapes "
+                                                 "nobody has looked at (kernels_search/search/seen_shapes.txt)."),
     library: Optional[Path] = typer.Option(None, help="Also export the library here (e.g. "
                                                       "kernels_search/library/library.json, what `--methods library` "
                                                       "serves by default)."),
@@ -98,7 +102,20 @@ def search(
         dev = envmod.resolve_device(device)
     except (envmod.NoGPUError, ValueError) as e:
         fail(str(e))
-    held = holdout_shapes(shape_list, holdout, seed + 1) if holdout else []
+    try:
+        seen = parse_shapes(holdout_exclude) if holdout_exclude else []
+    except ShapeError as e:
+        fail(f"--holdout-exclude: {e}")
+    held = holdout_shapes(shape_list, holdout, seed + 1 if holdout_seed is None else holdout_seed, exclude=seen) \
+        if holdout else []
+    kept = out / "holdout.txt"
+    if held and kept.exists():
+        # a resumed search keeps the held-out shapes it started with (written by every run), even
+        # if the exclusion list has grown since: its first pick is tested on one fixed set
+        before = parse_shapes(str(kept))
+        if before != held:
+            console.print(f"keeping the {len(before)} held-out shapes of {kept} (this command's draw differs)")
+        held = before
     proposers, plugins = [], list(plugin)
     if llm:
         try:

@@ -45,11 +45,12 @@ def parse_duration(text: str | float) -> float:
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
-def holdout_shapes(train: Sequence[Shape], n: int, seed: int = 1) -> list[Shape]:
-    """``n`` cuda-l2 grid shapes, stratified like ``sample_grid``, none of them in ``train``."""
+def holdout_shapes(train: Sequence[Shape], n: int, seed: int = 1, exclude: Sequence[Shape] = ()) -> list[Shape]:
+    """``n`` cuda-l2 grid shapes, stratified like ``sample_grid``, none of them in ``train`` or in
+    ``exclude`` (shapes measured before, e.g. ``kernels_search/search/seen_shapes.txt``)."""
     from harness.shapes import sample_grid
 
-    taken = {s.name for s in train}
+    taken = {s.name for s in (*train, *exclude)}
     out: list[Shape] = []
     for s in sample_grid(max(4 * n, n + len(taken)), seed):
         if s.name not in taken and s not in out:
