@@ -18,7 +18,7 @@
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
-#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-d); the call that finishes the
+#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-e); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
 #            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes
@@ -52,7 +52,7 @@ done
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=${SEARCH_DIR:-results/search-h200-d}  # the eighth session's search (a new folder starts a fresh one)
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200-e}  # the eleventh session's search (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
   # (only when the tarball holds this SEARCH_DIR: a new folder starts a fresh search)
