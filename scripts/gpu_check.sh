@@ -21,7 +21,8 @@
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-e); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
-#            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes
+#            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes,
+#            SEARCH_FIRST_PICK_RULE (neighbours or model) the rule that picks on them
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
@@ -167,7 +168,8 @@ for stage in $STAGES; do
       timeout -s INT -k 30 "${SEARCH_TIMEOUT:-550}" $HB search --shapes cuda-l2 --sample 40 --budget "${SEARCH_BUDGET:-20m}" \
         --holdout 20 --run-limit "${SEARCH_RUN_LIMIT:-8m}" --out "$SEARCH_DIR" --library "$SEARCH_DIR/library-export.json" \
         ${SEARCH_FAMILIES:+--families "$SEARCH_FAMILIES"} ${SEARCH_HOLDOUT_SEED:+--holdout-seed "$SEARCH_HOLDOUT_SEED"} \
-        ${SEARCH_HOLDOUT_EXCLUDE:+--holdout-exclude "$SEARCH_HOLDOUT_EXCLUDE"} 2>&1 | tee -a "$OUT/search.txt" | tail -70
+        ${SEARCH_HOLDOUT_EXCLUDE:+--holdout-exclude "$SEARCH_HOLDOUT_EXCLUDE"} \
+        ${SEARCH_FIRST_PICK_RULE:+--first-pick-rule "$SEARCH_FIRST_PICK_RULE"} 2>&1 | tee -a "$OUT/search.txt" | tail -70
       echo "search exit code ${PIPESTATUS[0]}" | tee -a "$OUT/search.txt"
       [ -d "$SEARCH_DIR" ] && tar czf "$OUT/search-state.tgz" "$SEARCH_DIR" && ls -l "$OUT/search-state.tgz"
       python3 scripts/cache_pack.py "$OUT/cache-new.tgz" --cache "$HGEMM_BUILD_CACHE" --newer "$stamp" \
