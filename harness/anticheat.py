@@ -8,7 +8,8 @@ same buffers). These checks catch what a kernel search learns to exploit in the 
 * ``side_stream``: work launched on another stream is invisible to events on the timed stream.
   N calls are timed with events on the stream and with a device-wide synchronize; when the GPU
   kept working well after the host had queued the calls but the stream's events saw much less of
-  that tail, the work ran elsewhere. Trials repeat until one passes on evidence (up to three): a gap must show twice.
+  that tail, the work ran elsewhere. Trials repeat until one passes on evidence (up to three): a
+  gap must show twice.
 * ``skipped_work``: N calls must cost about N x one call. Calls on the same inputs are compared
   with calls rotating distinct inputs; a kernel that skips repeated work is much cheaper on the
   former. A gap is confirmed with the L2 flushed before every call in both modes: inputs that
