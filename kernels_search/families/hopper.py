@@ -127,7 +127,7 @@ class Hopper(Family):
             pp = "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;"
             assert pp in body, "hopper_cutlass.cu changed its schedule lines"
             body = body.replace(pp, "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized;")
-        if k.get("swap_ab"):  # not a hopper knob: set by the splitk_tma_swap family
+        if k.get("swap_ab"):  # not a hopper knob: set by the views with HopperView.swap_ab
             body = swap_ab_source(body)
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
         per, tail = rest.split("// @@PER_LAYOUT_END@@", 1)
@@ -166,6 +166,37 @@ class Hopper(Family):
     def opts(self, k: Mapping, problem: Problem) -> list[int]:
         return [int(k["raster"]), int(k["swizzle"]), int(k["sms"]),
                 int(k["sk_splits"]), int(k["sk_decomp"]), int(k["sk_reduction"])]
+
+
+class HopperView(Family):
+    """A family that is the hopper family with some knobs fixed (splitk_tma, splitk_tma_swap,
+    hopper_swap): ``as_hopper`` maps its knobs to a full hopper config, and the rules, the source
+    (under this family's name, so its builds are its own), flags, shape support and runtime
+    options are the hopper family's. ``swap_ab`` renders the transposed problem (``SWAP_AB``)."""
+
+    swap_ab = False
+
+    def as_hopper(self, k: Mapping) -> dict:
+        raise NotImplementedError
+
+    def check(self, k: Mapping) -> str:
+        return FAMILY.check(self.as_hopper(k))
+
+    def render(self, k: Mapping) -> str:
+        full = self.as_hopper(k) | ({"swap_ab": 1} if self.swap_ab else {})
+        return FAMILY.render(full).replace("// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
+
+    def extra_flags(self, k: Mapping) -> tuple[str, ...]:
+        return FAMILY.extra_flags(self.as_hopper(k))
+
+    def extra_key(self, k: Mapping) -> str:
+        return FAMILY.extra_key(self.as_hopper(k))
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        return FAMILY.supports(self.as_hopper(k), problem)
+
+    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+        return FAMILY.opts(self.as_hopper(k), problem)
 
 
 FAMILY = Hopper(

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.method import Support
-from harness.problem import Problem
 from kernels_search.families import hopper
-from kernels_search.family import Family, Knob
+from kernels_search.family import Knob
 
 FIXED = {"tile_k": 64, "scheduler": "persistent", "raster": 0, "swizzle": 1, "sms": 0,
          "sk_splits": 1, "sk_decomp": 0, "sk_reduction": 0}
@@ -34,27 +32,13 @@ def as_hopper(k: Mapping) -> dict:
     return dict(k) | FIXED
 
 
-class HopperSwap(Family):
-    def check(self, k: Mapping) -> str:
-        return hopper.FAMILY.check(as_hopper(k))
+class HopperSwap(hopper.HopperView):
+    # the same TMA needs as the plain kernel (hopper's supports): C^T's leading dimension is N, the
+    # swapped operands' are N (B) and K (A)
+    swap_ab = True
 
-    def render(self, k: Mapping) -> str:
-        return hopper.FAMILY.render(as_hopper(k) | {"swap_ab": 1}).replace(
-            "// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
-
-    def extra_flags(self, k: Mapping) -> tuple[str, ...]:
-        return hopper.FAMILY.extra_flags(as_hopper(k))
-
-    def extra_key(self, k: Mapping) -> str:
-        return hopper.FAMILY.extra_key(as_hopper(k))
-
-    def supports(self, k: Mapping, problem: Problem) -> Support:
-        # the same TMA needs as the plain kernel: C^T's leading dimension is N, the swapped
-        # operands' are N (B) and K (A)
-        return hopper.FAMILY.supports(as_hopper(k), problem)
-
-    def opts(self, k: Mapping, problem: Problem) -> list[int]:
-        return hopper.FAMILY.opts(as_hopper(k), problem)
+    def as_hopper(self, k: Mapping) -> dict:
+        return as_hopper(k)
 
 
 FAMILY = HopperSwap(

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.method import Support
-from harness.problem import Problem
 from kernels_search.families import hopper
-from kernels_search.family import Family, Knob
+from kernels_search.family import Knob
 
 # the hopper knobs this family does not expose, fixed at what the H200 sweeps used
 FIXED = {"tile_k": 64, "stages": 0, "scheduler": "splitk", "raster": 0, "swizzle": 1, "sms": 0,
@@ -34,25 +32,9 @@ def as_hopper(k: Mapping) -> dict:
     return full
 
 
-class SplitKTma(Family):
-    def check(self, k: Mapping) -> str:
-        return hopper.FAMILY.check(as_hopper(k))
-
-    def render(self, k: Mapping) -> str:
-        return hopper.FAMILY.render(as_hopper(k)).replace(
-            "// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
-
-    def extra_flags(self, k: Mapping) -> tuple[str, ...]:
-        return hopper.FAMILY.extra_flags(as_hopper(k))
-
-    def extra_key(self, k: Mapping) -> str:
-        return hopper.FAMILY.extra_key(as_hopper(k))
-
-    def supports(self, k: Mapping, problem: Problem) -> Support:
-        return hopper.FAMILY.supports(as_hopper(k), problem)
-
-    def opts(self, k: Mapping, problem: Problem) -> list[int]:
-        return hopper.FAMILY.opts(as_hopper(k), problem)
+class SplitKTma(hopper.HopperView):
+    def as_hopper(self, k: Mapping) -> dict:
+        return as_hopper(k)
 
 
 class SplitKTmaSwap(SplitKTma):
@@ -61,9 +43,7 @@ class SplitKTmaSwap(SplitKTma):
     and a large K (1024_64_12288, 12288_64_8192, 4096_128_8192), whose mirror images are where
     splitk_tma wins. ``slices=1`` is the plain GEMM through the fp32 slice and the reduce kernel."""
 
-    def render(self, k: Mapping) -> str:
-        return hopper.FAMILY.render(as_hopper(k) | {"swap_ab": 1}).replace(
-            "// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
+    swap_ab = True
 
 
 SLICES_HELP = "K slices (0 = tiles x slices within half the SMs, slices >= 16 k-tiles)"
