@@ -16,7 +16,9 @@ host had Triton and this machine has not, Triton configs are still picked (they 
 
 Two pick rules side by side, in one ``compare`` call (``scripts/gpu_check.sh pickrules``):
 ``--rules model,neighbours --compare-args`` prints ``PICK_SHAPES=...`` and ``PICK_METHODS=...``
-(the held-out shapes and every rule's picks), and ``--rules model,neighbours --report R.parquet``
+(the held-out shapes and every rule's picks; with ``--prebuild`` it then compiles the CUDA ones in
+parallel: in the twelfth session's H200 call the compare built them one by one in its prepares and
+its 150 s ran out before the first shape finished), and ``--rules model,neighbours --report R.parquet``
 reads that call's results back: per rule, each pick's speedup over cuBLASLt autotune (best of
 layouts, device time; a pick with no correct row counts as exp(-1), its reward) and the geomean.
 
@@ -153,9 +155,16 @@ def side_by_side(pol, db, holdout, rules, a) -> int:
         methods = sorted({spec for by_shape in picks.values() for spec in by_shape.values()})
         print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")
         print(f"PICK_METHODS={','.join(methods)}")
+        if a.prebuild:  # compiled in parallel now, so the compare's prepares only load them
+            from kernels_search.search.loop import auto_prebuild
+
+            print(f"built the CUDA picks of {len(methods)} in {auto_prebuild(methods):.0f} s")
         return 0
     if a.report is None:
         print("--rules needs --compare-args or --report", file=sys.stderr)
+        return 2
+    if not a.report.exists():
+        print(f"{a.report}: no such results file (the compare call finished no shape?)", file=sys.stderr)
         return 2
     results = pd.read_parquet(a.report)
     sp = {rule: speedups(results, picks[rule]) for rule in rules}

@@ -15,7 +15,7 @@ import first_picks  # noqa: E402
 
 
 @pytest.mark.slow
-def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, capsys):
+def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, capsys, monkeypatch):
     """A tiny CPU search with a held-out check; the script, run afterwards in this process (its
     random state untouched by the search), names the same pick for every held-out shape, each a
     config the search measured on at least 2 shapes."""
@@ -44,6 +44,19 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     fresh = first_picks.fresh_holdout(tmp_path / "s", 4)
     assert "0 of 2 held-out shapes measured" in out
     assert all(any(ln.strip().startswith(s.name + " ") for ln in out.splitlines()) for s in fresh)
+    # two rules side by side: --prebuild compiles every pick printed in PICK_METHODS, in one batch
+    import kernels_search.search.loop as loop
+
+    built = []
+    monkeypatch.setattr(loop, "auto_prebuild", lambda specs: built.append(list(specs)) or 0.0)
+    args = [str(tmp_path / "s"), "--rules", "model,neighbours", "--device", "cpu", "--plugin", "test_search_plugin"]
+    assert first_picks.main(args + ["--compare-args", "--prebuild"]) == 0
+    out = capsys.readouterr().out
+    methods = next(ln for ln in out.splitlines() if ln.startswith("PICK_METHODS=")).split("=", 1)[1]
+    assert len(built) == 1 and built[0] and all(spec in methods for spec in built[0])
+    # a compare that finished no shape wrote no file: a named error, not a traceback
+    assert first_picks.main(args + ["--report", str(tmp_path / "none.parquet")]) == 2
+    assert "none.parquet: no such results file" in capsys.readouterr().err
 
 
 def test_fresh_holdout_avoids_the_searched_and_held_out_shapes(tmp_path):
