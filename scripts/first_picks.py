@@ -23,7 +23,8 @@ reads that call's results back: per rule, each pick's speedup over cuBLASLt auto
 layouts, device time; a pick with no correct row counts as exp(-1), its reward) and the geomean.
 
 ``--holdout-seed S`` replaces the search's own held-out shapes by ``fresh_holdout``: as many grid
-shapes drawn with seed S, none of them searched or in the search's holdout. The search's holdout
+shapes drawn with seed S, none of them searched or in the search's holdout (nor in the shape file
+``--holdout-exclude`` names: ``kernels_search/search/seen_shapes.txt``, every shape reported so far). The search's holdout
 has been looked at in every session since the fifth (its picks shaped the neighbour rule), so it
 no longer tests the rules cleanly; a seed never measured before does, once.
 """
@@ -70,12 +71,15 @@ def read_shapes(folder: Path, name: str) -> list:
     return [parse_shape(s) for s in (folder / name).read_text().split()]
 
 
-def fresh_holdout(folder: Path, seed: int) -> list:
-    """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it."""
+def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None) -> list:
+    """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it
+    and none in the ``exclude`` shape file (``kernels_search/search/seen_shapes.txt``)."""
+    from harness.shapes import parse_shapes
     from kernels_search.search.run import holdout_shapes
 
     held = read_shapes(folder, "holdout.txt")
-    return holdout_shapes(read_shapes(folder, "shapes.txt") + held, len(held), seed)
+    seen = parse_shapes(str(exclude)) if exclude is not None else []
+    return holdout_shapes(read_shapes(folder, "shapes.txt") + held, len(held), seed, exclude=seen)
 
 
 def main(argv=None) -> int:
@@ -90,12 +94,13 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", type=int, help="fresh held-out shapes drawn with this seed (see above)")
+    ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too")
     a = ap.parse_args(argv)
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
     if a.holdout_seed is not None:
-        holdout = fresh_holdout(a.folder, a.holdout_seed)
+        holdout = fresh_holdout(a.folder, a.holdout_seed, a.holdout_exclude)
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
     if a.rules:

@@ -200,10 +200,12 @@ PY
       # The held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of the
       # search in $SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
-      # grid shapes drawn with seed S instead of the search's holdout.
+      # grid shapes drawn with seed S instead of the search's holdout (PICK_HOLDOUT_EXCLUDE: a shape
+      # file they avoid, e.g. kernels_search/search/seen_shapes.txt).
       log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
       restore_search
-      fresh=${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}  # fresh held-out shapes (first_picks.py)
+      # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
+      fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
       args=$(python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" $fresh --compare-args --prebuild \
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt

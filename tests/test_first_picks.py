@@ -60,8 +60,8 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
 
 
 def test_fresh_holdout_avoids_the_searched_and_held_out_shapes(tmp_path):
-    """As many grid shapes as the search held out, none searched or held out by it, the same for
-    the same seed and another set for another seed."""
+    """As many grid shapes as the search held out, none searched or held out by it (nor in an
+    exclusion file), the same for the same seed and another set for another seed."""
     from harness.shapes import sample_grid
     from kernels_search.search.run import holdout_shapes
 
@@ -74,6 +74,10 @@ def test_fresh_holdout_avoids_the_searched_and_held_out_shapes(tmp_path):
     assert not {s.name for s in fresh} & {s.name for s in searched + held}
     assert fresh == first_picks.fresh_holdout(tmp_path, 2)
     assert fresh != first_picks.fresh_holdout(tmp_path, 3)
+    # --holdout-exclude: shapes reported before are avoided too, and the draw is still 20 shapes
+    (tmp_path / "seen.txt").write_text("".join(f"{s.name}\n" for s in fresh[:5]))
+    avoiding = first_picks.fresh_holdout(tmp_path, 2, tmp_path / "seen.txt")
+    assert len(avoiding) == 20 and not {s.name for s in avoiding} & {s.name for s in fresh[:5]}
 
 
 def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_its_reward():
