@@ -163,7 +163,7 @@ def side_by_side(pol, db, holdout, rules, a) -> int:
         if a.prebuild:  # compiled in parallel now, so the compare's prepares only load them
             from kernels_search.search.loop import auto_prebuild
 
-            print(f"built the CUDA picks of {len(methods)} in {auto_prebuild(methods):.0f} s")
+            print(f"built the CUDA ones of {len(methods)} picks in {auto_prebuild(methods):.0f} s")
         return 0
     if a.report is None:
         print("--rules needs --compare-args or --report", file=sys.stderr)
