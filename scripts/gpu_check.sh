@@ -31,6 +31,10 @@
 #   pickrules the held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of
 #            $SEARCH_DIR's policy, measured side by side in one compare call with cuBLASLt autotune
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
+# The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
+# fetched here once (name .whl in the call's carry):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl nvidia-cutlass==4.2.0.0 nvmath-python==1.0.0
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
 set -uo pipefail
