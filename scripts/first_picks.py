@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 
-def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "neighbours"):
+def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "model"):
     """The search's policy as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks."""
     import dataclasses
     import importlib
@@ -64,6 +64,28 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     return pol, db
 
 
+def provenance(folder: Path, db) -> tuple[str, bool]:
+    """One line naming the policy state the picks come from (search id, candidates, budget used,
+    finished or not), and whether the search finished. A search stopped by a call's run limit is a
+    mid-search snapshot: in the thirteenth session a carried copy of search-h200-f from before its
+    last slice (1040 of 1108 candidates) was restored on the GPU host, and its picks differed from
+    the finished search's on 13 of 20 fresh shapes (model rule; 8 of 20 for the neighbour rule),
+    and nothing said so."""
+    import json
+
+    doc = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
+    df = db.df
+    ids = df[~df["search_id"].str.contains("-first-pick-")]["search_id"] if not df.empty else []
+    search_id = doc.get("search_id") or (ids.iloc[0] if len(ids) else "?")
+    rows = int(((df["kind"] == "candidate") & (df["origin"] != "policy:first-pick")).sum()) if not df.empty else 0
+    finished = bool(doc.get("finished", False))
+    used, budget = doc.get("budget_used_s"), doc.get("budget_s")
+    spent = f", {used:.0f} of {budget:.0f} s" if used is not None and budget is not None else ""
+    state = "finished" if finished else f"NOT finished (stop: {doc.get('stop_reason', 'no summary.json')})"
+    return (f"policy of {search_id} in {folder}: {rows} candidate rows, {doc.get('candidates', '?')} "
+            f"candidates{spent}, {state}"), finished
+
+
 def read_shapes(folder: Path, name: str) -> list:
     """A search folder's shape list: ``shapes.txt`` (searched) or ``holdout.txt``."""
     from harness.shapes import parse_shape
@@ -89,16 +111,24 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="neighbours", help="first-pick rule: neighbours (default) or model")
+    ap.add_argument("--rule", default="model", help="first-pick rule: model (default) or neighbours")
     ap.add_argument("--rules", default="", help="comma list of rules, with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", type=int, help="fresh held-out shapes drawn with this seed (see above)")
     ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too")
+    ap.add_argument("--unfinished", action="store_true",
+                    help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
+    line, finished = provenance(a.folder, db)
+    print(line, file=sys.stderr)
+    if a.rules and not finished and not a.unfinished:
+        print(f"{a.folder}: the search is not finished, so its picks are not the finished policy's; "
+              "pass --unfinished to measure them anyway", file=sys.stderr)
+        return 2
     if a.holdout_seed is not None:
         holdout = fresh_holdout(a.folder, a.holdout_seed, a.holdout_exclude)
     else:

@@ -22,14 +22,16 @@
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
 #            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes,
-#            SEARCH_FIRST_PICK_RULE (neighbours or model) the rule that picks on them
+#            SEARCH_FIRST_PICK_RULE (model, the default, or neighbours) the rule that picks on them
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
 #   pickrules the held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of
-#            $SEARCH_DIR's policy, measured side by side in one compare call with cuBLASLt autotune
+#            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
+#            kernels_search/library/search-h200-f), measured side by side in one compare call with
+#            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
 # fetched here once (name .whl in the call's carry):
@@ -202,10 +204,11 @@ PY
       fi ;;
     pickrules)
       # The held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of the
-      # search in $SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
+      # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout (PICK_HOLDOUT_EXCLUDE: a shape
       # file they avoid, e.g. kernels_search/search/seen_shapes.txt).
+      SEARCH_DIR=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-f}
       log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
       restore_search
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
@@ -214,6 +217,7 @@ PY
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
+      if [ -z "$methods" ]; then echo "pickrules: no picks (first_picks.py said why, above): nothing measured"; continue; fi
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"

@@ -139,3 +139,31 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
     order = local_prebuild.build_order(pol, got)
     assert order[0] == got[s.name][0] and set(order) <= set(got[s.name])
     assert len({pol.compile_key(c.family, c.knobs) for c in map(pol.candidate_for, order)}) == len(order)
+
+
+def test_side_by_side_refuses_an_unfinished_search_and_names_the_policy_state(tmp_path, capsys):
+    """A search stopped by a run limit is a mid-search policy: measuring its picks as the search's
+    needs --unfinished; every run names the state its picks come from."""
+    import json
+
+    from kernels_search.search.run import search_main
+
+    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "120s", tmp_path / "s", device="cpu", batch=2,
+                layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.05, max_rounds=1,
+                holdout=[Shape(16, 16, 16)], print_fn=lambda line: None)
+    args = [str(tmp_path / "s"), "--rules", "model,neighbours", "--device", "cpu",
+            "--plugin", "test_search_plugin", "--compare-args"]
+    summary = tmp_path / "s" / "summary.json"
+    doc = json.loads(summary.read_text())
+    assert doc["finished"]
+    capsys.readouterr()
+    assert first_picks.main(args) == 0
+    captured = capsys.readouterr()
+    assert "PICK_METHODS=" in captured.out and ", finished" in captured.err
+    summary.write_text(json.dumps(dict(doc, finished=False, stop_reason="run-limit")))
+    assert first_picks.main(args) == 2
+    captured = capsys.readouterr()
+    assert "PICK_METHODS=" not in captured.out
+    assert "NOT finished (stop: run-limit)" in captured.err and "--unfinished" in captured.err
+    assert first_picks.main(args + ["--unfinished"]) == 0
+    assert "PICK_METHODS=" in capsys.readouterr().out
