@@ -10,7 +10,7 @@ exp(-1) = 0.37x, its reward):
 - ``top1``: the rule's pick; ``oracle``: the best of the ranked configs; ``random``: a uniformly
   random one of them (expected value); ``spearman``: rank correlation of values and rewards.
 
-Rules: ``neighbours`` (the default: each config's record on its nearest shapes, Gaussian-weighted;
+Rules: ``neighbours`` (each config's record on its nearest shapes, Gaussian-weighted;
 configs with too little near evidence rank below, in the model's order) and ``model`` (the linear
 model's argmax).
 
