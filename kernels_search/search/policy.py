@@ -29,15 +29,15 @@ additive knob effects extrapolate badly to knob mixes it has never measured: on 
 of 2026-11-30 (fifth session) every held-out pick on a large shape was such a mix, predicted
 above cuBLAS where no measured kernel was. Among those configs, the default rule
 (``first_pick_rule="model"``) takes the linear model's argmax; ``"neighbours"``
-(``neighbour_value``) takes the one whose measured reward (best
-of layouts) is highest on the shape's nearest measured shapes: Gaussian weights over the config's
-5 nearest shapes in log2 (M, N, K), bandwidth 1.5. Only configs with near evidence compete (the
-weights sum to >= ``first_pick_min_weight``, 0.2: one shape within distance 1.9); the rest rank
-below them in the model's order, and the model's order alone decides when no config has near
-evidence. The neighbour rule was the default from the eighth session to the thirteenth: the seventh session's held-out check
-(model rule, 0.886x) picked a Triton tile measured only on tiny shapes for two shapes with
-K >= 1024 (0.65x, 0.64x); the model extrapolated it from far away, where the presets, measured
-on every searched shape, had a record close by. Leave-one-shape-out on the two H200 search DBs
+(``neighbour_value``) takes the one whose measured reward (best of layouts) is highest on the
+shape's nearest measured shapes: Gaussian weights over the config's 5 nearest shapes in log2
+(M, N, K), bandwidth 1.5. Only configs with near evidence compete (the weights sum to >=
+``first_pick_min_weight``, 0.2: one shape within distance 1.9); the rest rank below them in the
+model's order, and the model's order alone decides when no config has near evidence. The
+neighbour rule was the default from the eighth session to the thirteenth: the seventh session's
+held-out check (model rule, 0.886x) picked a Triton tile measured only on tiny shapes for two
+shapes with K >= 1024 (0.65x, 0.64x); the model extrapolated it from far away, where the
+presets, measured on every searched shape, had a record close by. Leave-one-shape-out on the two H200 search DBs
 (``scripts/policy_cv.py``, ranking configs measured on the left-out shape) the neighbour rule's
 pick was 0.912x / 0.838x of the strongest baseline against the model's 0.899x / 0.825x (best
 ranked: 0.969x / 0.906x). On the GPU, the two rules' held-out picks from that search's policy,
