@@ -46,7 +46,8 @@ rule was designed after seeing the model's picks on those shapes). Why the model
 again: on every clean test since, fresh grid shapes never measured before, both rules' picks side by
 side in one H200 call, the model's were at least as good: seed 2 (search-h200-d's policy) 0.905x
 against 0.839x; seed 3 (search-h200-f's, repeated in the thirteenth session) 0.921x against 0.921x;
-seed 4 (search-h200-f's, thirteenth session) 0.937x against 0.908x. Leave-one-shape-out still
+seed 4 (search-h200-f's, thirteenth session) 0.937x against 0.908x; seed 5 (likewise) 0.902x
+against 0.879x. Leave-one-shape-out still
 prefers the neighbours (0.971x against 0.935x on search-h200-f's DB): it ranks only configs measured
 on the left-out shape, mostly the presets, which is not the choice a fresh shape offers.
 
