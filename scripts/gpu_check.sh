@@ -62,10 +62,11 @@ log() { echo "== $(date -u +%H:%M:%S) $*"; }
 SEARCH_DIR=${SEARCH_DIR:-results/search-h200-f}  # the twelfth session's finished search (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
-  # (only when the tarball holds this SEARCH_DIR: a new folder starts a fresh search)
-  if [ ! -d "$SEARCH_DIR" ] && [ -f .hbstate/search-state.tgz ] \
-      && tar tzf .hbstate/search-state.tgz "$SEARCH_DIR" >/dev/null 2>&1; then
-    tar xzf .hbstate/search-state.tgz "$SEARCH_DIR" && echo "restored $SEARCH_DIR from .hbstate/search-state.tgz"
+  # (only when the tarball holds that folder, $1 or $SEARCH_DIR: a new folder starts a fresh search)
+  local dir=${1:-$SEARCH_DIR}
+  if [ ! -d "$dir" ] && [ -f .hbstate/search-state.tgz ] \
+      && tar tzf .hbstate/search-state.tgz "$dir" >/dev/null 2>&1; then
+    tar xzf .hbstate/search-state.tgz "$dir" && echo "restored $dir from .hbstate/search-state.tgz"
   fi
 }
 for stage in $STAGES; do
@@ -208,12 +209,13 @@ PY
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout (PICK_HOLDOUT_EXCLUDE: a shape
       # file they avoid, e.g. kernels_search/search/seen_shapes.txt).
-      SEARCH_DIR=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-f}
-      log "pickrules: ${PICK_RULES:-model,neighbours} picks of $SEARCH_DIR on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
-      restore_search
+      # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
+      pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-f}
+      log "pickrules: ${PICK_RULES:-model,neighbours} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
+      restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
-      args=$(python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" $fresh --compare-args --prebuild \
+      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-model,neighbours}" $fresh --compare-args --prebuild \
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -221,7 +223,7 @@ PY
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$SEARCH_DIR" --rules "${PICK_RULES:-model,neighbours}" $fresh --report /tmp/hb/pickrules.parquet \
+      python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-model,neighbours}" $fresh --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac
