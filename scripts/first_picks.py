@@ -64,6 +64,13 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     return pol, db
 
 
+def search_id_of(db) -> str | None:
+    """The search's own id in its DB (the first rows not written by a held-out check), or None."""
+    ids = db.df["search_id"] if not db.df.empty else []
+    ids = [i for i in ids if "-first-pick-" not in i]
+    return ids[0] if ids else None
+
+
 def provenance(folder: Path, db) -> tuple[str, bool]:
     """One line naming the policy state the picks come from (search id, candidates, budget used,
     finished or not), and whether the search finished. A search stopped by a call's run limit is a
@@ -75,8 +82,7 @@ def provenance(folder: Path, db) -> tuple[str, bool]:
 
     doc = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     df = db.df
-    ids = df[~df["search_id"].str.contains("-first-pick-")]["search_id"] if not df.empty else []
-    search_id = doc.get("search_id") or (ids.iloc[0] if len(ids) else "?")
+    search_id = doc.get("search_id") or search_id_of(db) or "?"
     rows = int(((df["kind"] == "candidate") & (df["origin"] != "policy:first-pick")).sum()) if not df.empty else 0
     finished = bool(doc.get("finished", False))
     used, budget = doc.get("budget_used_s"), doc.get("budget_s")
@@ -136,7 +142,7 @@ def main(argv=None) -> int:
     if a.rules:
         return side_by_side(pol, db, holdout, [r.strip() for r in a.rules.split(",") if r.strip()], a)
     df = db.df
-    search_id = df[~df["search_id"].str.contains("-first-pick-")]["search_id"].iloc[0]
+    search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
     gpu = df["gpu_name"].dropna().iloc[0]
     done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"]) & {s.name for s in holdout}
