@@ -31,7 +31,8 @@
 #   pickrules the held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-f), measured side by side in one compare call with
-#            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py)
+#            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
+#            PICK_EXTRA_METHODS names a file of further specs measured in the same call
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
 # fetched here once (name .whl in the call's carry):
@@ -220,6 +221,14 @@ PY
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
       if [ -z "$methods" ]; then echo "pickrules: no picks (first_picks.py said why, above): nothing measured"; continue; fi
+      # PICK_EXTRA_METHODS: a file of further specs (one a line) measured in the same rounds, e.g. the
+      # picks of an earlier policy computed elsewhere, for a side-by-side that first_picks.py cannot make
+      if [ -n "${PICK_EXTRA_METHODS:-}" ]; then
+        methods=$(python3 -c 'import sys; from harness.cli import _split_methods as split
+extra = [ln.strip() for ln in open(sys.argv[2]) if ln.strip() and not ln.startswith("#")]
+print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_EXTRA_METHODS")
+        echo "pickrules: $PICK_EXTRA_METHODS's specs added to the picks"
+      fi
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"

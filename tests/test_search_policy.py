@@ -213,6 +213,13 @@ def test_shape_features_and_geometry():
     assert geometry(Shape(8, 8, 8), {"x": 1}) is None
     # splitk_tma names its split count `slices`: same CTA count as the other families' spellings
     assert geometry(Shape(256, 128, 16384), {"tile_m": 64, "tile_n": 64, "slices": 16}) == g
+    # tile fill: a 128-wide tile on N = 64 computes half zeros; 64x64 tiles fill this shape
+    assert math.isclose(geometry(Shape(8192, 64, 2048), {"tile_m": 64, "tile_n": 128})[3], 0.5)
+    assert geometry(Shape(8192, 64, 2048), {"tile_m": 64, "tile_n": 64})[3] == 1.0
+    assert math.isclose(geometry(Shape(100, 100, 64), {"bm": 64, "bn": 64})[3], 100 * 100 / (128 * 128))
+    # split-K partials: none without splits; 16 fp32 slices of a 256x128 output against 8.5 MB of operands
+    assert geometry(Shape(256, 128, 16384), {"bm": 64, "bn": 64})[4] == 0.0
+    assert math.isclose(g[4], math.log2(1 + 15 * 256 * 128 * 8 / (2 * (256 * 16384 + 16384 * 128 + 256 * 128))))
     fs = FeatureSpace(FAMS, ("nn", "tn"))
     x = fs.features(Shape(64, 64, 64), "tiled", TILED.defaults(), "tn")
     assert x.shape == (fs.dim,) and len(fs.names()) == fs.dim

@@ -6,7 +6,8 @@ log2 M, N, K and log2 min(M, N) (the skinny side, which bounds useful tile sizes
 (log2), the fill of the last wave, arithmetic intensity (log2 flop/byte, scaled) and skinniness
 log2(K / (M*N)) (scaled). Config features (``FeatureSpace``): one-hot family, one-hot value per
 (family, knob), one-hot layout, and knob-derived launch geometry for this shape where the family
-has a tile (CTAs per wave on 132 SMs, wave efficiency, whether the tile covers the shape).
+has a tile (CTAs per wave on 132 SMs, wave efficiency, whether the tile covers the shape, the
+tile fill and the split-K partials' traffic; ``geometry``).
 
 The model's input is the outer product [1, shape features] x [config one-hots] plus the
 geometry features: each knob value's effect is a linear function of the shape, so what is
@@ -59,8 +60,26 @@ def shape_distance(a: Shape, b: Shape) -> float:
     return math.sqrt(sum((math.log2(x) - math.log2(y)) ** 2 for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k))))
 
 
-def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, float, float] | None:
-    """(log2 CTA waves, wave efficiency, tile covers the shape) for a config with a tile."""
+def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, ...] | None:
+    """The launch geometry of a config with a tile on this shape, or None:
+
+    - log2 CTA waves (scaled), wave efficiency (CTAs / (waves x 132));
+    - whether the tile covers the whole shape;
+    - tile fill: the share of the launched tiles' area inside the output, M N / (ceil(M/tm) tm
+      ceil(N/tn) tn). A 128-wide tile on N = 64 computes half zeros;
+    - split-K partials' traffic: log2(1 + (splits - 1) x the fp32 partial bytes / the fp16
+      operand bytes), the cost split-K pays for its extra CTAs (0 without split-K).
+
+    Why the last two (fourteenth session). The first picks of search-h200-f's policy lost worst
+    where they ignored them: a 128-wide tile on 8192_64_2048 (0.49x) and 8192_64_4096 (0.69x),
+    and a config padding 256_12288_12288 (0.55x). The one-hot knobs times the shape features can
+    only learn such interactions knob value by knob value; these say them directly. With them,
+    leave-one-shape-out on search-h200-f's DB (``scripts/policy_cv.py``, model rule) went from
+    0.935x to 0.952x (rank correlation 0.877 to 0.884); on the 60 fresh shapes of seeds 3-5 the
+    model's picks moved on 8 shapes, from 0.920x to 0.950x over the 59 whose new pick had been
+    measured. Those 60 shapes are the ones that suggested the features, so that figure is not a
+    test; a fresh draw is (BENCHMARKS.md, fourteenth session).
+    """
     for km, kn in TILE_KNOBS:
         if km in knobs and kn in knobs:
             tm, tn = int(knobs[km]), int(knobs[kn])
@@ -72,9 +91,13 @@ def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, float, floa
         v = knobs.get(s)
         if isinstance(v, (int, np.integer)) and v > 1:
             split = int(v)
-    ctas = _tiles(shape.m, shape.n, tm, tn) * split
+    m, n, k = shape.m, shape.n, shape.k
+    ctas = _tiles(m, n, tm, tn) * split
     waves = math.ceil(ctas / SMS)
-    return (math.log2(ctas / SMS) / 8.0, ctas / (waves * SMS), float(tm >= shape.m and tn >= shape.n))
+    fill = m * n / (_tiles(m, n, tm, tn) * tm * tn)
+    partials = (split - 1) * m * n * 8 / (2 * (m * k + k * n + m * n))  # fp32 write + read, per split
+    return (math.log2(ctas / SMS) / 8.0, ctas / (waves * SMS), float(tm >= m and tn >= n), fill,
+            math.log2(1 + partials))
 
 
 class FeatureSpace:
@@ -98,7 +121,7 @@ class FeatureSpace:
         self.index = {v: i for i, v in enumerate(vocab)}
         self.n_config = len(vocab)
         self.n_shape = 1 + len(SHAPE_FEATURES)
-        self.n_geom = 4  # has-geometry flag, log waves, wave efficiency, covers
+        self.n_geom = 6  # has-geometry flag, log waves, wave efficiency, covers, tile fill, partials
         self.dim = self.n_shape * self.n_config + self.n_geom * self.n_shape
 
     def config_onehot(self, family: str, knobs: Mapping[str, Any], layout: str) -> np.ndarray:
@@ -121,6 +144,6 @@ class FeatureSpace:
     def names(self) -> list[str]:
         """Human-readable name of every model input (for explaining weights)."""
         s = ["1", *SHAPE_FEATURES]
-        g = ["geom", "geom_log_waves", "geom_wave_eff", "geom_covers"]
+        g = ["geom", "geom_log_waves", "geom_wave_eff", "geom_covers", "geom_tile_fill", "geom_partials"]
         return [f"{a}*{b}" if a != "1" else b for a in s for b in self.vocab] + \
                [f"{a}*{b}" if a != "1" else b for a in s for b in g]

@@ -3,7 +3,8 @@
 What it is, in one paragraph. Every (shape, family, knobs, layout) maps to a feature vector
 (``features.FeatureSpace``): one-hot family / knob values / layout, each multiplied by the shape
 features (log M, N, K, tiles per wave, last-wave fill, arithmetic intensity, skinniness), plus the
-config's launch geometry on this shape (CTA waves, wave efficiency). A Bayesian ridge
+config's launch geometry on this shape (CTA waves, wave efficiency, tile fill, split-K partials'
+traffic). A Bayesian ridge
 regression ``reward ~ N(x . theta, sigma^2)`` with prior ``theta ~ N(0, sigma^2 / lam I)`` is fit
 to every measured reward, over all shapes at once, so one shape's measurements move the
 predictions for every other shape through the shared shape-feature terms.
@@ -97,7 +98,7 @@ from kernels_search.family import KnobError
 from kernels_search.search.features import FeatureSpace, shape_distance, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
-CHECKPOINT_VERSION = 3  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward
+CHECKPOINT_VERSION = 4  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features
 FIRST_PICK_RULES = ("neighbours", "model")
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
