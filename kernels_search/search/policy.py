@@ -48,8 +48,9 @@ again: on every clean test since, fresh grid shapes never measured before, both 
 side in one H200 call, the model's were at least as good: seed 2 (search-h200-d's policy) 0.905x
 against 0.839x; seed 3 (search-h200-f's, repeated in the thirteenth session) 0.921x against 0.921x;
 seed 4 (search-h200-f's, thirteenth session) 0.937x against 0.908x; seed 5 (likewise) 0.902x
-against 0.879x. Leave-one-shape-out still
-prefers the neighbours (0.971x against 0.935x on search-h200-f's DB): it ranks only configs measured
+against 0.879x; seeds 6 and 7 (fourteenth session, with the tile fill and partials features) 0.942x
+against 0.894x and 0.949x against 0.910x. Leave-one-shape-out still
+prefers the neighbours (0.971x against 0.952x on search-h200-f's DB, 0.935x before those features): it ranks only configs measured
 on the left-out shape, mostly the presets, which is not the choice a fresh shape offers.
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
