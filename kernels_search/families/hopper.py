@@ -211,12 +211,20 @@ FAMILY = Hopper(
     # About one wave of those non-persistent tiles with deep pipelines (eleventh session, sweeps):
     # 64x64, A multicast along N, 12 stages: 4096_128_2048 1.06x, 4096_128_8192 1.02x (cuBLAS runs
     # 64x64 with 13 stages there); 64x128, 8 stages: 512_2048_8192 1.02x (the search's best 0.80x).
+    # Stream-K, which search-h200-f tried 16 times in 772 hopper rows (fourteenth session, calls
+    # 3-4: the best config measured so far on these shapes, where the fresh-draw picks lost):
+    # 128x128 cooperative, cluster 1x1, heuristic decomposition: 12288_256_16384 0.95x (best
+    # before 0.83x), 128_12288_4096 0.95x (0.91x), 8192_256_4096 0.98x (0.93x), 4096_512_4096
+    # 0.98x (0.90x); 128x64 cooperative split into 2 by the stream-K scheduler: 256_2048_12288
+    # 0.92x (0.79x). Both lose to the persistent 128x128 pingpong on large and short-K shapes.
     presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
              "tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
              "tile_m=64:tile_n=64:cluster_m=1:schedule=single:stages=4",
              "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=4",
              "tile_m=64:tile_n=64:cluster_m=1:cluster_n=2:schedule=single:stages=12",
-             "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=8"),
+             "tile_m=64:tile_n=128:cluster_m=1:schedule=single:stages=8",
+             "tile_m=128:tile_n=128:cluster_m=1:schedule=cooperative:scheduler=streamk",
+             "tile_m=128:tile_n=64:cluster_m=1:schedule=cooperative:scheduler=streamk:sk_splits=2:sk_decomp=2"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
         Knob("tile_n", (256, 64, 128, 192), 256),

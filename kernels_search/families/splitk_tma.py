@@ -52,8 +52,10 @@ TILE_M_HELP = "CTA tile rows (pingpong: one warpgroup per tile)"
 FAMILY = SplitKTma(
     name="splitk_tma",
     # 64x64 pingpong, cluster 2x2, automatic slices: 512_64_4096 at 1.16x, 256_128_16384 at 1.08x;
-    # 64x128, cluster 1x4, 8 slices: 64_1024_16384 at 1.15x (H200, BENCHMARKS.md, fourth session)
-    presets=("", "tile_n=128:cluster_m=1:cluster_n=4:slices=8"),
+    # 64x128, cluster 1x4, 8 slices: 64_1024_16384 at 1.15x (H200, BENCHMARKS.md, fourth session);
+    # 128x64, cluster 1x2, 8 slices (the tile, cluster and split of cuBLAS's nvjet kernel there):
+    # 128_1024_16384 at 0.92x, where the search's configs reached 0.66x (fourteenth session)
+    presets=("", "tile_n=128:cluster_m=1:cluster_n=4:slices=8", "tile_m=128:cluster_m=1:cluster_n=2:slices=8"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help=TILE_M_HELP),
         Knob("tile_n", (64, 128, 256), 64),
