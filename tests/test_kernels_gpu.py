@@ -177,10 +177,12 @@ def test_hopper_streamk_matches_reference(hopper_built, shape, layout, rt):
 @pytest.mark.parametrize("spec", ["hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=single",
                                   "hopper:tile_m=64,tile_n=128,cluster_m=1,schedule=single",
                                   "hopper:tile_m=64,tile_n=64,cluster_m=1,schedule=single,stages=4",
-                                  "hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=pingpong,stages=6"])
+                                  "hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=pingpong,stages=6",
+                                  "hopper:tile_m=128,tile_n=64,cluster_m=1,scheduler=streamk,sk_splits=2,sk_decomp=2"])
 def test_hopper_variants_match_reference(shape, layout, spec):
-    """The non-persistent kernel and the 128x128 pingpong preset (their own builds), ragged
-    edges included, repeated calls."""
+    """The non-persistent kernel, the 128x128 pingpong preset and the 128x64 stream-K split-2
+    preset (their own builds), ragged edges and K = 64 (one k-tile for two splits) included,
+    repeated calls."""
     assert _run_case(spec, Problem(_shape(shape), layout), calls=2)
 
 
@@ -205,7 +207,8 @@ def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, r
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "512_64_4096", "100_200_304"])
 @pytest.mark.parametrize("spec", ["splitk_tma:", "splitk_tma:slices=8", "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=8",
-                                  "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=16"])
+                                  "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=16",
+                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=8"])
 def test_splitk_tma_matches_reference(shape, layout, spec):
     """The split-K family on the hopper template (its own builds: the family name is in the
     source), repeated calls; a slice count K cannot take is declined, not run."""
