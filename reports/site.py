@@ -6,7 +6,6 @@ samples), so it can be opened from disk, served by any static host, or archived 
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from datetime import datetime, timezone
@@ -15,9 +14,10 @@ from pathlib import Path
 import jinja2
 
 from harness.results import SCHEMA_VERSION
+from reports import tabledata
 from reports.derive import METRICS
 from reports.load import LoadedFile, load_all
-from reports.views import TABLE_COLUMNS, build_runs
+from reports.views import build_runs
 
 PKG = Path(__file__).parent
 FLOOR_DEFINITION = (
@@ -97,8 +97,6 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
     for p in (PKG / "static").iterdir():
         if p.is_file():
             shutil.copy2(p, static / p.name)
-    tables = {v.id: v.table for r in runs for v in r.views}
-    data_json = json.dumps({"columns": TABLE_COLUMNS, "views": tables}, separators=(",", ":"), allow_nan=False)
     html = _env().get_template("index.html.j2").render(
         runs=runs,
         downloads=downloads,
@@ -107,7 +105,7 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
         floor_definition=FLOOR_DEFINITION,
         schema_version=SCHEMA_VERSION,
         built_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        data_json=data_json.replace("</", "<\\/"),
+        data_json=tabledata.encode(runs),
     )
     index = out_dir / "index.html"
     index.write_text(html, encoding="utf-8")

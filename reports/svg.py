@@ -107,16 +107,17 @@ class Chart:
         p = self.parts
         p.append(f'<rect class="frame" x="{self.x0}" y="{self.y1}" width="{self.x1 - self.x0}" '
                  f'height="{self.y0 - self.y1}"/>')
+        # grid lines in one path and tick labels in one group per axis: charts have hundreds of ticks
         if xs is not None:
-            for t in xs.ticks():
-                x = xs(t)
-                p.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{self.y1}" y2="{self.y0}"/>')
-                p.append(f'<text class="tick" x="{x:.1f}" y="{self.y0 + 15}" text-anchor="middle">{fmt(t)}</text>')
+            ticks = [(xs(t), fmt(t)) for t in xs.ticks()]
+            p.append('<path class="grid" d="' + "".join(f"M{x:.1f} {self.y1}V{self.y0}" for x, _ in ticks) + '"/>')
+            p.append('<g class="tick" text-anchor="middle">' + "".join(
+                f'<text x="{x:.1f}" y="{self.y0 + 15}">{s}</text>' for x, s in ticks) + "</g>")
         if ys is not None:
-            for t in ys.ticks():
-                y = ys(t)
-                p.append(f'<line class="grid" x1="{self.x0}" x2="{self.x1}" y1="{y:.1f}" y2="{y:.1f}"/>')
-                p.append(f'<text class="tick" x="{self.x0 - 6}" y="{y + 4:.1f}" text-anchor="end">{fmt(t)}</text>')
+            ticks = [(ys(t), fmt(t)) for t in ys.ticks()]
+            p.append('<path class="grid" d="' + "".join(f"M{self.x0} {y:.1f}H{self.x1}" for y, _ in ticks) + '"/>')
+            p.append('<g class="tick" text-anchor="end">' + "".join(
+                f'<text x="{self.x0 - 6}" y="{y + 4:.1f}">{s}</text>' for y, s in ticks) + "</g>")
         if xlabel:
             p.append(f'<text class="label" x="{(self.x0 + self.x1) / 2:.0f}" y="{self.h - 10}" '
                      f'text-anchor="middle">{esc(xlabel)}</text>')
@@ -130,9 +131,22 @@ class Chart:
         if text:
             self.parts.append(f'<text class="reftext" x="{self.x1 - 4}" y="{y - 4:.1f}" text-anchor="end">{esc(text)}</text>')
 
-    def point(self, x: float, y: float, color: str, title: str, r: float = 4.0, cls: str = "pt") -> None:
-        self.parts.append(f'<circle class="{cls}" cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{color}">'
-                          f'<title>{esc(title)}</title></circle>')
+    def points(self, pts, color: str | None = None, r: float = 4.0, cls: str = "pt") -> None:
+        """Marks of one series in one ``<g>`` that carries their class and colour, so each circle
+        holds only its position and hover text (a page has tens of thousands of them). Centres
+        are whole pixels: half a pixel off is invisible on a dot of radius 2.5 or more, and the
+        decimals were 4 bytes of every mark.
+
+        ``pts``: (x, y, title) tuples, or (x, y, title, fill) where marks differ in colour.
+        """
+        circles = []
+        for p in pts:
+            fill = f' fill="{p[3]}"' if len(p) > 3 else ""
+            circles.append(f'<circle cx="{p[0]:.0f}" cy="{p[1]:.0f}" r="{r:g}"{fill}>'
+                           f'<title>{esc(p[2])}</title></circle>')
+        if circles:
+            g_fill = f' fill="{color}"' if color else ""
+            self.parts.append(f'<g class="{cls}"{g_fill}>' + "".join(circles) + "</g>")
 
     def rect(self, x: float, y: float, w: float, h: float, color: str, title: str = "", cls: str = "cell") -> None:
         t = f"<title>{esc(title)}</title>" if title else ""
@@ -144,16 +158,38 @@ class Chart:
             d = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
             self.parts.append(f'<polyline class="{cls}" points="{d}" stroke="{color}"/>')
 
-    def text(self, x: float, y: float, s: str, anchor: str = "start", cls: str = "tick") -> None:
-        self.parts.append(f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{esc(s)}</text>')
+    def text(self, x: float, y: float, s: str, anchor: str = "start", cls: str = "tick", title: str = "") -> None:
+        t = f"<title>{esc(title)}</title>" if title else ""
+        self.parts.append(f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{t}{esc(s)}</text>')
 
-    def legend(self, items: list[tuple[str, str]]) -> None:
-        """Colour keys laid out left to right along the top margin."""
-        x = self.x0
-        for name, color in items:
-            self.parts.append(f'<circle cx="{x + 5}" cy="{self.y1 - 12}" r="5" fill="{color}"/>')
-            self.text(x + 13, self.y1 - 8, name, cls="legend")
-            x += 22 + 6.5 * len(name)
+    def legend(self, items: list[tuple]) -> None:
+        """Colour keys, left to right along the top margin; keys that do not fit in one row wrap
+        into rows under the plot (the chart grows), so no key is cut off at the edge.
+
+        ``items``: (name, colour) or (name, colour, hover text), e.g. a method key and its full spec.
+        """
+        span = self.x1 - self.x0 + 22
+        rows: list[list] = [[]]
+        x = 0.0
+        for it in items:
+            w = 22 + 6.5 * len(it[0])
+            if rows[-1] and x + w > span:
+                rows.append([])
+                x = 0.0
+            rows[-1].append((it, x))
+            x += w
+        if len(rows) == 1:
+            y0 = self.y1 - 12
+        else:
+            y0 = self.h + 6
+            self.h += 18 * len(rows) + 2
+        for i, row in enumerate(rows):
+            y = y0 + 18 * i
+            for it, dx in row:
+                x = self.x0 + dx
+                hover = f"<title>{esc(it[2])}</title>" if len(it) > 2 and it[2] and it[2] != it[0] else ""
+                self.parts.append(f'<g class="key">{hover}<circle cx="{x + 5:.1f}" cy="{y}" r="5" fill="{it[1]}"/>'
+                                  f'<text class="legend" x="{x + 13:.1f}" y="{y + 4}">{esc(it[0])}</text></g>')
 
     def render(self) -> str:
         t = f"<title>{esc(self.title)}</title>" if self.title else ""

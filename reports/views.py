@@ -15,6 +15,7 @@ import pandas as pd
 from reports import plots
 from reports.derive import BEST, METRIC_LABELS, METRICS, excluded_reason, metric_column, rankable, with_best_of_layouts
 from reports.environment import environment, is_cpu, methodology
+from reports.keys import method_keys
 from reports.stats import Entry, choose_baseline, leaderboard, paired_speedups
 from reports.svg import PALETTE
 
@@ -38,7 +39,7 @@ class View:
     baseline_note: str
     entries: list[Entry]
     plots: dict[str, str]
-    maps: dict[str, str]
+    maps: list[str]  # methods with a layer in plots["maps"], in leaderboard order
     table: list[list]
 
 
@@ -56,6 +57,7 @@ class Run:
     clocks_svg: str
     excluded: list[dict]
     unsupported: list[dict]
+    keys: dict[str, str] = field(default_factory=dict)  # method -> short key, for this run's methods
     views: list[View] = field(default_factory=list)
 
 
@@ -103,22 +105,23 @@ def _table(sp: pd.DataFrame, metric: str) -> list[list]:
 
 
 def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, baseline: str,
-               colors: dict[str, str]) -> View:
+               colors: dict[str, str], keys: dict[str, str]) -> View:
     """Everything one view shows; ``raw`` is every row of one run/GPU in this mode and cache."""
     base, note = choose_baseline(raw, baseline, metric)
     rows = with_best_of_layouts(raw, metric)
     sp = paired_speedups(rows, base, metric)
     entries = leaderboard(sp, raw, base, metric)
     p = {
-        "size": plots.speedup_vs_size(sp, base, metric, colors),
-        "dist": plots.speedup_distribution(sp, base, metric, colors),
+        "size": plots.speedup_vs_size(sp, base, metric, colors, keys),
+        "dist": plots.speedup_distribution(sp, base, metric, colors, keys),
     }
     if metric == "device":  # host time includes launch overhead: against the floor it says little
-        p["roofline"] = plots.roofline_efficiency(sp, metric, colors)
-        p["throughput"] = plots.throughput_vs_size(sp, metric, colors)
+        p["roofline"] = plots.roofline_efficiency(sp, metric, colors, keys)
+        p["throughput"] = plots.throughput_vs_size(sp, metric, colors, keys)
     ranked = [e.method for e in entries if e.layout == BEST and not math.isnan(e.geomean) and e.method != base]
-    maps = {m: plots.speedup_map(sp, m, metric) for m in ranked}
-    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, p, maps, _table(sp, metric))
+    if ranked:
+        p["maps"] = plots.speedup_maps(sp, ranked, metric, keys)
+    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, p, ranked, _table(sp, metric))
 
 
 def _excluded(raw: pd.DataFrame) -> tuple[list[dict], list[dict]]:
@@ -149,6 +152,7 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
     Runs are listed GPU runs first, then runs with offline results (the primary view), then
     newest first, so the page opens on the latest offline GPU result."""
     colors = method_colors(df)
+    keys = method_keys(df["method"])
     metrics = [metric] + [m for m in METRIC_ORDER if m != metric]
     runs = []
     for i, ((run_id, uuid), raw) in enumerate(df.groupby(["run_id", "gpu_uuid"], dropna=False, sort=True)):
@@ -157,17 +161,18 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
         gpu = "CPU" if cpu else (str(raw["gpu_name"].dropna().iloc[0]) if raw["gpu_name"].notna().any() else "unknown GPU")
         day = str(raw["measured_at"].min())[:16].replace("T", " ")
         label = f"{'CPU results' if cpu else gpu} · {run_id} · {day}"
-        keys = sorted({f"{m}/{c}" for m, c in zip(raw["mode"], raw["cache"])})
-        vcolors = {k: VIEW_COLORS[j % len(VIEW_COLORS)] for j, k in enumerate(keys)}
+        mode_cache = sorted({f"{m}/{c}" for m, c in zip(raw["mode"], raw["cache"])})
+        vcolors = {k: VIEW_COLORS[j % len(VIEW_COLORS)] for j, k in enumerate(mode_cache)}
         run = Run(f"r{i}", run_id, uuid, gpu, cpu, label, sorted(raw["source"].unique().tolist()),
-                  environment(raw), methodology(raw), plots.clocks_through_run(raw, vcolors), *_excluded(raw))
+                  environment(raw), methodology(raw), plots.clocks_through_run(raw, vcolors, keys), *_excluded(raw),
+                  keys={m: keys[m] for m in sorted(raw["method"].unique())})
         for mode in _order(raw["mode"], MODE_ORDER):
             for cache in _order(raw.loc[raw["mode"] == mode, "cache"], CACHE_ORDER):
                 sub = raw[(raw["mode"] == mode) & (raw["cache"] == cache)]
                 for met in metrics:
                     if sub[METRICS[met]].notna().any():
                         vid = f"{run.id}-{mode}-{cache}-{met}"
-                        run.views.append(build_view(vid, sub, mode, cache, met, baseline, colors))
+                        run.views.append(build_view(vid, sub, mode, cache, met, baseline, colors, keys))
         runs.append((cpu, "offline" not in set(raw["mode"]), str(raw["measured_at"].max()), run))
     # GPU before CPU, offline before server-only, newest first
     runs.sort(key=lambda t: (t[0], t[1], [-ord(ch) for ch in t[2]]))

@@ -165,3 +165,61 @@ def test_views_are_linkable_by_hash(page):
         page.wait_for_function(f"document.getElementById('{vid}').hidden === false")
         assert visible_view(page).get_attribute("id") == vid
     assert page.errors == []
+
+
+def _show(page, vid):
+    page.evaluate(f"location.hash = '#{vid}'")
+    page.wait_for_function(f"document.getElementById('{vid}').hidden === false")
+
+
+def test_per_shape_table_holds_every_row_of_every_view(page, site):
+    """The table JSON is compact (reports/tabledata.py: coded texts, best-layout rows as references);
+    decoded in the page it gives back every row the report computed, best-layout rows included."""
+    from reports.keys import method_keys
+    from reports.load import load_all
+    from reports.views import TABLE_COLUMNS, build_runs
+
+    paths = sorted((site.parent / "data").glob("*/*.parquet"), key=lambda p: int(p.parent.name.split("-")[0]))
+    df = load_all(paths)[1]
+    tables = {v.id: v.table for r in build_runs(df, "cublaslt-autotune", "device") for v in r.views}
+    keys = method_keys(df["method"])
+    shown_name = {m: m if k == m else f"{k} {m}" for m, k in keys.items()}  # a long name follows its key
+    col = {c: i for i, c in enumerate(TABLE_COLUMNS)}
+    for vid, rows in tables.items():
+        _show(page, vid)
+        count = page.locator(f"#{vid} .filters .count").inner_text()
+        assert count.startswith(f"{len(rows)} of {len(rows)} rows"), (vid, count)
+    vid, rows = next((k, t) for k, t in tables.items()
+                     if k.endswith("-device") and any(r[col["layout"]].startswith("best") for r in t))
+    _show(page, vid)
+    page.select_option(f"#{vid} .filters select[data-col=layout]", "best")
+    cells = page.locator(f"#{vid} table.shapes tbody tr").evaluate_all(
+        "trs => trs.map(tr => Array.from(tr.cells, td => td.innerText))")
+    best = [r for r in rows if r[col["layout"]].startswith("best")]
+    assert len(cells) == len(best) > 0
+    shown = sorted((int(c[0]), int(c[1]), int(c[2]), c[3], c[4], float(c[7].rstrip("×"))) for c in cells)
+    want = sorted((r[0], r[1], r[2], r[3], shown_name[r[4]], float(f"{r[col['speedup']]:.3g}")) for r in best)
+    assert [s[:5] for s in shown] == [w[:5] for w in want]
+    assert all(abs(s[5] - w[5]) <= 0.006 * w[5] for s, w in zip(shown, want))
+    page.select_option(f"#{vid} .filters select[data-col=layout]", "")
+    assert page.errors == []
+
+
+def test_speedup_map_select_shows_one_method_layer(page):
+    """All methods' maps of a view are layers of one chart; the select shows one at a time."""
+    vid = page.eval_on_selector_all("section.view", "els => els.map(e => e.id)")[0]
+    _show(page, vid)
+    v = page.locator(f"#{vid}")
+    options = v.locator(".map-sel option")
+    layers = v.locator(".map g.layer")
+    assert options.count() == layers.count() >= 2
+    shown = [i for i in range(layers.count()) if layers.nth(i).get_attribute("display") != "none"]
+    assert shown == [0]  # the first layer, as without script
+    key = options.nth(1).get_attribute("value")
+    v.locator(".map-sel").select_option(key)
+    shown = [i for i in range(layers.count()) if layers.nth(i).get_attribute("display") != "none"]
+    assert shown == [1] and layers.nth(1).get_attribute("data-key") == key
+    # the shown layer's marks name its method in their hover text
+    first = layers.nth(1).locator("circle > title, rect.cell > title").first.text_content()
+    assert first.startswith(key + "\n") and "M=" in first
+    assert page.errors == []

@@ -4,6 +4,29 @@
   "use strict";
   var DATA = JSON.parse(document.getElementById("hg-data").textContent);
   var COLS = DATA.columns;
+  var MI = COLS.indexOf("method");
+  // Decode the compact table JSON (reports/tabledata.py): method, layout and flags cells hold an
+  // index into DATA.values[column]; a best-layout row that repeats a measured row of the same view
+  // is [index of that row, speedup]. Rows are rebuilt once, so sorting, filtering and display
+  // see plain rows. DATA.keys[i]: the short key of DATA.values.method[i] (null: the name is short).
+  var LI = COLS.indexOf("layout"), SI = COLS.indexOf("speedup");
+  var CODED = Object.keys(DATA.values).map(function (c) { return [COLS.indexOf(c), DATA.values[c]]; });
+  Object.keys(DATA.views).forEach(function (id) {
+    var rows = DATA.views[id];
+    rows.forEach(function (r) {
+      if (r.length === COLS.length) CODED.forEach(function (c) { r[c[0]] = c[1][r[c[0]]]; });
+    });
+    DATA.views[id] = rows.map(function (r) {
+      if (r.length === COLS.length) return r;
+      var row = rows[r[0]].slice();
+      row[LI] = "best (" + row[LI] + ")";
+      row[SI] = r[1];
+      return row;
+    });
+  });
+  var KEY = Object.create(null);  // full method name -> short key (long names only)
+  DATA.values.method.forEach(function (name, i) { if (DATA.keys[i]) KEY[name] = DATA.keys[i]; });
+  function keyOf(name) { return KEY[name] || ""; }
   var CI = COLS.indexOf("ci_lo");
   var MAX_ROWS = 500;
   var LABELS = {offline: "offline", server: "server", warm: "warm", cold: "cold",
@@ -83,6 +106,9 @@
       };
     }
     if (col === "layout") return function (v) { return String(v).indexOf(text) === 0; };
+    if (col === "method") return function (v) {
+      return (v + " " + keyOf(v)).toLowerCase().indexOf(text.toLowerCase()) >= 0;
+    };
     return function (v) { return String(v).toLowerCase().indexOf(text.toLowerCase()) >= 0; };
   }
 
@@ -117,7 +143,8 @@
     var html = sel.slice(0, MAX_ROWS).map(function (r) {
       var sp = r[COLS.indexOf("speedup")];
       var cls = r[3].indexOf("best") === 0 ? ' class="derived"' : "";
-      var cells = [r[0], r[1], r[2], esc(r[3]), esc(r[4]), fmt(r[5])];
+      var key = keyOf(r[MI]) ? '<b class="key">' + esc(keyOf(r[MI])) + "</b> " : "";
+      var cells = [r[0], r[1], r[2], esc(r[3]), key + esc(r[MI]), fmt(r[5])];
       if (hasCi) cells.push(r[CI] === null ? "—" : fmt(r[CI]) + " – " + fmt(r[CI + 1]));
       cells.push(sp === null ? "—" : '<span class="' + (sp > 1 ? "good" : sp < 1 ? "bad" : "") + '">' + fmt(sp, 3) + "×</span>");
       cells.push(fmt(r[COLS.indexOf("tflops")], 3));
@@ -168,7 +195,10 @@
       });
       var ms = view.querySelector(".map-sel");
       if (ms) ms.addEventListener("change", function () {
-        view.querySelectorAll(".map").forEach(function (m) { m.hidden = m.dataset.method !== ms.value; });
+        // one layer per method in the view's map chart; only the chosen one is displayed
+        view.querySelectorAll(".map g.layer").forEach(function (g) {
+          g.setAttribute("display", g.getAttribute("data-key") === ms.value ? "inline" : "none");
+        });
       });
     });
     // Restore a view from the URL hash (#r0-offline-warm-device) so views can be linked.
