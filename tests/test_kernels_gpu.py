@@ -178,11 +178,12 @@ def test_hopper_streamk_matches_reference(hopper_built, shape, layout, rt):
                                   "hopper:tile_m=64,tile_n=128,cluster_m=1,schedule=single",
                                   "hopper:tile_m=64,tile_n=64,cluster_m=1,schedule=single,stages=4",
                                   "hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=pingpong,stages=6",
-                                  "hopper:tile_m=128,tile_n=64,cluster_m=1,scheduler=streamk,sk_splits=2,sk_decomp=2"])
+                                  "hopper:tile_m=128,tile_n=64,cluster_m=1,scheduler=streamk,sk_splits=2,sk_decomp=2",
+                                  "hopper:tile_m=128,tile_n=192,cluster_m=2,schedule=pingpong"])
 def test_hopper_variants_match_reference(shape, layout, spec):
-    """The non-persistent kernel, the 128x128 pingpong preset and the 128x64 stream-K split-2
-    preset (their own builds), ragged edges and K = 64 (one k-tile for two splits) included,
-    repeated calls."""
+    """The non-persistent kernel and the 128x128 pingpong, 128x64 stream-K split-2 and 128x192
+    pingpong presets (their own builds), ragged edges and K = 64 (one k-tile for two splits)
+    included, repeated calls."""
     assert _run_case(spec, Problem(_shape(shape), layout), calls=2)
 
 
