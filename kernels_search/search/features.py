@@ -95,9 +95,10 @@ def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, ...] | None
         if isinstance(v, (int, np.integer)) and v > 1:
             split = int(v)
     m, n, k = shape.m, shape.n, shape.k
-    ctas = _tiles(m, n, tm, tn) * split
+    tiles = _tiles(m, n, tm, tn)
+    ctas = tiles * split
     waves = math.ceil(ctas / SMS)
-    fill = m * n / (_tiles(m, n, tm, tn) * tm * tn)
+    fill = m * n / (tiles * tm * tn)
     partials = (split - 1) * m * n * 8 / (2 * (m * k + k * n + m * n))  # fp32 write + read, per split
     return (math.log2(ctas / SMS) / 8.0, ctas / (waves * SMS), float(tm >= m and tn >= n), fill,
             math.log2(1 + partials))

@@ -141,7 +141,7 @@
     }
     var hasCi = !!table.querySelector("th[data-col=ci_lo]");
     var html = sel.slice(0, MAX_ROWS).map(function (r) {
-      var sp = r[COLS.indexOf("speedup")];
+      var sp = r[SI];
       var cls = r[3].indexOf("best") === 0 ? ' class="derived"' : "";
       var key = keyOf(r[MI]) ? '<b class="key">' + esc(keyOf(r[MI])) + "</b> " : "";
       var cells = [r[0], r[1], r[2], esc(r[3]), key + esc(r[MI]), fmt(r[5])];
