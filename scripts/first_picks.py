@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="model", help="first-pick rule: model (default) or neighbours")
+    ap.add_argument("--rule", default="model", help="first-pick rule: model (default), neighbours or cautious")
     ap.add_argument("--rules", default="", help="comma list of rules, with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")

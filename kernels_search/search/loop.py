@@ -278,9 +278,10 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
 
 def first_pick_id(search_id: str, candidates: int, policy) -> str:
     """The search id of a held-out check: the search, the pick rule (``nb-`` for the neighbour rule,
-    nothing for the model's argmax; ``m<first_pick_min_shapes>``) and how many candidates the
-    policy had seen, so that a check is read back only by a policy that would pick the same kernels."""
-    rule = "nb-" if policy.first_pick_rule == "neighbours" else ""
+    ``lcb<caution>-`` for the cautious one, nothing for the model's argmax; ``m<first_pick_min_shapes>``)
+    and how many candidates the policy had seen, so that a check is read back only by a policy that
+    would pick the same kernels."""
+    rule = {"neighbours": "nb-", "cautious": f"lcb{policy.first_pick_caution:g}-"}.get(policy.first_pick_rule, "")
     return f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}-c{candidates}"
 
 
