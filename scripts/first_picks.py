@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 
-def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "model"):
+def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "cautious"):
     """The search's policy as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks."""
     import dataclasses
     import importlib
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="model", help="first-pick rule: model (default), neighbours or cautious")
+    ap.add_argument("--rule", default="cautious", help="first-pick rule: cautious (default), model or neighbours")
     ap.add_argument("--rules", default="", help="comma list of rules, with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")

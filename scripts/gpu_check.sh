@@ -18,19 +18,19 @@
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
-#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-f); the call that finishes the
+#            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-g); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
 #            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes,
-#            SEARCH_FIRST_PICK_RULE (model, the default, or neighbours) the rule that picks on them
+#            SEARCH_FIRST_PICK_RULE (cautious, the default, model or neighbours) the rule that picks on them
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
-#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of
+#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default cautious,model) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
-#            kernels_search/library/search-h200-f), measured side by side in one compare call with
+#            kernels_search/library/search-h200-g), measured side by side in one compare call with
 #            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
 #            PICK_EXTRA_METHODS names a file of further specs measured in the same call
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
@@ -60,7 +60,7 @@ done
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=${SEARCH_DIR:-results/search-h200-f}  # the twelfth session's finished search (a new folder starts a fresh one)
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200-g}  # the fifteenth session's finished search (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
   # (only when the tarball holds that folder, $1 or $SEARCH_DIR: a new folder starts a fresh search)
@@ -205,18 +205,18 @@ PY
         python3 scripts/library_check.py /tmp/hb/library.parquet 2>&1 | tee "$OUT/library_check.md"
       fi ;;
     pickrules)
-      # The held-out picks of two first-pick rules (PICK_RULES, default model,neighbours) of the
+      # The held-out picks of two first-pick rules (PICK_RULES, default cautious,model) of the
       # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout (PICK_HOLDOUT_EXCLUDE: a shape
       # file they avoid, e.g. kernels_search/search/seen_shapes.txt).
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
-      pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-f}
-      log "pickrules: ${PICK_RULES:-model,neighbours} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
+      pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
+      log "pickrules: ${PICK_RULES:-cautious,model} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
       restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
-      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-model,neighbours}" $fresh --compare-args --prebuild \
+      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious,model}" $fresh --compare-args --prebuild \
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -232,7 +232,7 @@ print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-model,neighbours}" $fresh --report /tmp/hb/pickrules.parquet \
+      python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious,model}" $fresh --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac

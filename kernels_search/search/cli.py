@@ -51,10 +51,10 @@ def search(
     max_rounds: Optional[int] = typer.Option(None, help="Stop after this many rounds."),
     design: bool = typer.Option(True, "--design/--no-design",
                                 help="Measure every family preset on a shape before the policy picks (initial design)."),
-    first_pick_rule: str = typer.Option("model", help="How --holdout picks: model (the linear model's argmax), "
+    first_pick_rule: str = typer.Option("cautious", help="How --holdout picks: model (the linear model's argmax), "
                                                       "neighbours (the config best on the nearest searched "
-                                                      "shapes) or cautious (the model's mean minus one posterior "
-                                                      "std: a lower bound)."),
+                                                      "shapes) or cautious (the default: the model's mean minus "
+                                                      "one posterior std, a lower bound)."),
     local_share: float = typer.Option(0.75, help="Share of each batch (after the design) spent on one-knob "
                                                  "mutations of the shape's two best configs; the rest is "
                                                  "picked from the whole pool."),

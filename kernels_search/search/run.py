@@ -67,7 +67,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
-                first_pick_rule: str = "model", local_share: float = 0.75, print_fn: Callable[[str], None] = print, console=None) -> dict:
+                first_pick_rule: str = "cautious", local_share: float = 0.75, print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
     CUDA defaults: ``lookahead=8`` (the next 8 shapes' candidates compile while the GPU measures),
