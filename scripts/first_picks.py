@@ -27,6 +27,10 @@ shapes drawn with seed S, none of them searched or in the search's holdout (nor 
 ``--holdout-exclude`` names: ``kernels_search/search/seen_shapes.txt``, every shape reported so far). The search's holdout
 has been looked at in every session since the fifth (its picks shaped the neighbour rule), so it
 no longer tests the rules cleanly; a seed never measured before does, once.
+
+A rule may name the evidence its picks need: ``RULE/mN`` picks only configs measured correctly on
+at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
+is, on a 40-shape search, about the presets, which the design measures on every shape.
 """
 
 from __future__ import annotations
@@ -117,8 +121,9 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="cautious", help="first-pick rule: cautious (default), model or neighbours")
-    ap.add_argument("--rules", default="", help="comma list of rules, with --compare-args or --report")
+    ap.add_argument("--rule", default="cautious", help="first-pick rule: cautious (default), model or neighbours, "
+                    "optionally /mN (see above)")
+    ap.add_argument("--rules", default="", help="comma list of rules (RULE or RULE/mN), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", type=int, help="fresh held-out shapes drawn with this seed (see above)")
@@ -128,7 +133,16 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
-    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=a.rule)
+    try:
+        rule, min_shapes = parse_rule(a.rule)
+        rules = [r.strip() for r in a.rules.split(",") if r.strip()]
+        for r in rules:
+            parse_rule(r)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=rule)
+    pol.first_pick_min_shapes = min_shapes
     line, finished = provenance(a.folder, db)
     print(line, file=sys.stderr)
     if a.rules and not finished and not a.unfinished:
@@ -140,7 +154,7 @@ def main(argv=None) -> int:
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
     if a.rules:
-        return side_by_side(pol, db, holdout, [r.strip() for r in a.rules.split(",") if r.strip()], a)
+        return side_by_side(pol, db, holdout, rules, a)
     df = db.df
     search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
@@ -161,13 +175,23 @@ def main(argv=None) -> int:
     return 0
 
 
+def parse_rule(spec: str) -> tuple[str, int]:
+    """``RULE`` or ``RULE/mN`` -> (first_pick_rule, first_pick_min_shapes); a named error otherwise."""
+    from kernels_search.search.policy import FIRST_PICK_RULES
+
+    rule, _, need = spec.strip().partition("/")
+    if rule not in FIRST_PICK_RULES or (need and not (need[:1] == "m" and need[1:].isdigit() and int(need[1:]) >= 1)):
+        raise ValueError(f"rule {spec!r}: RULE or RULE/mN, RULE one of {', '.join(FIRST_PICK_RULES)}, N >= 1")
+    return rule, int(need[1:]) if need else 2
+
+
 def picks_by_rule(pol, db, holdout, rules) -> dict[str, dict[str, str]]:
-    """rule -> {held-out shape: the spec that rule picks}."""
+    """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}."""
     gpu = db.df["gpu_name"].dropna().iloc[0] if not db.df.empty else None
     out = {}
-    for rule in rules:
-        pol.first_pick_rule = rule
-        out[rule] = {s.name: pol.first_pick(s, db, gpu).spec for s in holdout}
+    for spec in rules:
+        pol.first_pick_rule, pol.first_pick_min_shapes = parse_rule(spec)
+        out[spec] = {s.name: pol.first_pick(s, db, gpu).spec for s in holdout}
     return out
 
 

@@ -167,3 +167,34 @@ def test_side_by_side_refuses_an_unfinished_search_and_names_the_policy_state(tm
     assert "NOT finished (stop: run-limit)" in captured.err and "--unfinished" in captured.err
     assert first_picks.main(args + ["--unfinished"]) == 0
     assert "PICK_METHODS=" in capsys.readouterr().out
+
+
+def test_a_rule_spec_names_the_evidence_its_picks_need():
+    """``RULE/mN`` picks only configs measured on >= N other shapes: a config excellent on three
+    shapes is the cautious rule's pick with the default evidence (2 shapes), and the config measured
+    on all eight is the pick under ``cautious/m5``; a malformed spec is a named error."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from kernels_search.family import Family, Knob
+    from kernels_search.search.policy import Policy
+    from kernels_search.search.proposer import Candidate, Outcome
+
+    fam = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
+    pol = Policy({"f": fam}, layouts=("nn",), seed=0, elites=0)
+    wide, few = {"tile": 32, "stages": 2}, {"tile": 64, "stages": 3}
+    shapes = [Shape(2 ** a, 2 ** a, 2 ** (a + 1)) for a in range(6, 14)]
+    for i, s in enumerate(shapes):
+        outs = [Outcome(Candidate("f", wide, fam.spec(wide)), "nn", "ok", 0.05, None, None)]
+        if i in (2, 3, 4):
+            outs.append(Outcome(Candidate("f", few, fam.spec(few)), "nn", "ok", 0.3, None, None))
+        pol.observe(s, outs)
+    held = [Shape(1024, 1024, 1024)]
+    picks = first_picks.picks_by_rule(pol, SimpleNamespace(df=pd.DataFrame()), held, ["cautious", "cautious/m5"])
+    assert picks["cautious"][held[0].name] == fam.spec(few)
+    assert picks["cautious/m5"][held[0].name] == fam.spec(wide)
+    assert first_picks.parse_rule("model/m20") == ("model", 20) and first_picks.parse_rule("neighbours") == ("neighbours", 2)
+    for bad in ("cautious/20", "cautious/m0", "best", "model/mx"):
+        with pytest.raises(ValueError, match="RULE or RULE/mN"):
+            first_picks.parse_rule(bad)

@@ -336,13 +336,20 @@ def test_search_cli_command_on_cpu(tmp_path):
     none = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--families", "hopper",
                             "--out", str(tmp_path / "x")])
     assert none.exit_code == 2 and "unknown or unavailable families" in none.output  # hopper is CUDA-only
+    bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-min-shapes", "0"])
+    assert bad.exit_code == 2 and "--first-pick-min-shapes" in bad.output
     res = run.invoke(app, ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin",
                            "test_search_plugin", "--layouts", "nn", "--batch", "1", "--max-rounds", "1",
                            "--time-budget", "0.1", "--holdout", "1", "--budget", "2m", "--out", str(tmp_path / "s"),
-                           "--library", str(tmp_path / "lib.json")], catch_exceptions=False, env={"COLUMNS": "200"})
+                           "--library", str(tmp_path / "lib.json"), "--first-pick-min-shapes", "1"],
+                     catch_exceptions=False, env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "per GPU-minute" in res.output and "first pick on 1 held-out" in res.output
     assert (tmp_path / "lib.json").exists() and (tmp_path / "s" / "summary.json").exists()
+    from kernels_search.search.db import KernelDB
+
+    # the held-out check ran under the default rule (cautious) and the evidence the flag asked for
+    assert any("-first-pick-lcb1-m1-" in i for i in set(KernelDB(tmp_path / "s" / "db").df["search_id"]))
 
 
 def test_holdout_never_draws_a_shape_measured_before():

@@ -55,6 +55,9 @@ def search(
                                                       "neighbours (the config best on the nearest searched "
                                                       "shapes) or cautious (the default: the model's mean minus "
                                                       "one posterior std, a lower bound)."),
+    first_pick_min_shapes: int = typer.Option(2, min=1, help="--holdout picks only configs measured correctly on at least "
+                                                             "this many searched shapes (20 or more: about the presets, "
+                                                             "which every searched shape measures)."),
     local_share: float = typer.Option(0.75, help="Share of each batch (after the design) spent on one-knob "
                                                  "mutations of the shape's two best configs; the rest is "
                                                  "picked from the whole pool."),
@@ -131,7 +134,7 @@ def search(
                     ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
-                    first_pick_rule=first_pick_rule, local_share=local_share,
+                    first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes, local_share=local_share,
                     print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")

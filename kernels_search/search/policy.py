@@ -224,6 +224,8 @@ class Policy:
         self.design = design
         if first_pick_rule not in FIRST_PICK_RULES:
             raise ValueError(f"first_pick_rule {first_pick_rule!r}: one of {', '.join(FIRST_PICK_RULES)}")
+        if first_pick_min_shapes < 1:
+            raise ValueError(f"first_pick_min_shapes {first_pick_min_shapes}: at least 1 other shape")
         self.first_pick_min_shapes = first_pick_min_shapes
         self.first_pick_rule = first_pick_rule
         self.first_pick_neighbours, self.first_pick_bandwidth = first_pick_neighbours, first_pick_bandwidth

@@ -67,7 +67,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
-                first_pick_rule: str = "cautious", local_share: float = 0.75, print_fn: Callable[[str], None] = print, console=None) -> dict:
+                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 2, local_share: float = 0.75, print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
     CUDA defaults: ``lookahead=8`` (the next 8 shapes' candidates compile while the GPU measures),
@@ -122,7 +122,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     policy = Policy(fams, tuple(layouts), seed=seed, epsilon=epsilon, explore=explore,
                     compile_penalty=compile_penalty,
                     max_new_builds=(2 if cuda else None) if max_new_builds is None else max_new_builds,
-                    design=design, first_pick_rule=first_pick_rule, local_share=local_share)
+                    design=design, first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes,
+                    local_share=local_share)
     settings = search_settings(layouts, timing_budget_s=timing_budget_s, ci_target=ci_target, seed=seed,
                                anticheat=anticheat)
     last = {}
