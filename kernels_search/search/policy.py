@@ -59,8 +59,9 @@ minus ``first_pick_caution`` (1.0) posterior standard deviations, best layout: a
 choice that gets one evaluation and cannot be corrected. Why: search-h200-g's held-out first pick
 (seed 8, model rule, 0.933x) lost most on two shapes where the model's argmax was a split-K config
 measured on two small shapes only (1.17x and 0.94x there), extrapolated to 256_4096_8192 (0.546x)
-and 256_1024_16384 (0.663x). Its posterior std there was 0.30 and 0.19, against 0.09-0.12 for the
-configs the lower bound takes instead, which the search measured on every shape or near them.
+and 256_1024_16384 (0.663x). Its posterior std there was 0.30 and 0.19, against 0.12 and 0.09 for the
+configs the lower bound takes instead (a CUTLASS 64x128 tile measured on two shapes, and the split-K
+preset measured on all 40).
 Leave-one-shape-out cannot tell the rules apart (0.953x either way on search-h200-g's DB): it ranks
 only configs measured on the left-out shape, mostly presets measured everywhere, with similar
 std. Replayed on the 100 fresh shapes of seeds 3-7 (configs measured there by earlier side-by-side
@@ -70,6 +71,15 @@ is BENCHMARKS.md's fifteenth session (seeds 9 and 10, registered before they ran
 fresh shapes the cautious rule's picks measured 0.942x over cuBLASLt autotune and the model's
 0.890x, side by side in the same calls (paired 1.058x, 95 % CI 1.009-1.123). It has been the
 default since.
+
+How much evidence a pick needs (``first_pick_min_shapes``, ``--first-pick-min-shapes``; the
+``RULE/mN`` specs of ``scripts/first_picks.py``). In search-h200-g a config was measured either on
+all 40 searched shapes (the 25 presets, the design) or on at most 6 (local picks), and the cautious
+rule's worst picks on seeds 9-10 were still of the second kind. The 25 presets measured on 19 of
+seed 10's shapes (fifteenth session, a later call) averaged 1.018x at their best, and the policy's
+pick among them 0.992x, where the cautious rule's pick over all configs measured 0.935x on the same
+shapes. That was seen after seed 10 was measured, so it is not a test; ``cautious/m10`` (presets
+only, there) against ``cautious`` is registered for fresh draws (BENCHMARKS.md, fifteenth session).
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
