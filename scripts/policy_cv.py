@@ -11,8 +11,8 @@ exp(-1) = 0.37x, its reward):
   random one of them (expected value); ``spearman``: rank correlation of values and rewards.
 
 Rules: ``neighbours`` (each config's record on its nearest shapes, Gaussian-weighted;
-configs with too little near evidence rank below, in the model's order) and ``model`` (the linear
-model's argmax).
+configs with too little near evidence rank below, in the model's order), ``model`` (the linear
+model's argmax) and ``cautious`` (its mean minus ``first_pick_caution`` posterior stds: the default).
 
     python3 scripts/policy_cv.py results/search-h200-c/db [--search-id search-h200-c]
 """
