@@ -26,7 +26,10 @@ layouts, device time; a pick with no correct row counts as exp(-1), its reward) 
 shapes drawn with seed S, none of them searched or in the search's holdout (nor in the shape file
 ``--holdout-exclude`` names: ``kernels_search/search/seen_shapes.txt``, every shape reported so far). The search's holdout
 has been looked at in every session since the fifth (its picks shaped the neighbour rule), so it
-no longer tests the rules cleanly; a seed never measured before does, once.
+no longer tests the rules cleanly; a seed never measured before does, once. ``--holdout-seed 11,12``
+draws once per seed, each draw avoiding the ones before it, and the report then gives each draw's
+geomean, the 95 % bootstrap interval over all the shapes, and the first rule's paired ratio over
+each other rule (``report_lines``).
 
 A rule may name the evidence its picks need: ``RULE/mN`` picks only configs measured correctly on
 at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
@@ -103,15 +106,54 @@ def read_shapes(folder: Path, name: str) -> list:
     return [parse_shape(s) for s in (folder / name).read_text().split()]
 
 
-def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None) -> list:
-    """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it
-    and none in the ``exclude`` shape file (``kernels_search/search/seen_shapes.txt``)."""
+def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None, avoid=()) -> list:
+    """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it,
+    none in the ``exclude`` shape file (``kernels_search/search/seen_shapes.txt``) and none in
+    ``avoid`` (shapes)."""
     from harness.shapes import parse_shapes
     from kernels_search.search.run import holdout_shapes
 
     held = read_shapes(folder, "holdout.txt")
-    seen = parse_shapes(str(exclude)) if exclude is not None else []
+    seen = (parse_shapes(str(exclude)) if exclude is not None else []) + list(avoid)
     return holdout_shapes(read_shapes(folder, "shapes.txt") + held, len(held), seed, exclude=seen)
+
+
+def fresh_draws(folder: Path, seeds: list[int], exclude: Path | None = None) -> dict[int, list]:
+    """One ``fresh_holdout`` draw per seed, in order, each also avoiding the shapes of the draws
+    before it, so that one call can measure several disjoint draws (seed -> its shapes). The first
+    draw is ``fresh_holdout``'s for that seed alone."""
+    out: dict[int, list] = {}
+    for seed in seeds:
+        out[seed] = fresh_holdout(folder, seed, exclude, avoid=[s for shapes in out.values() for s in shapes])
+    return out
+
+
+def report_lines(sp: dict[str, dict[str, float]], draws: dict | None = None, boot: int = 10000) -> list[str]:
+    """The summary under the per-shape table: each rule's geomean per draw and over all shapes with
+    a 95 % bootstrap interval over shapes, and each rule's paired ratio to the first rule (the
+    figure of record, when registered so) with its interval. Seeded: the same rows give the same lines."""
+    import numpy as np
+
+    rules = list(sp)
+    shapes = list(sp[rules[0]])
+    logs = {r: np.log([sp[r][s] for s in shapes]) for r in rules}
+    idx = np.random.default_rng(0).integers(0, len(shapes), (boot, len(shapes)))
+
+    def ci(x):
+        lo, hi = np.exp(np.percentile(x[idx].mean(axis=1), [2.5, 97.5]))
+        return f"{np.exp(x.mean()):.3f}x ({lo:.3f}-{hi:.3f})"
+
+    lines = []
+    if draws and len(draws) > 1:
+        for seed, held in draws.items():
+            names = {s.name for s in held}
+            keep = np.array([s in names for s in shapes])
+            lines.append(f"| seed {seed} | " + " | ".join(f"{np.exp(logs[r][keep].mean()):.3f}x" for r in rules) + " |")
+    lines.append(f"| geomean, {len(shapes)} shapes (95 % bootstrap) | " + " | ".join(f"**{ci(logs[r])}**" for r in rules) + " |")
+    for r in rules[1:]:
+        d = logs[rules[0]] - logs[r]
+        lines.append(f"paired, {rules[0]} over {r}: {ci(d)}; better on {(d > 0).sum()}, worse on {(d < 0).sum()} of {len(d)}")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -126,7 +168,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rules", default="", help="comma list of rules (RULE or RULE/mN), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
-    ap.add_argument("--holdout-seed", type=int, help="fresh held-out shapes drawn with this seed (see above)")
+    ap.add_argument("--holdout-seed", help="fresh held-out shapes drawn with this seed (see above); a comma list "
+                    "draws once per seed, each draw avoiding the ones before it")
     ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too")
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
@@ -149,12 +192,19 @@ def main(argv=None) -> int:
         print(f"{a.folder}: the search is not finished, so its picks are not the finished policy's; "
               "pass --unfinished to measure them anyway", file=sys.stderr)
         return 2
+    draws = None
     if a.holdout_seed is not None:
-        holdout = fresh_holdout(a.folder, a.holdout_seed, a.holdout_exclude)
+        try:
+            seeds = [int(x) for x in a.holdout_seed.split(",") if x.strip()]
+        except ValueError:
+            print(f"--holdout-seed {a.holdout_seed!r}: an integer or a comma list of integers", file=sys.stderr)
+            return 2
+        draws = fresh_draws(a.folder, seeds, a.holdout_exclude)
+        holdout = [s for shapes in draws.values() for s in shapes]
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
     if a.rules:
-        return side_by_side(pol, db, holdout, rules, a)
+        return side_by_side(pol, db, holdout, rules, a, draws)
     df = db.df
     search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
@@ -211,8 +261,7 @@ def speedups(results, picks: dict[str, str], reference: str = "cublaslt-autotune
     return out
 
 
-def side_by_side(pol, db, holdout, rules, a) -> int:
-    import numpy as np
+def side_by_side(pol, db, holdout, rules, a, draws=None) -> int:
     import pandas as pd
 
     picks = picks_by_rule(pol, db, holdout, rules)
@@ -237,8 +286,7 @@ def side_by_side(pol, db, holdout, rules, a) -> int:
     print("|---|" + "---|" * len(rules))
     for s in holdout:
         print(f"| {s.name} | " + " | ".join(f"{sp[r][s.name]:.3f}x" for r in rules) + " |")
-    geo = {r: float(np.exp(np.mean(np.log(list(sp[r].values()))))) for r in rules}
-    print("| geomean | " + " | ".join(f"**{geo[r]:.3f}x**" for r in rules) + " |")
+    print("\n".join(report_lines(sp, draws)))
     return 0
 
 

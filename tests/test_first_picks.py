@@ -198,3 +198,33 @@ def test_a_rule_spec_names_the_evidence_its_picks_need():
     for bad in ("cautious/20", "cautious/m0", "best", "model/mx"):
         with pytest.raises(ValueError, match="RULE or RULE/mN"):
             first_picks.parse_rule(bad)
+
+
+def test_several_draws_in_one_call_are_disjoint_and_the_report_gives_intervals_and_the_paired_ratio(tmp_path):
+    """``--holdout-seed 9,10``: the first draw is seed 9's alone, the second avoids it (as a second
+    draw against an exclusion file holding the first's shapes would); the report gives each draw's
+    geomean, the 95 % bootstrap interval over all shapes, and the first rule over each other, paired."""
+    import math
+
+    from harness.shapes import sample_grid
+    from kernels_search.search.run import holdout_shapes
+
+    searched = sample_grid(40, seed=0)
+    (tmp_path / "shapes.txt").write_text("".join(f"{s.name}\n" for s in searched))
+    (tmp_path / "holdout.txt").write_text("".join(f"{s.name}\n" for s in holdout_shapes(searched, 20, seed=1)))
+    draws = first_picks.fresh_draws(tmp_path, [9, 10])
+    assert list(draws) == [9, 10] and draws[9] == first_picks.fresh_holdout(tmp_path, 9)
+    assert not {s.name for s in draws[9]} & {s.name for s in draws[10]} and len(draws[10]) == 20
+    (tmp_path / "first.txt").write_text("".join(f"{s.name}\n" for s in draws[9]))
+    assert draws[10] == first_picks.fresh_holdout(tmp_path, 10, tmp_path / "first.txt")
+    # the report: rule a is 1.1x on every shape of seed 9 and 0.9x on seed 10; rule b is 1.0x everywhere
+    sp = {"a": {s.name: 1.1 for s in draws[9]} | {s.name: 0.9 for s in draws[10]},
+          "b": {s.name: 1.0 for s in draws[9] + draws[10]}}
+    lines = first_picks.report_lines(sp, draws)
+    assert lines[0] == "| seed 9 | 1.100x | 1.000x |" and lines[1] == "| seed 10 | 0.900x | 1.000x |"
+    g = math.sqrt(1.1 * 0.9)
+    assert lines[2].startswith(f"| geomean, 40 shapes (95 % bootstrap) | **{g:.3f}x (") and "**1.000x (1.000-1.000)**" in lines[2]
+    lo, hi = (float(x) for x in lines[2].split("**")[1].split("(")[1].rstrip(")").split("-"))
+    assert 0.9 < lo < g < hi < 1.1
+    assert lines[3].startswith(f"paired, a over b: {g:.3f}x (") and lines[3].endswith("better on 20, worse on 20 of 40")
+    assert lines == first_picks.report_lines(sp, draws)  # seeded
