@@ -208,8 +208,8 @@ PY
       # The held-out picks of two first-pick rules (PICK_RULES, default cautious,model) of the
       # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
-      # grid shapes drawn with seed S instead of the search's holdout (S1,S2: disjoint draws, one call) (PICK_HOLDOUT_EXCLUDE: a shape
-      # file they avoid, e.g. kernels_search/search/seen_shapes.txt).
+      # grid shapes drawn with seed S instead of the search's holdout; S1,S2: disjoint draws in this
+      # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. kernels_search/search/seen_shapes.txt.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
       log "pickrules: ${PICK_RULES:-cautious,model} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
