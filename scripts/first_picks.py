@@ -34,6 +34,11 @@ each other rule (``report_lines``).
 A rule may name the evidence its picks need: ``RULE/mN`` picks only configs measured correctly on
 at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
 is, on a 40-shape search, about the presets, which the design measures on every shape.
+
+``RULE[/mN]/prior`` picks with the search's policy after it has also learnt from ``--prior``
+(default ``kernels_search/search/prior_h200.txt``: the earlier held-out checks' Parquets,
+``kernels_search/search/prior.py``), so one call can measure a rule with and without that
+knowledge side by side. A held-out shape named in the prior is refused: it would not be fresh.
 """
 
 from __future__ import annotations
@@ -171,16 +176,18 @@ def main(argv=None) -> int:
     ap.add_argument("--holdout-seed", help="fresh held-out shapes drawn with this seed (see above); a comma list "
                     "draws once per seed, each draw avoiding the ones before it")
     ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too")
+    ap.add_argument("--prior", action="append", type=Path, default=None,
+                    help="compare Parquets or .txt lists of them for the /prior rules "
+                         "(default kernels_search/search/prior_h200.txt)")
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     try:
-        rule, min_shapes = parse_rule(a.rule)
+        rule, min_shapes, with_prior = parse_rule(a.rule)
         rules = [r.strip() for r in a.rules.split(",") if r.strip()]
-        for r in rules:
-            parse_rule(r)
+        need_prior = any(parse_rule(r)[2] for r in rules) if rules else with_prior
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -203,8 +210,17 @@ def main(argv=None) -> int:
         holdout = [s for shapes in draws.values() for s in shapes]
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
+    prior_pol = None
+    if need_prior:
+        try:
+            prior_pol = with_prior_policy(pol, a.prior or [Path("kernels_search/search/prior_h200.txt")], holdout)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
+        if not rules:
+            pol = prior_pol
     if a.rules:
-        return side_by_side(pol, db, holdout, rules, a, draws)
+        return side_by_side(pol, db, holdout, rules, a, draws, prior_pol)
     df = db.df
     search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
@@ -225,23 +241,52 @@ def main(argv=None) -> int:
     return 0
 
 
-def parse_rule(spec: str) -> tuple[str, int]:
-    """``RULE`` or ``RULE/mN`` -> (first_pick_rule, first_pick_min_shapes); a named error otherwise."""
+def parse_rule(spec: str) -> tuple[str, int, bool]:
+    """``RULE[/mN][/prior]`` -> (first_pick_rule, first_pick_min_shapes, with the prior); a named
+    error otherwise."""
     from kernels_search.search.policy import FIRST_PICK_RULES
 
-    rule, _, need = spec.strip().partition("/")
-    if rule not in FIRST_PICK_RULES or (need and not (need[:1] == "m" and need[1:].isdigit() and int(need[1:]) >= 1)):
-        raise ValueError(f"rule {spec!r}: RULE or RULE/mN, RULE one of {', '.join(FIRST_PICK_RULES)}, N >= 1")
-    return rule, int(need[1:]) if need else 2
+    rule, *mods = spec.strip().split("/")
+    with_prior = bool(mods) and mods[-1] == "prior"
+    if with_prior:
+        mods.pop()
+    need = mods[0] if mods else ""
+    if rule not in FIRST_PICK_RULES or len(mods) > 1 or \
+            (need and not (need[:1] == "m" and need[1:].isdigit() and int(need[1:]) >= 1)):
+        raise ValueError(f"rule {spec!r}: RULE, RULE/mN, RULE/prior or RULE/mN/prior, RULE one of "
+                         f"{', '.join(FIRST_PICK_RULES)}, N >= 1")
+    return rule, int(need[1:]) if need else 2, with_prior
 
 
-def picks_by_rule(pol, db, holdout, rules) -> dict[str, dict[str, str]]:
-    """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}."""
+def with_prior_policy(pol, specs, holdout):
+    """A copy of ``pol`` that has also learnt from the prior files ``specs`` names
+    (``search.prior``); ValueError when a held-out shape is among the prior's shapes."""
+    import copy
+
+    from kernels_search.search.prior import fold_prior, prior_paths, prior_shapes
+
+    paths = prior_paths(specs)
+    stale = sorted({s.name for s in holdout} & prior_shapes(paths))
+    if stale:
+        raise ValueError(f"held-out shapes {', '.join(stale)} are in the prior: they are not fresh "
+                         "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt)")
+    out = copy.deepcopy(pol)
+    print(fold_prior(out, paths).line(), file=sys.stderr)
+    return out
+
+
+def picks_by_rule(pol, db, holdout, rules, prior_pol=None) -> dict[str, dict[str, str]]:
+    """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}; ``/prior`` rules
+    pick with ``prior_pol`` (``with_prior_policy``)."""
     gpu = db.df["gpu_name"].dropna().iloc[0] if not db.df.empty else None
     out = {}
     for spec in rules:
-        pol.first_pick_rule, pol.first_pick_min_shapes = parse_rule(spec)
-        out[spec] = {s.name: pol.first_pick(s, db, gpu).spec for s in holdout}
+        rule, need, with_prior = parse_rule(spec)
+        p = prior_pol if with_prior else pol
+        if p is None:
+            raise ValueError(f"rule {spec!r} needs the policy with the prior")
+        p.first_pick_rule, p.first_pick_min_shapes = rule, need
+        out[spec] = {s.name: p.first_pick(s, db, gpu).spec for s in holdout}
     return out
 
 
@@ -261,10 +306,10 @@ def speedups(results, picks: dict[str, str], reference: str = "cublaslt-autotune
     return out
 
 
-def side_by_side(pol, db, holdout, rules, a, draws=None) -> int:
+def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None) -> int:
     import pandas as pd
 
-    picks = picks_by_rule(pol, db, holdout, rules)
+    picks = picks_by_rule(pol, db, holdout, rules, prior_pol)
     if a.compare_args:
         methods = sorted({spec for by_shape in picks.values() for spec in by_shape.values()})
         print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")

@@ -58,6 +58,9 @@ def search(
     first_pick_min_shapes: int = typer.Option(2, min=1, help="--holdout picks only configs measured correctly on at least "
                                                              "this many searched shapes (20 or more: about the presets, "
                                                              "which every searched shape measures)."),
+    prior: List[Path] = typer.Option([], "--prior", help="Compare Parquets (or .txt lists of them, e.g. "
+                                     "kernels_search/search/prior_h200.txt) the policy learns from before it "
+                                     "searches; rows of held-out shapes are left out."),
     local_share: float = typer.Option(0.75, help="Share of each batch (after the design) spent on one-knob "
                                                  "mutations of the shape's two best configs; the rest is "
                                                  "picked from the whole pool."),
@@ -120,6 +123,12 @@ def search(
         if before != held:
             console.print(f"keeping the {len(before)} held-out shapes of {kept} (this command's draw differs)")
         held = before
+    try:
+        from kernels_search.search.prior import PriorError, prior_paths
+
+        prior_files = prior_paths(prior)
+    except PriorError as e:
+        fail(f"--prior: {e}")
     proposers, plugins = [], list(plugin)
     if llm:
         try:
@@ -135,7 +144,7 @@ def search(
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
                     first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes, local_share=local_share,
-                    print_fn=lambda line: console.print(line, markup=False), console=console)
+                    prior=prior_files, print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")
     except ValueError as e:

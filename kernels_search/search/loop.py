@@ -279,10 +279,11 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
 def first_pick_id(search_id: str, candidates: int, policy) -> str:
     """The search id of a held-out check: the search, the pick rule (``nb-`` for the neighbour rule,
     ``lcb<caution>-`` for the cautious one, nothing for the model's argmax; ``m<first_pick_min_shapes>``)
-    and how many candidates the policy had seen, so that a check is read back only by a policy that
-    would pick the same kernels."""
+    and how many candidates the policy had seen (``-p<rows>``: and how many prior rows,
+    ``search.prior``), so that a check is read back only by a policy that would pick the same kernels."""
     rule = {"neighbours": "nb-", "cautious": f"lcb{policy.first_pick_caution:g}-"}.get(policy.first_pick_rule, "")
-    return f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}-c{candidates}"
+    prior = sum(1 for r in policy.seen if r.startswith("prior:"))  # rows folded in by search.prior
+    return f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}-c{candidates}" + (f"-p{prior}" if prior else "")
 
 
 def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,
@@ -367,7 +368,8 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                search_id: str = "search", checkpoint: str | Path | None = None,
                max_rounds: int | None = None, prebuild: Callable[[Sequence[str]], float] | str | None = "auto",
                run_id: str | None = None, log: Callable[[str], None] | None = None,
-               lookahead: int = 0, run_limit_s: float | None = None, run_t0: float | None = None) -> SearchSummary:
+               lookahead: int = 0, run_limit_s: float | None = None, run_t0: float | None = None,
+               prior: Sequence[Path] = (), prior_exclude: Sequence[str] = ()) -> SearchSummary:
     """Search kernels for ``shapes`` until ``budget_s`` seconds (total for ``search_id``) are spent.
 
     ``evaluator``: a harness.sandbox.Evaluator (its ``env`` names the GPU). ``policy``: the
@@ -387,6 +389,9 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     is started, and background builds are only started for shapes this run can still expect to
     reach (by its mean time per shape so far). Everything is in the DB and the checkpoint; the
     same call again resumes.
+    ``prior``: compare Parquets of earlier measurements folded into the policy after its checkpoint
+    and DB (``search.prior.fold_prior``; rows of the ``prior_exclude`` shapes left out, e.g. the
+    held-out ones); a checkpoint that has them already takes none twice.
     """
     log = log or (lambda s: None)
     env = getattr(evaluator, "env", {}) or {}
@@ -406,6 +411,10 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
         replayed = policy.sync(db)
         if replayed:
             log(f"policy: replayed {replayed} DB row(s) the checkpoint had not seen")
+    if policy is not None and prior:
+        from kernels_search.search.prior import fold_prior
+
+        log(fold_prior(policy, list(prior), exclude_shapes=prior_exclude).line())
 
     spent = db.budget_used(search_id)
     rnd = max(db.last_round(search_id), 0)

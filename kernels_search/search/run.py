@@ -67,7 +67,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
-                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 2, local_share: float = 0.75, print_fn: Callable[[str], None] = print, console=None) -> dict:
+                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 2, local_share: float = 0.75,
+                prior: Sequence[Path] = (), print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
     CUDA defaults: ``lookahead=8`` (the next 8 shapes' candidates compile while the GPU measures),
@@ -79,7 +80,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     from exporting a kernel that a later ``compare`` finds slower than the baseline it replaced.
 
     ``run_limit_s`` (seconds or a duration such as ``8m``): stop this invocation once it has run
-    that long since it was called, even with budget left (see the module docstring)."""
+    that long since it was called, even with budget left (see the module docstring).
+
+    ``prior``: compare Parquets the policy learns from before it searches (``search.prior``), never
+    rows of the held-out shapes."""
     t0 = time.perf_counter()
     from harness import env as envmod
     from harness.sandbox import Evaluator
@@ -144,7 +148,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                              settings=settings, baselines=baselines, search_id=search_id,
                              checkpoint=out / "policy.npz", max_rounds=max_rounds, log=print_fn,
                              lookahead=(8 if cuda else 0) if lookahead is None else lookahead,
-                             run_limit_s=run_limit, run_t0=t0)
+                             run_limit_s=run_limit, run_t0=t0,
+                             prior=prior, prior_exclude=[s.name for s in holdout])
         wall = time.perf_counter() - t0
         finished = summary.stop_reason != "run-limit"
         first = []

@@ -1,0 +1,142 @@
+"""Earlier measurements folded into a policy: what a search or a first pick knows before it starts.
+
+A search's policy learns only from its own DB: on search-h200-g, 40 shapes, where a config was
+measured either on all of them (the presets) or on at most 6. Every held-out check since has
+measured 15-25 configs on 20 fresh grid shapes with cuBLASLt autotune in the same call, and those
+rows taught the policy nothing. ``fold_prior`` turns such ``compare`` Parquets into the policy's
+observations, with the search's own reward (``reward.reward``: clipped log speedup over the
+fastest correct baseline row of the same run and shape, over both layouts; -1 for a failed row),
+so one policy learns from every shape measured on this GPU, not only the searched ones. Only
+offline warm rows count, as the search measures.
+
+Why (sixteenth session, CPU, before any device call): leave-one-draw-out over the held-out
+Parquets of seeds 3-12 (``scripts/prior_cv.py``), ranking only the configs measured on the
+left-out shapes, search-h200-g's policy with the other draws folded in picked better on every
+draw (on seeds 11-12, 0.941x to 0.988x under ``cautious/m10``). That ranks measured configs only,
+so it is not a test; BENCHMARKS.md registers the test on fresh draws.
+
+Rows are keyed ``prior:<run_id>:<shape>:<method>:<layout>``, so folding the same file twice, or
+into a policy restored from a checkpoint that had it, adds nothing. Baseline rows set the
+reference only; rows of methods the policy does not search (``library``, ``extern``, a family
+it lacks, a spec its family no longer parses) are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from harness.shapes import parse_shape
+from kernels_search.search.proposer import Outcome
+from kernels_search.search.reward import failure_kind, reward, strongest_baseline
+
+NEEDED = ("run_id", "shape", "method", "layout", "is_baseline", "status", "status_reason", "device_us_median")
+
+
+class PriorError(ValueError):
+    """A prior file that cannot be read as compare results (names the file and the problem)."""
+
+
+@dataclass
+class PriorSummary:
+    files: int
+    rows: int  # folded into the policy (new observations)
+    shapes: set
+    skipped: int  # rows of methods the policy does not search
+    no_baseline: int  # rows of shapes whose run has no correct baseline row
+
+    def line(self) -> str:
+        return (f"prior: {self.rows} rows on {len(self.shapes)} shapes from {self.files} files folded in"
+                f" ({self.skipped} rows of methods the policy does not search, {self.no_baseline} without a baseline)")
+
+
+def prior_paths(specs: Iterable[str | Path], root: Path = Path(".")) -> list[Path]:
+    """Parquet paths from ``specs``: Parquet files, or list files (``.txt``: one path a line, relative
+    to ``root``, ``#`` comments). A missing file is an error that names it."""
+    out: list[Path] = []
+    for spec in specs:
+        p = Path(spec)
+        if not p.exists():
+            raise PriorError(f"prior {p}: no such file")
+        if p.suffix == ".txt":
+            for ln in p.read_text().splitlines():
+                ln = ln.split("#", 1)[0].strip()
+                if ln:
+                    out.extend(prior_paths([root / ln], root))
+        else:
+            out.append(p)
+    return out
+
+
+def read_prior(path: Path):
+    """One compare Parquet's rows, the columns ``fold_prior`` needs; ``PriorError`` naming the file
+    when it is not a Parquet or lacks them."""
+    import pandas as pd
+
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several kinds for a truncated or foreign file
+        raise PriorError(f"prior {path}: not a readable Parquet ({type(e).__name__}: {e})") from e
+    missing = [c for c in NEEDED if c not in df.columns]
+    if missing:
+        raise PriorError(f"prior {path}: not hgemm-bench compare results (missing columns {', '.join(missing)})")
+    return df
+
+
+def prior_outcomes(policy, df) -> tuple[list[tuple], int, int]:
+    """([(Shape, [Outcome])], rows skipped, rows without a baseline) from compare rows, grouped
+    by (run, shape) so each row's reward is against its own run's baselines."""
+    groups, skipped, no_base = [], 0, 0
+    for (run_id, shape_name), grp in df.groupby(["run_id", "shape"], sort=True):
+        rows = grp.to_dict("records")
+        base_us, _ = strongest_baseline(rows)
+        outs = []
+        for r in rows:
+            if r["is_baseline"]:
+                continue
+            cand = policy.candidate_for(str(r["method"]))
+            if cand is None:
+                skipped += 1
+                continue
+            rew = reward(r, base_us)
+            if rew is None:
+                no_base += 1
+                continue
+            outs.append(Outcome(cand, str(r["layout"]), str(r["status"]), rew, None, base_us,
+                                status_reason=str(r.get("status_reason") or ""), failure=failure_kind(r),
+                                row_id=f"prior:{run_id}:{shape_name}:{r['method']}:{r['layout']}"))
+        if outs:
+            groups.append((parse_shape(shape_name), outs))
+    return groups, skipped, no_base
+
+
+def fold_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = ()) -> PriorSummary:
+    """Fold every row of ``paths`` the policy has not seen into it (``Policy.observe``), except rows
+    of ``exclude_shapes`` (names): a held-out check keeps its own shapes out of what it learns from."""
+    excluded = set(exclude_shapes)
+    summary = PriorSummary(len(paths), 0, set(), 0, 0)
+    for path in paths:
+        df = read_prior(path)
+        df = df[~df["shape"].isin(excluded)]
+        for col, want in (("mode", "offline"), ("cache", "warm")):  # as the search measures
+            if col in df.columns:
+                df = df[df[col] == want]
+        groups, skipped, no_base = prior_outcomes(policy, df)
+        summary.skipped += skipped
+        summary.no_baseline += no_base
+        for shape, outs in groups:
+            new = [o for o in outs if o.row_id not in policy.seen]
+            policy.observe(shape, new)
+            summary.rows += len(new)
+            if new:
+                summary.shapes.add(shape.name)
+    return summary
+
+
+def prior_shapes(paths: Sequence[Path]) -> set[str]:
+    """Every shape named in the prior files (a fresh draw must avoid them all)."""
+    out: set[str] = set()
+    for path in paths:
+        out |= set(read_prior(path)["shape"])
+    return out

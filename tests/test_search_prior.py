@@ -1,0 +1,136 @@
+"""kernels_search/search/prior.py: earlier compare results folded into a policy, and the
+``/prior`` first-pick rules of scripts/first_picks.py."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.problem import Shape
+from kernels_search.family import Family, Knob
+from kernels_search.search.loop import first_pick_id
+from kernels_search.search.policy import Policy
+from kernels_search.search.prior import PriorError, fold_prior, prior_paths, prior_shapes, read_prior
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+import first_picks  # noqa: E402
+
+FAM = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
+A, B = FAM.spec({"tile": 32, "stages": 2}), FAM.spec({"tile": 128, "stages": 3})
+
+
+def policy() -> Policy:
+    return Policy({"f": FAM}, layouts=("nn", "tn"), seed=0, elites=0)
+
+
+def row(run, shape, method, layout, us, *, baseline=False, status="ok", mode="offline"):
+    return dict(run_id=run, shape=shape, method=method, layout=layout, is_baseline=baseline, status=status,
+                status_reason="" if status == "ok" else "gate: wrong result", device_us_median=us,
+                mode=mode, cache="warm")
+
+
+def write(path: Path, rows) -> Path:
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_rewards_are_against_the_fastest_baseline_of_the_same_run_and_shape(tmp_path):
+    rows = [
+        # run 1: the fastest baseline is the tn row of cublaslt-autotune (8 us), over both layouts
+        row("r1", "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True),
+        row("r1", "256_256_256", "cublaslt-autotune", "tn", 8.0, baseline=True),
+        row("r1", "256_256_256", "cublas", "nn", 9.0, baseline=True),
+        row("r1", "256_256_256", A, "nn", 4.0),
+        row("r1", "256_256_256", B, "tn", 16.0),
+        row("r1", "256_256_256", B, "nn", 1.0, status="gate_failed"),
+        row("r1", "256_256_256", "library", "nn", 2.0),  # not a search family: skipped
+        row("r1", "256_256_256", A, "tn", 1.0, mode="server"),  # not how the search measures
+        # run 2, same shape: its own baseline (20 us)
+        row("r2", "256_256_256", "cublaslt-autotune", "nn", 20.0, baseline=True),
+        row("r2", "256_256_256", A, "nn", 30.0),
+        # a shape without a correct baseline teaches nothing about speed
+        row("r2", "512_512_512", "cublaslt-autotune", "nn", float("nan"), baseline=True, status="error"),
+        row("r2", "512_512_512", A, "nn", 5.0),
+    ]
+    f = write(tmp_path / "p.parquet", rows)
+    pol = policy()
+    s = fold_prior(pol, [f])
+    assert (s.rows, s.skipped, s.no_baseline, s.shapes) == (4, 1, 1, {"256_256_256"})
+    # A's best reward on the shape: log(8/4) from run 1, not log(20/30) from run 2
+    assert pol.measured_on[A]["256_256_256"] == pytest.approx(math.log(2.0))
+    assert pol.measured_on[B]["256_256_256"] == pytest.approx(math.log(8 / 16))
+    assert "512_512_512" not in pol.measured_on[A]
+    # the failed B row is a -1 observation, not a measurement of B
+    assert pol.model.n == 4
+    # folding again, or into a copy that has it, adds nothing
+    assert fold_prior(pol, [f]).rows == 0 and pol.model.n == 4
+    assert first_pick_id("s", 10, pol).endswith("-c10-p4")
+    assert first_pick_id("s", 10, policy()).endswith("-c10")
+
+
+def test_excluded_shapes_are_not_learnt(tmp_path):
+    f = write(tmp_path / "p.parquet", [
+        row("r", "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", "256_256_256", A, "nn", 5.0),
+        row("r", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", "64_64_64", A, "nn", 5.0)])
+    pol = policy()
+    s = fold_prior(pol, [f], exclude_shapes=["64_64_64"])
+    assert s.shapes == {"256_256_256"} and set(pol.measured_on[A]) == {"256_256_256"}
+    assert prior_shapes([f]) == {"256_256_256", "64_64_64"}
+
+
+def test_bad_prior_files_are_named_errors(tmp_path):
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 not really")
+    with pytest.raises(PriorError, match="bad.parquet: not a readable Parquet"):
+        read_prior(bad)
+    other = write(tmp_path / "other.parquet", [{"shape": "1_1_1", "x": 1}])
+    with pytest.raises(PriorError, match="other.parquet: not hgemm-bench compare results .*run_id"):
+        read_prior(other)
+    lst = tmp_path / "list.txt"
+    lst.write_text("# comment\nother.parquet  # trailing\nmissing.parquet\n")
+    with pytest.raises(PriorError, match="missing.parquet: no such file"):
+        prior_paths([lst], root=tmp_path)
+    lst.write_text("other.parquet\n")
+    assert prior_paths([lst], root=tmp_path) == [tmp_path / "other.parquet"]
+
+
+def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_path):
+    """The search measured A on every shape and B on none near the held-out shape; the prior
+    measured B well there. Without the prior the rule can only pick A; with it, B. A held-out
+    shape that the prior measured is not fresh: refused."""
+    pol = policy()
+    from kernels_search.search.proposer import Candidate, Outcome
+
+    for e in range(6, 12):
+        pol.observe(Shape(2 ** e, 2 ** e, 2 ** e), [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
+    rows = []
+    for m in (1024, 2048, 4096):
+        name = f"{m}_{m}_2048"
+        rows += [row("r", name, "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", name, A, "nn", 12.0),
+                 row("r", name, B, "nn", 7.0)]
+    f = write(tmp_path / "p.parquet", rows)
+    held = [Shape(3072, 3072, 2048)]
+    empty = type("DB", (), {"df": pd.DataFrame()})()
+    with_prior = first_picks.with_prior_policy(pol, [f], held)
+    picks = first_picks.picks_by_rule(pol, empty, held, ["cautious", "cautious/prior"], with_prior)
+    assert picks["cautious"][held[0].name] == A and picks["cautious/prior"][held[0].name] == B
+    assert B not in pol.measured_on  # the search's own policy is untouched
+    with pytest.raises(ValueError, match="1024_1024_2048 are in the prior: they are not fresh"):
+        first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)])
+
+
+def test_the_committed_h200_prior_lists_readable_compare_results():
+    """Every file the default prior list names exists and is compare results with family rows."""
+    root = Path(__file__).resolve().parent.parent
+    paths = prior_paths([root / "kernels_search/search/prior_h200.txt"], root=root)
+    assert len(paths) >= 9
+    for p in paths:
+        df = read_prior(p)
+        assert (~df["is_baseline"]).any() and (df["method"] == "cublaslt-autotune").any(), p
+    seen = set((root / "kernels_search/search/seen_shapes.txt").read_text().split())
+    assert prior_shapes(paths) <= seen
