@@ -8,7 +8,7 @@ checkpoint, the kernel DB and the shape (``Policy.first_pick`` seeds its pool by
 this script makes the same picks here; ``--prebuild`` compiles the CUDA ones (nvcc only, no GPU)
 into ``$HGEMM_BUILD_CACHE`` for the device call to load.
 
-    python3 scripts/first_picks.py results/search-h200-c [--rule model] [--prebuild] [--all] [--device cpu --plugin MOD]
+    python3 scripts/first_picks.py results/search-h200-c [--rule model/m2] [--prebuild] [--all] [--device cpu --plugin MOD]
 
 Shapes whose pick is already measured under the current first-pick id are skipped (``--all``
 lists them too). The search's families are those its checkpoint was trained with; where the GPU
@@ -168,8 +168,8 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="cautious", help="first-pick rule: cautious (default), model or neighbours, "
-                    "optionally /mN (see above)")
+    ap.add_argument("--rule", default="cautious/m10", help="first-pick rule: cautious, model or neighbours, "
+                    "optionally /mN and /prior (see above); default cautious/m10, as the search's")
     ap.add_argument("--rules", default="", help="comma list of rules (RULE or RULE/mN), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")

@@ -134,3 +134,35 @@ def test_the_committed_h200_prior_lists_readable_compare_results():
         assert (~df["is_baseline"]).any() and (df["method"] == "cublaslt-autotune").any(), p
     seen = set((root / "kernels_search/search/seen_shapes.txt").read_text().split())
     assert prior_shapes(paths) <= seen
+
+
+@pytest.mark.slow
+def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes(tmp_path):
+    """``search_main(prior=...)`` on the CPU with the synthetic family: the prior's rows on a
+    searched shape and on a shape never searched are learnt, its rows on the held-out shape are
+    not; a resume folds nothing twice; the held-out check's id carries the prior's row count."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_search_plugin import FAMILY
+
+    from kernels_search.search.run import search_main
+
+    good, slow = FAMILY.spec(FAMILY.complete({"pad": 0})), FAMILY.spec(FAMILY.complete({"pad": 3}))
+    rows = []
+    for shape in ("16_16_32", "64_64_64", "16_16_16"):  # searched, elsewhere, held out
+        rows += [row("old", shape, "torch", "nn", 10.0, baseline=True), row("old", shape, good, "nn", 8.0),
+                 row("old", shape, slow, "nn", 40.0)]
+    f = write(tmp_path / "prior.parquet", rows)
+    lines = []
+    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
+              print_fn=lines.append, prior=[f], holdout=[Shape(16, 16, 16)])
+    doc = search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=1, **kw)
+    assert any("prior: 4 rows on 2 shapes from 1 files" in ln for ln in lines), lines
+    from kernels_search.search.db import KernelDB
+
+    db = KernelDB(tmp_path / "s" / "db")
+    ids = set(db.df["search_id"])
+    assert any(i.endswith("-p4") and "-first-pick-" in i for i in ids), ids
+    assert len(doc["first_pick"]) == 1
+    lines.clear()
+    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=2, **kw)
+    assert any("prior: 0 rows" in ln for ln in lines), lines  # the checkpoint had them

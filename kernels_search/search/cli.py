@@ -55,9 +55,10 @@ def search(
                                                       "neighbours (the config best on the nearest searched "
                                                       "shapes) or cautious (the default: the model's mean minus "
                                                       "one posterior std, a lower bound)."),
-    first_pick_min_shapes: int = typer.Option(2, min=1, help="--holdout picks only configs measured correctly on at least "
-                                                             "this many searched shapes (20 or more: about the presets, "
-                                                             "which every searched shape measures)."),
+    first_pick_min_shapes: int = typer.Option(10, min=1, help="--holdout picks only configs measured correctly on at least "
+                                                              "this many other shapes (or on all of them, in a search of "
+                                                              "fewer); on a 40-shape search, 10 is about the presets, "
+                                                              "which every searched shape measures."),
     prior: List[Path] = typer.Option([], "--prior", help="Compare Parquets (or .txt lists of them, e.g. "
                                      "kernels_search/search/prior_h200.txt) the policy learns from before it "
                                      "searches; rows of held-out shapes are left out."),

@@ -305,10 +305,10 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
         prebuild = auto_prebuild if device == "cuda" else None
     # a rerun of a finished search reports the held-out shapes already measured under this id
     # (their rows are in the DB) instead of measuring them again
-    prior = db.df[(db.df["search_id"] == search_id)] if not db.df.empty else db.df
+    earlier = db.df[(db.df["search_id"] == search_id)] if not db.df.empty else db.df
     out_by_shape: dict[str, dict] = {}
     for shape in shapes:
-        rows = prior[prior["shape"] == shape.name] if not prior.empty else prior
+        rows = earlier[earlier["shape"] == shape.name] if not earlier.empty else earlier
         cand_rows = rows[rows["kind"] == "candidate"] if not rows.empty else rows
         if cand_rows.empty:
             continue
@@ -418,8 +418,8 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
 
     spent = db.budget_used(search_id)
     rnd = max(db.last_round(search_id), 0)
-    prior = db.df[db.df["search_id"] == search_id] if not db.df.empty else db.df
-    done_in_round = set(prior[prior["round"] == rnd]["shape"]) if not prior.empty else set()
+    ours = db.df[db.df["search_id"] == search_id] if not db.df.empty else db.df
+    done_in_round = set(ours[ours["round"] == rnd]["shape"]) if not ours.empty else set()
     if done_in_round >= {s.name for s in shapes}:
         rnd, done_in_round = rnd + 1, set()
     total_before = db.search_totals(search_id)["candidates"]

@@ -431,16 +431,19 @@ class Policy:
 
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
         """One evaluation per shape: among the supported configs with evidence (measured correctly
-        on >= ``first_pick_min_shapes`` other shapes), the best by ``first_pick_rule`` (module
-        docstring); the model's argmax over the pool while no config has evidence.
+        on >= ``first_pick_min_shapes`` other shapes, or on every other shape the policy measured
+        where it measured fewer), the best by ``first_pick_rule`` (module docstring); the model's
+        argmax over the pool while no config has evidence.
 
         The pick depends on the observations and the shape only (the evidence is ranked in spec
         order, the pool's random part is seeded by the shape), not on what this process proposed
         before: a held-out check resumed in another process picks the same kernels, and they
         can be built ahead."""
+        # a search of few shapes cannot give N others: then a config measured on every other shape
+        need = min(self.first_pick_min_shapes, max(1, len(self.history.keys() - {shape.name})))
         known = []
         for spec in sorted(self.measured_on):
-            if len(self.measured_on[spec].keys() - {shape.name}) < self.first_pick_min_shapes:
+            if len(self.measured_on[spec].keys() - {shape.name}) < need:
                 continue
             cand = self.candidate_for(spec)
             if cand is not None and self._supported(cand.family, cand.knobs, shape):

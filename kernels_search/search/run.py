@@ -67,7 +67,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
-                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 2, local_share: float = 0.75,
+                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 10, local_share: float = 0.75,
                 prior: Sequence[Path] = (), print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
@@ -117,10 +117,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     # A search may resume on another machine with the same GPU model (every speedup is paired
     # within one call, so rows from two machines never meet in a ratio); each row keeps the
     # gpu_uuid that measured it. Another model is another search.
-    prior = set(db.df["gpu_name"].dropna()) if not db.df.empty else set()
-    if prior and env.get("gpu_name") not in prior:
-        raise ValueError(f"{out} holds a search on another GPU model ({', '.join(sorted(prior))}); use another folder")
-    if prior and env.get("gpu_uuid") not in set(db.df["gpu_uuid"].dropna()):
+    gpus_before = set(db.df["gpu_name"].dropna()) if not db.df.empty else set()
+    if gpus_before and env.get("gpu_name") not in gpus_before:
+        raise ValueError(f"{out} holds a search on another GPU model ({', '.join(sorted(gpus_before))}); use another folder")
+    if gpus_before and env.get("gpu_uuid") not in set(db.df["gpu_uuid"].dropna()):
         print_fn(f"resuming on another {env.get('gpu_name')} ({env.get('gpu_uuid')}); rows keep the uuid that measured them")
     cuda = device == "cuda"
     policy = Policy(fams, tuple(layouts), seed=seed, epsilon=epsilon, explore=explore,
