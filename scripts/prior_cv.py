@@ -1,0 +1,123 @@
+"""Leave-one-draw-out check of the prior (kernels_search/search/prior.py) on the held-out Parquets, no GPU.
+
+The files of a prior list (default ``kernels_search/search/prior_h200.txt``) fall into draws:
+files that share a shape are one draw (seed 10's picks and its preset sweep). For each draw D,
+two policies rank the configs measured on each of D's shapes in D's own call: the search's policy
+(its DB replayed) and the same policy after folding in every other draw. What the top-ranked
+config measured there (best of layouts, against cuBLASLt autotune in that call) is the pick.
+Both policies rank only configs with >= N other measured shapes (``RULE/mN``) and the same
+candidate sets, except that the prior can give a config that evidence.
+
+This ranks configs that earlier calls measured, which is not the choice a fresh shape offers
+(every config with the evidence): it says whether the prior helps, not by how much on a fresh
+draw. That test is a registered call (BENCHMARKS.md).
+
+    python3 scripts/prior_cv.py kernels_search/library/search-h200-g [--rules cautious/m10,model/m10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def draws_of(paths: list[Path]) -> list[list[Path]]:
+    """Files grouped so that files sharing a shape are one draw (in list order)."""
+    from kernels_search.search.prior import prior_shapes
+
+    groups: list[tuple[set, list[Path]]] = []
+    for p in paths:
+        shapes = prior_shapes([p])
+        hit = [g for g in groups if g[0] & shapes]
+        merged = (set(shapes), [])
+        for g in hit:
+            merged[0].update(g[0])
+            merged[1].extend(g[1])
+            groups.remove(g)
+        merged[1].append(p)
+        groups.append(merged)
+    return [files for _, files in groups]
+
+
+def measured_speedups(paths: list[Path], reference: str = "cublaslt-autotune"):
+    """{shape: {method: reference's best-of-layouts time / the method's}} over the files' correct
+    offline rows (each file against its own reference rows)."""
+    from kernels_search.search.prior import read_prior
+
+    out: dict[str, dict[str, float]] = {}
+    for p in paths:
+        df = read_prior(p)
+        if "mode" in df.columns:
+            df = df[df["mode"] == "offline"]
+        ok = df[(df["status"] == "ok") & df["device_us_median"].notna()]
+        best = ok.groupby(["shape", "method"])["device_us_median"].min()
+        for shape in ok["shape"].unique():
+            ref = best.get((shape, reference))
+            if ref is None:
+                continue
+            for method, us in best[shape].items():
+                if method != reference and not bool(ok[(ok["shape"] == shape) & (ok["method"] == method)]["is_baseline"].any()):
+                    out.setdefault(shape, {})[method] = ref / us
+    return out
+
+
+def pick(pol, shape_name: str, measured: dict[str, float], rule: str, need: int) -> tuple[float, float] | None:
+    """(the rule's pick's speedup, the best candidate's) among the measured configs with evidence."""
+    from harness.shapes import parse_shape
+
+    pol.first_pick_rule, pol.first_pick_min_shapes = rule, need
+    cands = []
+    for method, sp in measured.items():
+        c = pol.candidate_for(method)
+        if c is not None and len(pol.measured_on.get(c.spec, {}).keys() - {shape_name}) >= need:
+            cands.append((c, sp))
+    if not cands:
+        return None
+    values = pol.first_pick_values(parse_shape(shape_name), [c for c, _ in cands])
+    return cands[int(np.argmax(values))][1], max(sp for _, sp in cands)
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from first_picks import parse_rule, policy_for
+
+    from kernels_search.search.prior import fold_prior, prior_paths
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path, help="a search's --out folder (its DB is replayed)")
+    ap.add_argument("--prior", type=Path, default=Path("kernels_search/search/prior_h200.txt"))
+    ap.add_argument("--rules", default="cautious/m10,cautious,model/m10")
+    a = ap.parse_args(argv)
+    rules = [parse_rule(r)[:2] for r in a.rules.split(",") if r.strip()]
+    base, _ = policy_for(a.folder)
+    draws = draws_of(prior_paths([a.prior]))
+    print("| draw | policy | " + " | ".join(f"{r}/m{n}" for r, n in rules) + " | best ranked |")
+    print("|---|---|" + "---|" * (len(rules) + 1))
+    totals: dict[tuple, list] = {}
+    for files in draws:
+        others = [p for d in draws if d is not files for p in d]
+        with_prior = copy.deepcopy(base)
+        fold_prior(with_prior, others)
+        measured = measured_speedups(files)
+        label = "+".join(p.parent.name for p in files)
+        for name, pol in (("search", base), ("search+prior", with_prior)):
+            cells, best = [], []
+            for rule, need in rules:
+                got = [pick(pol, s, m, rule, need) for s, m in measured.items()]
+                got = [g for g in got if g is not None]
+                totals.setdefault((name, rule, need), []).extend(g[0] for g in got)
+                cells.append(f"{np.exp(np.mean(np.log([g[0] for g in got]))):.3f}x ({len(got)})" if got else "-")
+                best.append(np.exp(np.mean(np.log([g[1] for g in got]))) if got else float("nan"))
+            print(f"| {label} | {name} | " + " | ".join(cells) + f" | {best[0]:.3f}x |", flush=True)
+    for name in ("search", "search+prior"):
+        print(f"| all | {name} | " + " | ".join(
+            f"{np.exp(np.mean(np.log(totals[(name, r, n)]))):.3f}x ({len(totals[(name, r, n)])})" for r, n in rules) + " | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
