@@ -71,8 +71,12 @@ SWAP = SplitKTmaSwap(
     # the mirror images of splitk_tma's presets and of its 64_2048_8192 winner (64x128, cluster
     # 1x1, 8 slices, 1.11x on the H200). Measured on the H200 (2026-12-01): 1024_64_12288 1.05x
     # (64x128; splitk_tma's best there 0.65x), 128_64_16384 1.00x (the default); tall shapes with
-    # M >= 4096 lose 0.54-0.83x to the fp32 slices' traffic (hopper_swap serves those)
-    presets=("", "tile_n=128:cluster_m=1:cluster_n=1:slices=8"),
+    # M >= 4096 lose 0.54-0.83x to the fp32 slices' traffic (hopper_swap serves those).
+    # 64x128 with 4 slices (sixteenth session, H200, 18 few-tile deep-K shapes): the best slice
+    # count puts tiles x slices near one wave, 4 where 32-64 tiles, 8 where 16: 512_512_8192
+    # 1.12x, 256_1024_8192 1.11x, 2048_128_8192 1.06x, 1024_256_16384 1.05x (8 slices there:
+    # 0.94x, 0.94x, 0.90x, 0.92x); geomean over the 18, 0.899x against 0.865x for 8 slices
+    presets=("", "tile_n=128:cluster_m=1:cluster_n=1:slices=8", "tile_n=128:cluster_m=1:cluster_n=1:slices=4"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help=TILE_M_HELP + ", along N (the transposed problem's M)"),
         Knob("tile_n", (64, 128, 256), 64, help="along M (the transposed problem's N)"),
