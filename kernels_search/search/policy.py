@@ -78,8 +78,17 @@ all 40 searched shapes (the 25 presets, the design) or on at most 6 (local picks
 rule's worst picks on seeds 9-10 were still of the second kind. The 25 presets measured on 19 of
 seed 10's shapes (fifteenth session, a later call) averaged 1.018x at their best, and the policy's
 pick among them 0.992x, where the cautious rule's pick over all configs measured 0.935x on the same
-shapes. That was seen after seed 10 was measured, so it is not a test; ``cautious/m10`` (presets
-only, there) against ``cautious`` is registered for fresh draws (BENCHMARKS.md, fifteenth session).
+shapes. That was seen after seed 10 was measured, so it is not a test. The test, registered before it ran
+(BENCHMARKS.md, sixteenth session, seeds 11 and 12): ``cautious/m10`` 0.941x against ``cautious``
+0.915x on 40 fresh shapes, paired 1.028x (95 % CI 1.004-1.059). So the CLI's default is 10
+(``--first-pick-min-shapes``; this class's default stays 2 for library use). A search of fewer
+shapes cannot give 10 others: then a config measured on every other shape qualifies. Over the 120
+fresh shapes of seeds 11-16 the default measured 0.957x (0.936-0.977).
+
+Knowledge from outside the search (``search.prior``): folding the earlier held-out checks'
+Parquets into the policy did not beat it on 80 fresh shapes (paired 0.998x, 0.972-1.024), so it is
+opt-in. Evidence counted in shapes does not say where they are: the prior's 18-shape slice study
+gave a split-K config ``m10``'s evidence, and the model carried it to tiny shapes (0.56x).
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured

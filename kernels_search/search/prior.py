@@ -9,11 +9,15 @@ fastest correct baseline row of the same run and shape, over both layouts; -1 fo
 so one policy learns from every shape measured on this GPU, not only the searched ones. Only
 offline warm rows count, as the search measures.
 
-Why (sixteenth session, CPU, before any device call): leave-one-draw-out over the held-out
-Parquets of seeds 3-12 (``scripts/prior_cv.py``), ranking only the configs measured on the
-left-out shapes, search-h200-g's policy with the other draws folded in picked better on every
-draw (on seeds 11-12, 0.941x to 0.988x under ``cautious/m10``). That ranks measured configs only,
-so it is not a test; BENCHMARKS.md registers the test on fresh draws.
+Why it was tried (sixteenth session, CPU, before any device call): leave-one-draw-out over the
+held-out Parquets of seeds 3-12 (``scripts/prior_cv.py``), ranking only the configs measured on
+the left-out shapes, search-h200-g's policy with the other draws folded in picked better on every
+draw (over the 180 shapes, 0.894x to 0.966x under ``cautious/m10``). What the registered tests on
+fresh shapes found (BENCHMARKS.md, sixteenth session): no gain. With the prior, 0.976x and 0.951x
+on seeds 13-14 and 15-16; without, 0.972x and 0.959x in the same calls, paired 0.998x (95 % CI
+0.972-1.024) over the 80 shapes. The gains (deep-K shapes, 0.57x to 0.99x) were paid for by
+losses where the prior's evidence lay far from the shape (a split-K config measured on 18 deep-K
+shapes, picked for 128_64_512: 0.56x). So it is opt-in: ``search --prior``, ``RULE/prior``.
 
 Rows are keyed ``prior:<run_id>:<shape>:<method>:<layout>``, so folding the same file twice, or
 into a policy restored from a checkpoint that had it, adds nothing. Baseline rows set the
