@@ -35,7 +35,10 @@ A rule may name the evidence its picks need: ``RULE/mN`` picks only configs meas
 at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
 is, on a 40-shape search, about the presets, which the design measures on every shape.
 
-``RULE[/mN]/prior`` picks with the search's policy after it has also learnt from ``--prior``
+``RULE[/mN]/nK`` lets only configs measured on K shapes within distance 2 (log2 M, N, K) of the
+held-out shape compete, while any has that (``first_pick_min_near``).
+
+``RULE[/mN][/nK]/prior`` picks with the search's policy after it has also learnt from ``--prior``
 (default ``kernels_search/search/prior_h200.txt``: the earlier held-out checks' Parquets,
 ``kernels_search/search/prior.py``), so one call can measure a rule with and without that
 knowledge side by side. A held-out shape named in the prior is refused: it would not be fresh.
@@ -46,6 +49,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 
 def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "cautious"):
@@ -169,8 +173,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
     ap.add_argument("--rule", default="cautious/m10", help="first-pick rule: cautious, model or neighbours, "
-                    "optionally /mN and /prior (see above); default cautious/m10, as the search's")
-    ap.add_argument("--rules", default="", help="comma list of rules (RULE or RULE/mN), with --compare-args or --report")
+                    "optionally /mN, /nK and /prior (see above); default cautious/m10, as the search's")
+    ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", help="fresh held-out shapes drawn with this seed (see above); a comma list "
@@ -185,14 +189,14 @@ def main(argv=None) -> int:
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     try:
-        rule, min_shapes, with_prior = parse_rule(a.rule)
+        rule, min_shapes, with_prior, near = parse_rule(a.rule)
         rules = [r.strip() for r in a.rules.split(",") if r.strip()]
-        need_prior = any(parse_rule(r)[2] for r in rules) if rules else with_prior
+        need_prior = any(parse_rule(r).prior for r in rules) if rules else with_prior
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
     pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=rule)
-    pol.first_pick_min_shapes = min_shapes
+    pol.first_pick_min_shapes, pol.first_pick_min_near = min_shapes, near
     line, finished = provenance(a.folder, db)
     print(line, file=sys.stderr)
     if a.rules and not finished and not a.unfinished:
@@ -241,21 +245,33 @@ def main(argv=None) -> int:
     return 0
 
 
-def parse_rule(spec: str) -> tuple[str, int, bool]:
-    """``RULE[/mN][/prior]`` -> (first_pick_rule, first_pick_min_shapes, with the prior); a named
-    error otherwise."""
+class RuleSpec(NamedTuple):
+    rule: str  # first_pick_rule
+    min_shapes: int  # first_pick_min_shapes (/mN; 2 without)
+    prior: bool  # /prior: the policy with the prior folded in
+    near: int = 0  # first_pick_min_near (/nK; 0 without)
+
+
+def parse_rule(spec: str) -> RuleSpec:
+    """``RULE[/mN][/nK][/prior]`` -> ``RuleSpec``; a named error otherwise."""
     from kernels_search.search.policy import FIRST_PICK_RULES
 
     rule, *mods = spec.strip().split("/")
     with_prior = bool(mods) and mods[-1] == "prior"
     if with_prior:
         mods.pop()
-    need = mods[0] if mods else ""
-    if rule not in FIRST_PICK_RULES or len(mods) > 1 or \
-            (need and not (need[:1] == "m" and need[1:].isdigit() and int(need[1:]) >= 1)):
-        raise ValueError(f"rule {spec!r}: RULE, RULE/mN, RULE/prior or RULE/mN/prior, RULE one of "
-                         f"{', '.join(FIRST_PICK_RULES)}, N >= 1")
-    return rule, int(need[1:]) if need else 2, with_prior
+    vals: dict[str, int] = {}
+    for m in mods:
+        key, num = m[:1], m[1:]
+        if key not in "mn" or not key or key in vals or not num.isdigit() or int(num) < 1 \
+                or (key == "m" and "n" in vals):
+            vals = {"bad": 1}
+            break
+        vals[key] = int(num)
+    if rule not in FIRST_PICK_RULES or "bad" in vals:
+        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/prior] (e.g. cautious/m10/n2/prior), RULE one of "
+                         f"{', '.join(FIRST_PICK_RULES)}, N and K >= 1")
+    return RuleSpec(rule, vals.get("m", 2), with_prior, vals.get("n", 0))
 
 
 def with_prior_policy(pol, specs, holdout):
@@ -281,11 +297,11 @@ def picks_by_rule(pol, db, holdout, rules, prior_pol=None) -> dict[str, dict[str
     gpu = db.df["gpu_name"].dropna().iloc[0] if not db.df.empty else None
     out = {}
     for spec in rules:
-        rule, need, with_prior = parse_rule(spec)
-        p = prior_pol if with_prior else pol
+        r = parse_rule(spec)
+        p = prior_pol if r.prior else pol
         if p is None:
             raise ValueError(f"rule {spec!r} needs the policy with the prior")
-        p.first_pick_rule, p.first_pick_min_shapes = rule, need
+        p.first_pick_rule, p.first_pick_min_shapes, p.first_pick_min_near = r.rule, r.min_shapes, r.near
         out[spec] = {s.name: p.first_pick(s, db, gpu).spec for s in holdout}
     return out
 

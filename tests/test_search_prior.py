@@ -166,3 +166,32 @@ def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes
     lines.clear()
     search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=2, **kw)
     assert any("prior: 0 rows" in ln for ln in lines), lines  # the checkpoint had them
+
+
+def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(monkeypatch):
+    """A config measured on 12 large deep-K shapes (like the prior's split-K study) and one measured
+    on 12 small shapes. Whatever the rule ranks first (here: the far config, as the model did for
+    128_64_512 on the H200), with ``first_pick_min_near`` only configs with evidence near the
+    held-out shape compete; where none has it, every config with the shape count does again."""
+    import numpy as np
+
+    from kernels_search.search.proposer import Candidate, Outcome
+
+    pol = policy()
+    far_k, near_k = FAM.parse(B.partition(":")[2]), FAM.parse(A.partition(":")[2])
+    for i in range(12):
+        big = Shape(2048 * (1 + i % 3), 1024 * (1 + i // 3 % 2), 8192 * (1 + i // 6))
+        small = Shape(64 * (1 + i % 3), 64 * (1 + i // 3 % 2), 256 * (1 + i // 6))
+        pol.observe(big, [Outcome(Candidate("f", far_k, B), "nn", "ok", 0.6, None, None)])
+        pol.observe(small, [Outcome(Candidate("f", near_k, A), "nn", "ok", 0.05, None, None)])
+    monkeypatch.setattr(pol, "first_pick_values", lambda shape, cands: np.array([float(c.spec == B) for c in cands]))
+    held = Shape(128, 64, 512)
+    empty = type("DB", (), {"df": pd.DataFrame()})()
+    assert pol.near_evidence(B, held) == 0 and pol.near_evidence(A, held) >= 2
+    picks = first_picks.picks_by_rule(pol, empty, [held], ["model/m10", "model/m10/n2"])
+    assert picks["model/m10"][held.name] == B and picks["model/m10/n2"][held.name] == A
+    assert first_pick_id("s", 5, pol).startswith("s-first-pick-m10-n2-c5")
+    # nobody has evidence near a huge short-K shape: the far config competes again, and wins
+    huge = Shape(16384, 16384, 64)
+    assert pol.near_evidence(A, huge) == pol.near_evidence(B, huge) == 0
+    assert first_picks.picks_by_rule(pol, empty, [huge], ["model/m10/n2"])["model/m10/n2"][huge.name] == B

@@ -89,6 +89,11 @@ Knowledge from outside the search (``search.prior``): folding the earlier held-o
 Parquets into the policy did not beat it on 80 fresh shapes (paired 0.998x, 0.972-1.024), so it is
 opt-in. Evidence counted in shapes does not say where they are: the prior's 18-shape slice study
 gave a split-K config ``m10``'s evidence, and the model carried it to tiny shapes (0.56x).
+``first_pick_min_near`` (``RULE/nK`` in ``scripts/first_picks.py``) asks for K of those shapes
+within ``first_pick_near_distance`` (2.0: two dimensions 2x apart, or one 4x) of the shape. Ranked
+over the configs measured on seeds 11-16 (CPU, after seeing them, not a test), ``cautious/m10/n2``
+with the prior picked 0.979x against 0.968x without the near evidence and 0.957x for the default;
+a test on fresh draws is registered (BENCHMARKS.md, sixteenth session).
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
@@ -226,7 +231,8 @@ class Policy:
                  max_new_builds: int | None = None, design: bool = True, first_pick_min_shapes: int = 2,
                  first_pick_rule: str = "cautious", first_pick_neighbours: int = 5,
                  first_pick_bandwidth: float = 1.5, first_pick_min_weight: float = 0.2,
-                 first_pick_caution: float = 1.0, local_share: float = 0.75, local_elites: int = 2):
+                 first_pick_caution: float = 1.0, first_pick_min_near: int = 0, first_pick_near_distance: float = 2.0,
+                 local_share: float = 0.75, local_elites: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -250,6 +256,9 @@ class Policy:
         self.first_pick_neighbours, self.first_pick_bandwidth = first_pick_neighbours, first_pick_bandwidth
         self.first_pick_min_weight = first_pick_min_weight
         self.first_pick_caution = first_pick_caution
+        if first_pick_min_near < 0 or first_pick_near_distance <= 0:
+            raise ValueError("first_pick_min_near >= 0 and first_pick_near_distance > 0")
+        self.first_pick_min_near, self.first_pick_near_distance = first_pick_min_near, first_pick_near_distance
         # spec -> {shape it ran correctly on: its best reward there over layouts}
         self.measured_on: dict[str, dict[str, float]] = {}
         # family -> its presets as full knob dicts (the initial design)
@@ -438,11 +447,18 @@ class Policy:
             return None
         return Candidate(fam, knobs, self.families[fam].spec(knobs), "policy:measured")
 
+    def near_evidence(self, spec: str, shape: Shape) -> int:
+        """How many other shapes within ``first_pick_near_distance`` (log2 M, N, K) measured ``spec``."""
+        return sum(1 for nm in self.measured_on.get(spec, {}) if nm != shape.name
+                   and shape_distance(shape, parse_shape(nm)) <= self.first_pick_near_distance)
+
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
         """One evaluation per shape: among the supported configs with evidence (measured correctly
         on >= ``first_pick_min_shapes`` other shapes, or on every other shape the policy measured
         where it measured fewer), the best by ``first_pick_rule`` (module docstring); the model's
-        argmax over the pool while no config has evidence.
+        argmax over the pool while no config has evidence. With ``first_pick_min_near`` N > 0,
+        only those of them measured on >= N shapes within ``first_pick_near_distance`` of this
+        one compete, while any config has that near evidence.
 
         The pick depends on the observations and the shape only (the evidence is ranked in spec
         order, the pool's random part is seeded by the shape), not on what this process proposed
@@ -457,6 +473,8 @@ class Policy:
             cand = self.candidate_for(spec)
             if cand is not None and self._supported(cand.family, cand.knobs, shape):
                 known.append(cand)
+        near = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near]
+        known = near or known  # evidence near the shape if any config has it, else the rest
         if known:
             return known[int(np.argmax(self.first_pick_values(shape, known)))]
         cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
