@@ -278,10 +278,10 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
 
 def first_pick_id(search_id: str, candidates: int, policy) -> str:
     """The search id of a held-out check: the search, the pick rule (``nb-`` for the neighbour rule,
-    ``lcb<caution>-`` for the cautious one, nothing for the model's argmax; ``m<first_pick_min_shapes>``)
-    (``-n<N>``: the near evidence it asks for) and how many candidates the policy had seen
-    (``-p<rows>``: and how many prior rows,
-    ``search.prior``), so that a check is read back only by a policy that would pick the same kernels."""
+    ``lcb<caution>-`` for the cautious one, nothing for the model's argmax; ``m<first_pick_min_shapes>``;
+    ``-n<N>`` for the near evidence it asks for), how many candidates the policy had seen and
+    (``-p<rows>``) how many prior rows it learnt (``search.prior``), so that a check is read back only
+    by a policy that would pick the same kernels."""
     rule = {"neighbours": "nb-", "cautious": f"lcb{policy.first_pick_caution:g}-"}.get(policy.first_pick_rule, "")
     prior = sum(1 for r in policy.seen if r.startswith("prior:"))  # rows folded in by search.prior
     near = getattr(policy, "first_pick_min_near", 0)

@@ -473,8 +473,8 @@ class Policy:
             cand = self.candidate_for(spec)
             if cand is not None and self._supported(cand.family, cand.knobs, shape):
                 known.append(cand)
-        near = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near]
-        known = near or known  # evidence near the shape if any config has it, else the rest
+        if self.first_pick_min_near:  # evidence near the shape if any config has it, else the rest
+            known = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near] or known
         if known:
             return known[int(np.argmax(self.first_pick_values(shape, known)))]
         cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
