@@ -332,7 +332,8 @@ def test_splitk_tma_swap_renders_the_transposed_problem_and_leaves_other_sources
     assert as_hopper(fam.parse("slices=1"))["sk_splits"] == 1 and fam.check(fam.parse("slices=1")) == ""
     assert [fam.spec(c) for c in fam.preset_configs()] == [
         "splitk_tma_swap:tile_m=64,tile_n=64,cluster_m=2,cluster_n=2,schedule=pingpong,slices=0",
-        "splitk_tma_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=pingpong,slices=8"]
+        "splitk_tma_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=pingpong,slices=8",
+        "splitk_tma_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=pingpong,slices=4"]
     with pytest.raises(KnobError, match="tile_m must be 128 or 256"):
         fam.parse("schedule=cooperative,tile_m=64")
 
