@@ -55,12 +55,13 @@ def measured_speedups(paths: list[Path], reference: str = "cublaslt-autotune"):
             df = df[df["mode"] == "offline"]
         ok = df[(df["status"] == "ok") & df["device_us_median"].notna()]
         best = ok.groupby(["shape", "method"])["device_us_median"].min()
+        baselines = set(ok[ok["is_baseline"]]["method"])
         for shape in ok["shape"].unique():
             ref = best.get((shape, reference))
             if ref is None:
                 continue
             for method, us in best[shape].items():
-                if method != reference and not bool(ok[(ok["shape"] == shape) & (ok["method"] == method)]["is_baseline"].any()):
+                if method not in baselines:
                     out.setdefault(shape, {})[method] = ref / us
     return out
 
@@ -70,14 +71,12 @@ def pick(pol, shape_name: str, measured: dict[str, float], rule: str, need: int)
     from harness.shapes import parse_shape
 
     pol.first_pick_rule, pol.first_pick_min_shapes = rule, need
-    cands = []
-    for method, sp in measured.items():
-        c = pol.candidate_for(method)
-        if c is not None and len(pol.measured_on.get(c.spec, {}).keys() - {shape_name}) >= need:
-            cands.append((c, sp))
+    shape = parse_shape(shape_name)
+    canonical = {c.spec: sp for c, sp in ((pol.candidate_for(m), sp) for m, sp in measured.items()) if c is not None}
+    cands = [(c, canonical[c.spec]) for c in pol.first_pick_candidates(shape, canonical)]
     if not cands:
         return None
-    values = pol.first_pick_values(parse_shape(shape_name), [c for c, _ in cands])
+    values = pol.first_pick_values(shape, [c for c, _ in cands])
     return cands[int(np.argmax(values))][1], max(sp for _, sp in cands)
 
 

@@ -452,6 +452,25 @@ class Policy:
         return sum(1 for nm in self.measured_on.get(spec, {}) if nm != shape.name
                    and shape_distance(shape, parse_shape(nm)) <= self.first_pick_near_distance)
 
+    def first_pick_candidates(self, shape: Shape, specs: Iterable[str] | None = None) -> list[Candidate]:
+        """The configs ``first_pick`` chooses among on ``shape``: of ``specs`` (canonical specs;
+        default every measured config, in spec order), those supported here and measured correctly
+        on >= ``first_pick_min_shapes`` other shapes (or on every other shape the policy measured,
+        where it measured fewer), and of those, with ``first_pick_min_near`` N > 0, the ones
+        measured on >= N shapes near this one while any is."""
+        # a search of few shapes cannot give N others: then a config measured on every other shape
+        need = min(self.first_pick_min_shapes, max(1, len(self.history.keys() - {shape.name})))
+        known = []
+        for spec in sorted(self.measured_on) if specs is None else specs:
+            if len(self.measured_on.get(spec, {}).keys() - {shape.name}) < need:
+                continue
+            cand = self.candidate_for(spec)
+            if cand is not None and self._supported(cand.family, cand.knobs, shape):
+                known.append(cand)
+        if self.first_pick_min_near:  # evidence near the shape if any config has it, else the rest
+            known = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near] or known
+        return known
+
     def first_pick(self, shape: Shape, db=None, gpu: str | None = None) -> Candidate:
         """One evaluation per shape: among the supported configs with evidence (measured correctly
         on >= ``first_pick_min_shapes`` other shapes, or on every other shape the policy measured
@@ -464,17 +483,7 @@ class Policy:
         order, the pool's random part is seeded by the shape), not on what this process proposed
         before: a held-out check resumed in another process picks the same kernels, and they
         can be built ahead."""
-        # a search of few shapes cannot give N others: then a config measured on every other shape
-        need = min(self.first_pick_min_shapes, max(1, len(self.history.keys() - {shape.name})))
-        known = []
-        for spec in sorted(self.measured_on):
-            if len(self.measured_on[spec].keys() - {shape.name}) < need:
-                continue
-            cand = self.candidate_for(spec)
-            if cand is not None and self._supported(cand.family, cand.knobs, shape):
-                known.append(cand)
-        if self.first_pick_min_near:  # evidence near the shape if any config has it, else the rest
-            known = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near] or known
+        known = self.first_pick_candidates(shape)
         if known:
             return known[int(np.argmax(self.first_pick_values(shape, known)))]
         cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
