@@ -256,22 +256,14 @@ def parse_rule(spec: str) -> RuleSpec:
     """``RULE[/mN][/nK][/prior]`` -> ``RuleSpec``; a named error otherwise."""
     from kernels_search.search.policy import FIRST_PICK_RULES
 
-    rule, *mods = spec.strip().split("/")
-    with_prior = bool(mods) and mods[-1] == "prior"
-    if with_prior:
-        mods.pop()
-    vals: dict[str, int] = {}
-    for m in mods:
-        key, num = m[:1], m[1:]
-        if key not in "mn" or not key or key in vals or not num.isdigit() or int(num) < 1 \
-                or (key == "m" and "n" in vals):
-            vals = {"bad": 1}
-            break
-        vals[key] = int(num)
-    if rule not in FIRST_PICK_RULES or "bad" in vals:
+    import re
+
+    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/prior)?", spec.strip())
+    rule, need, near, prior = got.groups() if got else ("", None, None, None)
+    if rule not in FIRST_PICK_RULES or any(x is not None and int(x) < 1 for x in (need, near)):
         raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/prior] (e.g. cautious/m10/n2/prior), RULE one of "
                          f"{', '.join(FIRST_PICK_RULES)}, N and K >= 1")
-    return RuleSpec(rule, vals.get("m", 2), with_prior, vals.get("n", 0))
+    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0)
 
 
 def with_prior_policy(pol, specs, holdout):
