@@ -284,7 +284,7 @@ def first_pick_id(search_id: str, candidates: int, policy) -> str:
     by a policy that would pick the same kernels."""
     rule = {"neighbours": "nb-", "cautious": f"lcb{policy.first_pick_caution:g}-"}.get(policy.first_pick_rule, "")
     prior = sum(1 for r in policy.seen if r.startswith("prior:"))  # rows folded in by search.prior
-    near = getattr(policy, "first_pick_min_near", 0)
+    near = policy.first_pick_min_near
     return (f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}" + (f"-n{near}" if near else "")
             + f"-c{candidates}" + (f"-p{prior}" if prior else ""))
 
