@@ -39,9 +39,14 @@ is, on a 40-shape search, about the presets, which the design measures on every 
 held-out shape compete, while any has that (``first_pick_min_near``).
 
 ``RULE[/mN][/nK]/prior`` picks with the search's policy after it has also learnt from ``--prior``
-(default ``kernels_search/search/prior_h200.txt``: the earlier held-out checks' Parquets,
-``kernels_search/search/prior.py``), so one call can measure a rule with and without that
-knowledge side by side. A held-out shape named in the prior is refused: it would not be fresh.
+(default: the committed list of the search's GPU model, ``kernels_search/search/prior_h200.txt``
+on an H200: the earlier held-out checks' Parquets, ``kernels_search/search/prior.py``), so one
+call can measure a rule with and without that knowledge side by side. A held-out shape named in
+the prior is refused: it would not be fresh.
+
+The default rule, ``cautious/m10/n2/prior``, is what ``search --holdout`` picks with by default; it
+won its registered test on fresh seeds 17-18 (0.980x against 0.936x for ``cautious/m10``, paired
+1.047x, 95 % CI 1.011-1.090; BENCHMARKS.md, seventeenth session).
 """
 
 from __future__ import annotations
@@ -172,8 +177,9 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="cautious/m10", help="first-pick rule: cautious, model or neighbours, "
-                    "optionally /mN, /nK and /prior (see above); default cautious/m10, as the search's")
+    ap.add_argument("--rule", default="cautious/m10/n2/prior", help="first-pick rule: cautious, model or neighbours, "
+                    "optionally /mN, /nK and /prior (see above); default cautious/m10/n2/prior, as the search's "
+                    "--holdout on an H200")
     ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
@@ -181,8 +187,8 @@ def main(argv=None) -> int:
                     "draws once per seed, each draw avoiding the ones before it")
     ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too")
     ap.add_argument("--prior", action="append", type=Path, default=None,
-                    help="compare Parquets or .txt lists of them for the /prior rules "
-                         "(default kernels_search/search/prior_h200.txt)")
+                    help="compare Parquets or .txt lists of them for the /prior rules (default: the "
+                         "committed list of the search's GPU model, kernels_search/search/prior_h200.txt on an H200)")
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
@@ -217,7 +223,17 @@ def main(argv=None) -> int:
     prior_pol = None
     if need_prior:
         try:
-            prior_pol = with_prior_policy(pol, a.prior or [Path("kernels_search/search/prior_h200.txt")], holdout)
+            from kernels_search.search.prior import prior_for_gpu
+
+            gpus = db.df["gpu_name"].dropna() if not db.df.empty else []
+            gpu = gpus.iloc[0] if len(gpus) else None
+            specs = a.prior or prior_for_gpu(gpu)
+            if specs:
+                prior_pol = with_prior_policy(pol, specs, holdout, gpu=gpu)
+            else:  # as search --first-pick-prior auto does there
+                print(f"/prior: no committed prior list for {gpu or 'this search'}'s GPU model: "
+                      "picking without one (--prior names one)", file=sys.stderr)
+                prior_pol = pol
         except ValueError as e:
             print(e, file=sys.stderr)
             return 2
@@ -266,9 +282,10 @@ def parse_rule(spec: str) -> RuleSpec:
     return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0)
 
 
-def with_prior_policy(pol, specs, holdout):
+def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
     """A copy of ``pol`` that has also learnt from the prior files ``specs`` names
-    (``search.prior``); ValueError when a held-out shape is among the prior's shapes."""
+    (``search.prior``; with ``gpu``, only their rows of that GPU model); ValueError when a
+    held-out shape is among the prior's shapes."""
     import copy
 
     from kernels_search.search.prior import fold_prior, prior_paths, prior_shapes
@@ -279,7 +296,7 @@ def with_prior_policy(pol, specs, holdout):
         raise ValueError(f"held-out shapes {', '.join(stale)} are in the prior: they are not fresh "
                          "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt)")
     out = copy.deepcopy(pol)
-    print(fold_prior(out, paths).line(), file=sys.stderr)
+    print(fold_prior(out, paths, gpu=gpu).line(), file=sys.stderr)
     return out
 
 

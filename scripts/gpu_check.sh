@@ -23,12 +23,13 @@
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
 #            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes,
 #            SEARCH_FIRST_PICK_RULE (cautious, the default, model or neighbours) the rule that picks on them
+#            (with search's defaults: evidence on 10 shapes, 2 of them near, and this GPU's committed prior)
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
 #            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
-#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default cautious/m10,cautious) of
+#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default cautious/m10/n2/prior,cautious/m10) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
 #            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
@@ -205,18 +206,18 @@ PY
         python3 scripts/library_check.py /tmp/hb/library.parquet 2>&1 | tee "$OUT/library_check.md"
       fi ;;
     pickrules)
-      # The held-out picks of two first-pick rules (PICK_RULES, default cautious/m10,cautious) of the
+      # The held-out picks of two first-pick rules (PICK_RULES, default cautious/m10/n2/prior,cautious/m10) of the
       # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout; S1,S2: disjoint draws in this
       # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. kernels_search/search/seen_shapes.txt.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
-      log "pickrules: ${PICK_RULES:-cautious/m10,cautious} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
+      log "pickrules: ${PICK_RULES:-cautious/m10/n2/prior,cautious/m10} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
       restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
-      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious/m10,cautious}" $fresh --compare-args --prebuild \
+      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious/m10/n2/prior,cautious/m10}" $fresh --compare-args --prebuild \
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -232,7 +233,7 @@ print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious/m10,cautious}" $fresh --report /tmp/hb/pickrules.parquet \
+      python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious/m10/n2/prior,cautious/m10}" $fresh --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -66,11 +66,12 @@ def measured_speedups(paths: list[Path], reference: str = "cublaslt-autotune"):
     return out
 
 
-def pick(pol, shape_name: str, measured: dict[str, float], rule: str, need: int) -> tuple[float, float] | None:
-    """(the rule's pick's speedup, the best candidate's) among the measured configs with evidence."""
+def pick(pol, shape_name: str, measured: dict[str, float], rule: str, need: int, near: int = 0) -> tuple[float, float] | None:
+    """(the rule's pick's speedup, the best candidate's) among the measured configs with evidence
+    (``need`` other shapes, ``near`` of them near this one: ``RULE/mN/nK``)."""
     from harness.shapes import parse_shape
 
-    pol.first_pick_rule, pol.first_pick_min_shapes = rule, need
+    pol.first_pick_rule, pol.first_pick_min_shapes, pol.first_pick_min_near = rule, need, near
     shape = parse_shape(shape_name)
     canonical = {c.spec: sp for c, sp in ((pol.candidate_for(m), sp) for m, sp in measured.items()) if c is not None}
     cands = [(c, canonical[c.spec]) for c in pol.first_pick_candidates(shape, canonical)]
@@ -91,10 +92,11 @@ def main(argv=None) -> int:
     ap.add_argument("--prior", type=Path, default=Path("kernels_search/search/prior_h200.txt"))
     ap.add_argument("--rules", default="cautious/m10,cautious,model/m10")
     a = ap.parse_args(argv)
-    rules = [parse_rule(r)[:2] for r in a.rules.split(",") if r.strip()]
+    specs = [r.strip() for r in a.rules.split(",") if r.strip()]
+    rules = [(s, parse_rule(s)) for s in specs]
     base, _ = policy_for(a.folder)
     draws = draws_of(prior_paths([a.prior]))
-    print("| draw | policy | " + " | ".join(f"{r}/m{n}" for r, n in rules) + " | best ranked |")
+    print("| draw | policy | " + " | ".join(s for s, _ in rules) + " | best ranked |")
     print("|---|---|" + "---|" * (len(rules) + 1))
     totals: dict[tuple, list] = {}
     for files in draws:
@@ -105,16 +107,16 @@ def main(argv=None) -> int:
         label = "+".join(p.parent.name for p in files)
         for name, pol in (("search", base), ("search+prior", with_prior)):
             cells, best = [], []
-            for rule, need in rules:
-                got = [pick(pol, s, m, rule, need) for s, m in measured.items()]
+            for spec, r in rules:
+                got = [pick(pol, s, m, r.rule, r.min_shapes, r.near) for s, m in measured.items()]
                 got = [g for g in got if g is not None]
-                totals.setdefault((name, rule, need), []).extend(g[0] for g in got)
+                totals.setdefault((name, spec), []).extend(g[0] for g in got)
                 cells.append(f"{np.exp(np.mean(np.log([g[0] for g in got]))):.3f}x ({len(got)})" if got else "-")
                 best.append(np.exp(np.mean(np.log([g[1] for g in got]))) if got else float("nan"))
             print(f"| {label} | {name} | " + " | ".join(cells) + f" | {best[0]:.3f}x |", flush=True)
     for name in ("search", "search+prior"):
         print(f"| all | {name} | " + " | ".join(
-            f"{np.exp(np.mean(np.log(totals[(name, r, n)]))):.3f}x ({len(totals[(name, r, n)])})" for r, n in rules) + " | |")
+            f"{np.exp(np.mean(np.log(totals[(name, s)]))):.3f}x ({len(totals[(name, s)])})" for s, _ in rules) + " | |")
     return 0
 
 

@@ -338,6 +338,10 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert none.exit_code == 2 and "unknown or unavailable families" in none.output  # hopper is CUDA-only
     bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-min-shapes", "0"])
     assert bad.exit_code == 2 and "--first-pick-min-shapes" in bad.output
+    bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-min-near", "-1"])
+    assert bad.exit_code == 2 and "--first-pick-min-near" in bad.output
+    bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-prior", "nowhere.txt"])
+    assert bad.exit_code == 2 and "--first-pick-prior: prior nowhere.txt: no such file" in bad.output
     res = run.invoke(app, ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin",
                            "test_search_plugin", "--layouts", "nn", "--batch", "1", "--max-rounds", "1",
                            "--time-budget", "0.1", "--holdout", "1", "--budget", "2m", "--out", str(tmp_path / "s"),

@@ -195,3 +195,69 @@ def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(mo
     huge = Shape(16384, 16384, 64)
     assert pol.near_evidence(A, huge) == pol.near_evidence(B, huge) == 0
     assert first_picks.picks_by_rule(pol, empty, [huge], ["model/m10/n2"])["model/m10/n2"][huge.name] == B
+
+
+def test_the_prior_of_a_gpu_model_is_its_committed_list_and_rows_of_another_model_are_left_out(tmp_path):
+    """``prior_for_gpu`` finds ``prior_h200.txt`` for an "NVIDIA H200" (what ``search --holdout``
+    adds by default there) and nothing for another model or the CPU; ``fold_prior(gpu=...)`` learns
+    only the rows of that model and counts the others in its line."""
+    from kernels_search.search.prior import gpu_model_slug, prior_for_gpu
+
+    assert gpu_model_slug("NVIDIA H200") == "h200" and gpu_model_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    h200 = prior_for_gpu("NVIDIA H200")
+    assert h200 == prior_paths([Path("kernels_search/search/prior_h200.txt")], root=Path(__file__).resolve().parents[1])
+    assert all(p.is_absolute() and p.exists() for p in h200)
+    assert prior_for_gpu("NVIDIA H100 80GB HBM3") == [] and prior_for_gpu("CPU: x86_64") == [] and prior_for_gpu(None) == []
+    rows = []
+    for gpu, us in (("NVIDIA H200", 5.0), ("NVIDIA B200", 20.0)):
+        rows += [dict(row(gpu, "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), gpu_name=gpu),
+                 dict(row(gpu, "256_256_256", A, "nn", us), gpu_name=gpu)]
+    f = write(tmp_path / "two-gpus.parquet", rows)
+    pol = policy()
+    s = fold_prior(pol, [f], gpu="NVIDIA H200")
+    assert (s.rows, s.other_gpu) == (1, 2) and "2 of another GPU model" in s.line()
+    assert pol.measured_on[A] == {"256_256_256": pytest.approx(math.log(2.0))}  # the H200's 2x, not the B200's 0.5x
+    both = fold_prior(policy(), [f])
+    assert (both.rows, both.other_gpu) == (2, 0) and "another GPU" not in both.line()
+
+
+@pytest.mark.slow
+def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_path):
+    """``search_main(first_pick_prior=[f])``: the search's policy (its checkpoint) learns none of
+    the file's rows, the held-out check's copy does (its id carries them: ``-p``) and still leaves
+    out the held-out shape's own rows; ``"auto"`` on the CPU (no committed list) adds none."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_search_plugin import FAMILY
+
+    from kernels_search.search.db import KernelDB
+    from kernels_search.search.run import search_main
+
+    good = FAMILY.spec(FAMILY.complete({"pad": 0}))
+    rows = []
+    for shape in ("64_64_64", "16_16_16"):  # elsewhere, held out
+        rows += [row("old", shape, "torch", "nn", 10.0, baseline=True), row("old", shape, good, "nn", 8.0)]
+    f = write(tmp_path / "prior.parquet", rows)
+    lines = []
+    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
+              print_fn=lines.append, holdout=[Shape(16, 16, 16)], max_rounds=1)
+    doc = search_main([Shape(16, 16, 32)], "60s", tmp_path / "s", first_pick_prior=[f], **kw)
+    assert any(ln.startswith("prior: 1 rows on 1 shapes from 1 files") and ln.endswith("for the first pick")
+               for ln in lines), lines
+    assert len(doc["first_pick"]) == 1
+    ids = set(KernelDB(tmp_path / "s" / "db").df["search_id"])
+    assert any("-first-pick-lcb1-m10-n2-" in i and i.endswith("-p1") for i in ids), ids
+    searched = policy_of(tmp_path / "s")
+    assert searched.seen and not any(r.startswith("prior:") for r in searched.seen)  # the checkpoint never saw the file
+    lines.clear()
+    search_main([Shape(16, 16, 32)], "60s", tmp_path / "auto", **kw)  # default "auto": the CPU has no list
+    assert not any(ln.startswith("prior:") for ln in lines), lines
+    assert not any(i.endswith("-p1") for i in set(KernelDB(tmp_path / "auto" / "db").df["search_id"]))
+
+
+def policy_of(folder: Path):
+    """The policy a search folder's checkpoint holds (its families as the test plug-in registers)."""
+    from kernels_search.search.policy import Policy, default_families
+
+    pol = Policy(default_families("cpu"), ("nn",), seed=0)
+    assert pol.load(folder / "policy.npz")
+    return pol

@@ -59,6 +59,14 @@ def search(
                                                               "this many other shapes (or on all of them, in a search of "
                                                               "fewer); on a 40-shape search, 10 is about the presets, "
                                                               "which every searched shape measures."),
+    first_pick_min_near: int = typer.Option(2, min=0, help="--holdout picks, among those, only configs measured on at "
+                                                            "least this many shapes near the held-out one (log2 M, N, K "
+                                                            "within 2.0) while any config is; 0 = off."),
+    first_pick_prior: List[str] = typer.Option(["auto"], "--first-pick-prior",
+                                               help="Compare Parquets (or .txt lists) that only the --holdout pick "
+                                                    "learns from, on top of the finished search: auto (this GPU "
+                                                    "model's committed list, e.g. kernels_search/search/"
+                                                    "prior_h200.txt; none elsewhere) or none."),
     prior: List[Path] = typer.Option([], "--prior", help="Compare Parquets (or .txt lists of them, e.g. "
                                      "kernels_search/search/prior_h200.txt) the policy learns from before it "
                                      "searches; rows of held-out shapes are left out."),
@@ -130,6 +138,14 @@ def search(
         prior_files = prior_paths(prior)
     except PriorError as e:
         fail(f"--prior: {e}")
+    pick_prior = [x.strip() for x in first_pick_prior if x.strip()]
+    if pick_prior in (["auto"], ["none"]):
+        pick_prior = "auto" if pick_prior == ["auto"] else []
+    else:
+        try:
+            pick_prior = prior_paths(pick_prior)
+        except PriorError as e:
+            fail(f"--first-pick-prior: {e} (or auto, or none)")
     proposers, plugins = [], list(plugin)
     if llm:
         try:
@@ -144,7 +160,8 @@ def search(
                     ci_target=ci_target, plugins=plugins, proposers=proposers, library=library, min_speedup=min_speedup, holdout=held,
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
-                    first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes, local_share=local_share,
+                    first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes,
+                    first_pick_min_near=first_pick_min_near, first_pick_prior=pick_prior, local_share=local_share,
                     prior=prior_files, print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")

@@ -417,7 +417,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     if policy is not None and prior:
         from kernels_search.search.prior import fold_prior
 
-        log(fold_prior(policy, list(prior), exclude_shapes=prior_exclude).line())
+        log(fold_prior(policy, list(prior), exclude_shapes=prior_exclude, gpu=gpu).line())
 
     spent = db.budget_used(search_id)
     rnd = max(db.last_round(search_id), 0)

@@ -92,8 +92,12 @@ gave a split-K config ``m10``'s evidence, and the model carried it to tiny shape
 ``first_pick_min_near`` (``RULE/nK`` in ``scripts/first_picks.py``) asks for K of those shapes
 within ``first_pick_near_distance`` (2.0: two dimensions 2x apart, or one 4x) of the shape. Ranked
 over the configs measured on seeds 11-16 (CPU, after seeing them, not a test), ``cautious/m10/n2``
-with the prior picked 0.979x against 0.968x without the near evidence and 0.957x for the default;
-a test on fresh draws is registered (BENCHMARKS.md, sixteenth session).
+with the prior picked 0.979x against 0.968x without the near evidence and 0.957x for ``cautious/m10``.
+The test, registered before it ran (BENCHMARKS.md, seventeenth session, seeds 17 and 18):
+``cautious/m10/n2/prior`` 0.980x (95 % CI 0.939-1.017) against ``cautious/m10`` 0.936x on 40 fresh
+shapes, paired 1.047x (1.011-1.090). So ``search --holdout`` picks that way by default:
+``--first-pick-min-near 2`` (this class's default stays 0) and ``--first-pick-prior auto`` (this GPU
+model's committed list, folded into a copy of the finished search's policy for the pick only).
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured

@@ -17,7 +17,12 @@ fresh shapes found (BENCHMARKS.md, sixteenth session): no gain. With the prior, 
 on seeds 13-14 and 15-16; without, 0.972x and 0.959x in the same calls, paired 0.998x (95 % CI
 0.972-1.024) over the 80 shapes. The gains (deep-K shapes, 0.57x to 0.99x) were paid for by
 losses where the prior's evidence lay far from the shape (a split-K config measured on 18 deep-K
-shapes, picked for 128_64_512: 0.56x). So it is opt-in: ``search --prior``, ``RULE/prior``.
+shapes, picked for 128_64_512: 0.56x). So it is opt-in for the search itself (``search --prior``).
+With evidence required near the shape as well (``first_pick_min_near`` 2), it won its registered
+test (seventeenth session, seeds 17-18: 0.980x against 0.936x for ``cautious/m10``, paired 1.047x,
+95 % CI 1.011-1.090). So the held-out first pick folds this GPU model's committed list in by
+default (``prior_for_gpu``; ``search --first-pick-prior``), into a copy of the finished search's
+policy, and ``first_picks.py``'s default rule is ``cautious/m10/n2/prior``.
 
 Rows are keyed ``prior:<run_id>:<shape>:<method>:<layout>``, so folding the same file twice, or
 into a policy restored from a checkpoint that had it, adds nothing. Baseline rows set the
@@ -49,10 +54,32 @@ class PriorSummary:
     shapes: set
     skipped: int  # rows of methods the policy does not search
     no_baseline: int  # rows of shapes whose run has no correct baseline row
+    other_gpu: int = 0  # rows measured on another GPU model than the policy's
 
     def line(self) -> str:
         return (f"prior: {self.rows} rows on {len(self.shapes)} shapes from {self.files} files folded in"
-                f" ({self.skipped} rows of methods the policy does not search, {self.no_baseline} without a baseline)")
+                f" ({self.skipped} rows of methods the policy does not search, {self.no_baseline} without a baseline"
+                + (f", {self.other_gpu} of another GPU model" if self.other_gpu else "") + ")")
+
+
+PACKAGE = Path(__file__).resolve().parent
+ROOT = PACKAGE.parents[1]  # the repository root: a list's paths are relative to it
+
+
+def gpu_model_slug(gpu_name: str) -> str:
+    """``"NVIDIA H200"`` -> ``"h200"``: the GPU model as a prior list's file name carries it."""
+    words = gpu_name.replace("NVIDIA", "").split()
+    return "-".join(w.lower() for w in words)
+
+
+def prior_for_gpu(gpu_name: str | None) -> list[Path]:
+    """The committed prior of this GPU model: the Parquets ``kernels_search/search/prior_<model>.txt``
+    lists (``prior_h200.txt`` for an "NVIDIA H200"), or [] where the model has none (another GPU,
+    the CPU). What ``search``'s held-out first pick adds by default (``--first-pick-prior auto``)."""
+    if not gpu_name:
+        return []
+    listed = PACKAGE / f"prior_{gpu_model_slug(gpu_name)}.txt"
+    return prior_paths([listed], root=ROOT) if listed.exists() else []
 
 
 def prior_paths(specs: Iterable[str | Path], root: Path = Path(".")) -> list[Path]:
@@ -115,14 +142,20 @@ def prior_outcomes(policy, df) -> tuple[list[tuple], int, int]:
     return groups, skipped, no_base
 
 
-def fold_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = ()) -> PriorSummary:
+def fold_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = (), gpu: str | None = None) -> PriorSummary:
     """Fold every row of ``paths`` the policy has not seen into it (``Policy.observe``), except rows
-    of ``exclude_shapes`` (names): a held-out check keeps its own shapes out of what it learns from."""
+    of ``exclude_shapes`` (names): a held-out check keeps its own shapes out of what it learns from.
+    With ``gpu`` (a GPU model name), rows that name another model are left out and counted: which
+    kernel wins depends on the GPU, and a policy learns for one."""
     excluded = set(exclude_shapes)
     summary = PriorSummary(len(paths), 0, set(), 0, 0)
     for path in paths:
         df = read_prior(path)
         df = df[~df["shape"].isin(excluded)]
+        if gpu and "gpu_name" in df.columns:
+            other = df["gpu_name"].notna() & (df["gpu_name"] != gpu)
+            summary.other_gpu += int(other.sum())
+            df = df[~other]
         for col, want in (("mode", "offline"), ("cache", "warm")):  # as the search measures
             if col in df.columns:
                 df = df[df[col] == want]

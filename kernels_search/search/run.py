@@ -67,7 +67,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
-                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 10, local_share: float = 0.75,
+                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 10, first_pick_min_near: int = 2,
+                first_pick_prior: Sequence[Path] | str = "auto", local_share: float = 0.75,
                 prior: Sequence[Path] = (), print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
@@ -83,7 +84,14 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     that long since it was called, even with budget left (see the module docstring).
 
     ``prior``: compare Parquets the policy learns from before it searches (``search.prior``), never
-    rows of the held-out shapes."""
+    rows of the held-out shapes.
+
+    ``first_pick_prior``: compare Parquets that only the held-out first pick adds to the finished
+    search's policy (a copy; the search itself never sees them), again without the held-out
+    shapes' rows; ``"auto"`` (the default) is this GPU model's committed list
+    (``search.prior.prior_for_gpu``: ``prior_h200.txt`` on an H200, none elsewhere). With
+    ``first_pick_min_near`` 2 and the rule's defaults this is ``cautious/m10/n2/prior``, the rule
+    that won its registered test on fresh shapes (BENCHMARKS.md, seventeenth session)."""
     t0 = time.perf_counter()
     from harness import env as envmod
     from harness.sandbox import Evaluator
@@ -113,6 +121,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     if not fams:
         raise ValueError(f"no kernel family to search on {device}")
     env = envmod.collect(device)
+    if first_pick_prior == "auto":  # resolved before anything is measured: a bad list fails here
+        from kernels_search.search.prior import prior_for_gpu
+
+        first_pick_prior = prior_for_gpu(env.get("gpu_name")) if holdout else []
     db = KernelDB(out / "db")
     # A search may resume on another machine with the same GPU model (every speedup is paired
     # within one call, so rows from two machines never meet in a ratio); each row keeps the
@@ -127,7 +139,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                     compile_penalty=compile_penalty,
                     max_new_builds=(2 if cuda else None) if max_new_builds is None else max_new_builds,
                     design=design, first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes,
-                    local_share=local_share)
+                    first_pick_min_near=first_pick_min_near, local_share=local_share)
     settings = search_settings(layouts, timing_budget_s=timing_budget_s, ci_target=ci_target, seed=seed,
                                anticheat=anticheat)
     last = {}
@@ -161,8 +173,17 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
             seen = db.search_totals(search_id)["candidates"]
             print_fn(f"first pick on {len(holdout)} held-out shapes (one evaluation each), policy after "
                      f"{seen} candidates")
-            first = first_pick_eval(list(holdout), ev, db, policy, settings=settings, baselines=baselines,
-                                    search_id=first_pick_id(search_id, seen, policy),
+            picker = policy
+            if first_pick_prior:
+                import copy
+
+                from kernels_search.search.prior import fold_prior
+
+                picker = copy.deepcopy(policy)
+                print_fn(fold_prior(picker, list(first_pick_prior), exclude_shapes=[s.name for s in holdout],
+                                    gpu=env.get("gpu_name")).line() + " for the first pick")
+            first = first_pick_eval(list(holdout), ev, db, picker, settings=settings, baselines=baselines,
+                                    search_id=first_pick_id(search_id, seen, picker),
                                     progress=lambda r: print_fn(f"  {r['shape']:>17} {r['speedup']:.3f}x vs "
                                                                 f"{r['reference']} ({r['spec']})"))
     lib_path = export_library(db, out / "library.json", gpu=env.get("gpu_name"), min_speedup=min_speedup,
