@@ -162,7 +162,9 @@ def report_lines(sp: dict[str, dict[str, float]], draws: dict | None = None, boo
         for seed, held in draws.items():
             names = {s.name for s in held}
             keep = np.array([s in names for s in shapes])
-            lines.append(f"| seed {seed} | " + " | ".join(f"{np.exp(logs[r][keep].mean()):.3f}x" for r in rules) + " |")
+            if keep.any():  # a draw the compare did not reach has no line; one it stopped in says so
+                part = f" ({keep.sum()} of {len(held)})" if keep.sum() < len(held) else ""
+                lines.append(f"| seed {seed}{part} | " + " | ".join(f"{np.exp(logs[r][keep].mean()):.3f}x" for r in rules) + " |")
     lines.append(f"| geomean, {len(shapes)} shapes (95 % bootstrap) | " + " | ".join(f"**{ci(logs[r])}**" for r in rules) + " |")
     for r in rules[1:]:
         d = logs[rules[0]] - logs[r]
@@ -331,6 +333,17 @@ def speedups(results, picks: dict[str, str], reference: str = "cublaslt-autotune
     return out
 
 
+def finished_shapes(results, picks: dict[str, dict[str, str]], reference: str = "cublaslt-autotune") -> set[str]:
+    """The shapes where the compare has rows (of any status) of ``reference`` and of every rule's
+    pick, in every layout it measured: a shape it never reached, or stopped in, is not measured,
+    which is not a failed pick."""
+    have = set(zip(results["shape"], results["method"], results["layout"]))
+    layouts = set(results["layout"])
+    shapes = set.intersection(*(set(by_shape) for by_shape in picks.values()))
+    return {s for s in shapes if all((s, m, lay) in have for lay in layouts
+                                     for m in [reference, *(by_shape[s] for by_shape in picks.values())])}
+
+
 def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None) -> int:
     import pandas as pd
 
@@ -351,6 +364,15 @@ def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None) -> int:
         print(f"{a.report}: no such results file (the compare call finished no shape?)", file=sys.stderr)
         return 2
     results = pd.read_parquet(a.report)
+    done = finished_shapes(results, picks)
+    left = [s.name for s in holdout if s.name not in done]
+    if not done:
+        print(f"{a.report}: no held-out shape has rows of the reference and every pick", file=sys.stderr)
+        return 2
+    if left:  # a compare stopped by its time limit: what it finished still counts, named as such
+        print(f"{len(left)} of {len(holdout)} held-out shapes not finished by the compare, left out: {', '.join(left)}")
+        holdout = [s for s in holdout if s.name in done]
+        picks = {r: {s: m for s, m in by_shape.items() if s in done} for r, by_shape in picks.items()}
     sp = {rule: speedups(results, picks[rule]) for rule in rules}
     print("| shape | " + " | ".join(rules) + " |")
     print("|---|" + "---|" * len(rules))

@@ -33,7 +33,8 @@
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
 #            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
-#            PICK_EXTRA_METHODS names a file of further specs measured in the same call
+#            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_SKIP_SHAPES a
+#            file of shapes an earlier call finished (the rest of a draw its time limit stopped)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
 # fetched here once (name .whl in the call's carry):
@@ -222,6 +223,13 @@ PY
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
       if [ -z "$methods" ]; then echo "pickrules: no picks (first_picks.py said why, above): nothing measured"; continue; fi
+      # PICK_SKIP_SHAPES: a file of shapes an earlier call finished (one a line), not measured again: the
+      # rest of a draw that call's time limit stopped; its report reads both calls' Parquets together
+      if [ -n "${PICK_SKIP_SHAPES:-}" ]; then
+        shapes=$(echo "$shapes" | tr ',' '\n' | grep -vxF -f "$PICK_SKIP_SHAPES" | paste -sd, -)
+        echo "pickrules: $(grep -c . "$PICK_SKIP_SHAPES") shapes of $PICK_SKIP_SHAPES skipped, measuring ${shapes:-none}"
+        [ -z "$shapes" ] && continue
+      fi
       # PICK_EXTRA_METHODS: a file of further specs (one a line) measured in the same rounds, e.g. the
       # picks of an earlier policy computed elsewhere, for a side-by-side that first_picks.py cannot make
       if [ -n "${PICK_EXTRA_METHODS:-}" ]; then

@@ -99,6 +99,27 @@ def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_i
         first_picks.speedups(df, {"256_64_64": "k:a"})
 
 
+def test_a_compare_stopped_by_its_time_limit_reports_only_the_shapes_it_finished():
+    """``finished_shapes``: a shape counts only with rows (any status: a failed pick still counts)
+    of the reference and of every rule's pick in every layout the compare measured; one it never
+    reached, or stopped in (a layout or a pick missing), is left out, not scored as a failure."""
+    import pandas as pd
+
+    rows = []
+    for shape, methods in (("64_64_64", ("ref", "k:a", "k:b")), ("128_64_64", ("ref", "k:a", "k:b")),
+                           ("256_64_64", ("ref", "k:a")), ("512_64_64", ("ref", "k:a", "k:b"))):
+        for m in methods:
+            for lay in ("nn", "tn"):
+                if not (shape == "512_64_64" and m == "k:b" and lay == "tn"):
+                    rows.append((shape, m, lay, "gate_failed" if (shape, m) == ("128_64_64", "k:b") else "ok", 1.0))
+    df = pd.DataFrame(rows, columns=["shape", "method", "layout", "status", "device_us_median"])
+    names = ("64_64_64", "128_64_64", "256_64_64", "512_64_64", "1024_64_64")
+    picks = {"r1": {s: "k:a" for s in names}, "r2": {s: "k:b" for s in names}}
+    assert first_picks.finished_shapes(df, picks, reference="ref") == {"64_64_64", "128_64_64"}
+    assert first_picks.finished_shapes(df, {"r1": picks["r1"]}, reference="ref") == {
+        "64_64_64", "128_64_64", "256_64_64", "512_64_64"}
+
+
 def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_configs(tmp_path):
     """scripts/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
     that a resumed search's local picks can choose, less what the shape measured already and
