@@ -27,8 +27,8 @@
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
-#   library  compare the exported library ($SEARCH_DIR/library.json) with the baselines on the
-#            searched shapes, then scripts/library_check.py's per-shape table vs cuBLASLt autotune
+#   library  compare the exported library ($SEARCH_DIR/library.json, or LIBRARY_PATH) with the baselines on the
+#            searched shapes (or LIBRARY_SHAPES), then scripts/library_check.py's per-shape table vs cuBLASLt autotune
 #   pickrules the held-out picks of two first-pick rules (PICK_RULES, default cautious/m10/n2/prior,cautious/m10) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
@@ -188,20 +188,23 @@ for stage in $STAGES; do
       # The exported library vs the baselines on the searched shapes (after the search stage: same
       # machine, or the carried .hbstate/search-state.tgz). Its kernels compile in parallel first
       # (cache hits cost nothing), so compare's prepares only load them.
-      log "library: compare $SEARCH_DIR/library.json"
+      # LIBRARY_PATH (default $SEARCH_DIR/library.json) and LIBRARY_SHAPES (default the searched ones,
+      # $SEARCH_DIR/shapes.txt) serve another library or shapes it was never tuned for
+      lib=${LIBRARY_PATH:-$SEARCH_DIR/library.json}
+      log "library: compare $lib on ${LIBRARY_SHAPES:-$SEARCH_DIR/shapes.txt}"
       restore_search
-      if [ ! -f "$SEARCH_DIR/library.json" ]; then
-        echo "no $SEARCH_DIR/library.json: run the search stage first" | tee "$OUT/library.txt"
+      if [ ! -f "$lib" ]; then
+        echo "no $lib: run the search stage first" | tee "$OUT/library.txt"
       else
-        python3 - "$SEARCH_DIR/library.json" <<'PY' 2>&1 | tee "$OUT/library.txt"
+        python3 - "$lib" <<'PY' 2>&1 | tee "$OUT/library.txt"
 import sys
 from kernels_search.search.library import load_library
 from kernels_search.search.loop import auto_prebuild
 specs = sorted({e["spec"] for e in load_library(sys.argv[1]) if e["kind"] == "kernel"})
 print(f"library: {len(specs)} kernel specs built in {auto_prebuild(specs):.0f} s")
 PY
-        timeout -s INT -k 30 "${LIBRARY_LIMIT:-480}" $HB compare --shapes "$SEARCH_DIR/shapes.txt" \
-          --methods "library:path=$SEARCH_DIR/library.json,torch,cublas,cublaslt,cublaslt-autotune" \
+        timeout -s INT -k 30 "${LIBRARY_LIMIT:-480}" $HB compare --shapes "${LIBRARY_SHAPES:-$SEARCH_DIR/shapes.txt}" \
+          --methods "library:path=$lib,torch,cublas,cublaslt,cublaslt-autotune" \
           --budget "${LIBRARY_BUDGET:-5}" --out /tmp/hb/library.parquet --fresh --seed 6 >> "$OUT/library.txt" 2>&1
         tail -40 "$OUT/library.txt"
         python3 scripts/library_check.py /tmp/hb/library.parquet 2>&1 | tee "$OUT/library_check.md"
