@@ -189,7 +189,8 @@ for stage in $STAGES; do
       # machine, or the carried .hbstate/search-state.tgz). Its kernels compile in parallel first
       # (cache hits cost nothing), so compare's prepares only load them.
       # LIBRARY_PATH (default $SEARCH_DIR/library.json) and LIBRARY_SHAPES (default the searched ones,
-      # $SEARCH_DIR/shapes.txt) serve another library or shapes it was never tuned for
+      # $SEARCH_DIR/shapes.txt) serve another library or shapes it was never tuned for; LIBRARY_METHODS,
+      # space-separated library specs (e.g. two max_distance settings), replaces library:path=$lib
       lib=${LIBRARY_PATH:-$SEARCH_DIR/library.json}
       log "library: compare $lib on ${LIBRARY_SHAPES:-$SEARCH_DIR/shapes.txt}"
       restore_search
@@ -204,10 +205,12 @@ specs = sorted({e["spec"] for e in load_library(sys.argv[1]) if e["kind"] == "ke
 print(f"library: {len(specs)} kernel specs built in {auto_prebuild(specs):.0f} s")
 PY
         timeout -s INT -k 30 "${LIBRARY_LIMIT:-480}" $HB compare --shapes "${LIBRARY_SHAPES:-$SEARCH_DIR/shapes.txt}" \
-          --methods "library:path=$lib,torch,cublas,cublaslt,cublaslt-autotune" \
+          --methods "$(echo ${LIBRARY_METHODS:-library:path=$lib} | tr " " ","),torch,cublas,cublaslt,cublaslt-autotune" \
           --budget "${LIBRARY_BUDGET:-5}" --out /tmp/hb/library.parquet --fresh --seed 6 >> "$OUT/library.txt" 2>&1
         tail -40 "$OUT/library.txt"
-        python3 scripts/library_check.py /tmp/hb/library.parquet 2>&1 | tee "$OUT/library_check.md"
+        for m in $(echo "${LIBRARY_METHODS:-library:path=$lib}" | tr ' ' '\n' | grep '^library'); do
+          python3 scripts/library_check.py /tmp/hb/library.parquet --library "$m" 2>&1 | tee -a "$OUT/library_check.md"
+        done
       fi ;;
     pickrules)
       # The held-out picks of two first-pick rules (PICK_RULES, default cautious/m10/n2/prior,cautious/m10) of the

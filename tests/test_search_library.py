@@ -6,13 +6,14 @@ kernel for a shape it never saw, or a fallback that is not labelled as one.
 """
 
 import json
+import math
 
 import pytest
 import torch
 
 import kernels_search.search.library as lib
 from harness import env as envmod
-from harness.problem import Shape
+from harness.problem import Problem, Shape
 from harness.sandbox import Evaluator, Timeouts
 from kernels_search.search.db import KernelDB
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline
@@ -119,7 +120,8 @@ def _check(c, a, b, layout):
     assert torch.allclose(c.float(), ref, rtol=1e-2, atol=1e-2)
 
 
-def test_dispatch_exact_nearest_and_fallback(tmp_path):
+def test_dispatch_exact_nearest_and_fallback(tmp_path, monkeypatch):
+    monkeypatch.setattr(lib, "MAX_DISTANCE", math.inf)  # any tuned shape may serve (the limit: below)
     path = _lib(tmp_path, [
         entry("16_16_32", K_SMALL),                              # small=1: serves M <= 64 only
         entry("64_64_64", "cpuk:pad=1,split=1,bug=0,small=1"),   # small=1 as well
@@ -166,7 +168,7 @@ def test_library_method_through_the_harness_is_gated_and_labelled(tmp_path):
     spec = f"library:path={path}"
     with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin", "kernels_search.search.library"],
                    timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
-        for shape, match in ((Shape(16, 16, 32), "exact"), (Shape(16, 16, 48), "nearest"), (Shape(16, 16, 8), "nearest")):
+        for shape, match in ((Shape(16, 16, 32), "exact"), (Shape(16, 16, 48), "nearest"), (Shape(16, 16, 8), "fallback")):  # 16_16_8: 2.0 away
             ((rows, _),) = ev.evaluate_shape(shape, ["torch", spec], search_settings(["nn", "tn"], timing_budget_s=0.1),
                                              [("offline", "warm")], "lib")
             got = {(r["method"], r["layout"]): r for r in rows}
@@ -188,3 +190,34 @@ def test_a_fallback_is_cublaslt_autotune_wherever_it_was_measured(tmp_path):
     assert by["16_16_32"]["kind"] == "baseline" and by["16_16_32"]["spec"] == "cublaslt-autotune"  # 1% faster: noise
     assert by["32_16_64"]["spec"] == "cublaslt-autotune" and by["32_16_64"]["device_us"] == 10.0  # 11% faster: still
     assert by["16_32_16"]["spec"] == "cublas"  # no autotune row: the fastest baseline
+
+
+def test_a_tuned_shape_serves_another_only_within_max_distance_and_the_rest_falls_back(tmp_path):
+    """``max_distance`` (default 1.0, log2 M, N, K): a kernel tuned for one shape serves another
+    only that near (on the H200 every nearest-kernel loss on 40 untuned shapes came from farther:
+    0.367x-0.79x); farther, the reference serves where the device has it, torch.matmul on the CPU,
+    labelled as a fallback, with the distance of what did serve in the row's info."""
+    entries = [entry("16_16_32", K_SMALL), entry("32_32_32", K_SMALL), entry("64_64_64", K_SMALL)]
+    prob = Problem(Shape(16, 16, 48), "nn")  # 0.58 from 16_16_32, 1.53 from 32_32_32, 2.3 from 64_64_64
+    assert [e["shape"] for _, e in lib.plan(entries, prob, GPU, max_distance=1.0)] == ["16_16_32"]
+    assert [e["shape"] for _, e in lib.plan(entries, prob, GPU)] == ["16_16_32", "32_32_32", "64_64_64"]
+    assert [e["shape"] for _, e in lib.plan(entries, prob, GPU, nearest=2)] == ["16_16_32", "32_32_32"]
+    assert lib.plan(entries, Problem(Shape(16, 16, 128), "nn"), GPU, max_distance=1.0) == []
+    path = _lib(tmp_path, entries)
+    lib.clear_cache()
+    torch.manual_seed(0)
+    a, b = torch.randn(16, 64, dtype=torch.float16), torch.randn(64, 16, dtype=torch.float16)
+    _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")  # 16_16_64: 1.0 from 16_16_32
+    info = lib.served_by(16, 16, 64, "nn", library=path)
+    assert info["library_match"] == "nearest" and info["library_shape"] == "16_16_32" and info["library_distance"] == 1.0
+    a, b = torch.randn(16, 128, dtype=torch.float16), torch.randn(128, 16, dtype=torch.float16)
+    _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")  # 16_16_128: 2.0 from the nearest
+    info = lib.served_by(16, 16, 128, "nn", library=path)
+    assert info["library_match"] == "fallback" and info["fallback"] == "torch" and "library_shape" not in info
+    far = lib.LibraryMethod(path, max_distance=math.inf)
+    assert far.name == f"library:path={path},max_distance=inf" and far.config["max_distance"] == math.inf
+    assert lib.LibraryMethod(path).max_distance == lib.MAX_DISTANCE == 1.0 and lib.LibraryMethod(path).name == f"library:path={path}"
+    assert lib._parse_args("path=x.json,max_distance=inf") == {"path": "x.json", "max_distance": math.inf}
+    for bad, why in (("max_distance=near", "not a number"), ("max_distance=-1", ">= 0"), ("max_dist=1", "expected path=")):
+        with pytest.raises(ValueError, match=why):
+            lib._parse_args(bad)
