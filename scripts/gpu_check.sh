@@ -208,8 +208,11 @@ PY
           --methods "$(echo ${LIBRARY_METHODS:-library:path=$lib} | tr " " ","),torch,cublas,cublaslt,cublaslt-autotune" \
           --budget "${LIBRARY_BUDGET:-5}" --out /tmp/hb/library.parquet --fresh --seed 6 >> "$OUT/library.txt" 2>&1
         tail -40 "$OUT/library.txt"
-        for m in $(echo "${LIBRARY_METHODS:-library:path=$lib}" | tr ' ' '\n' | grep '^library'); do
-          python3 scripts/library_check.py /tmp/hb/library.parquet --library "$m" 2>&1 | tee -a "$OUT/library_check.md"
+        # each library spec's table; with two, the first's also paired against the second (--versus)
+        libs=($(echo "${LIBRARY_METHODS:-library:path=$lib}" | tr ' ' '\n' | grep '^library'))
+        for i in "${!libs[@]}"; do
+          python3 scripts/library_check.py /tmp/hb/library.parquet --library "${libs[$i]}" \
+            $([ "$i" = 0 ] && [ "${#libs[@]}" -gt 1 ] && echo --versus "${libs[1]}") 2>&1 | tee -a "$OUT/library_check.md"
         done
       fi ;;
     pickrules)

@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--library", default=None, help="the library method's name (default: the only one in the file)")
     ap.add_argument("--slow", type=float, default=SLOW, help="count shapes below this speedup (default 0.98)")
     ap.add_argument("--target", type=float, default=TARGET, help="the geomean target (default 1.05)")
+    ap.add_argument("--versus", default=None, help="another library method in the file: both geomeans with 95 %% "
+                    "bootstrap intervals and --library's paired ratio over it, on the shapes both served")
     args = ap.parse_args(argv)
     df = read_results(args.results).to_pandas()
     samples = read_samples(args.results).to_pandas()
@@ -160,7 +162,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     library = args.library or library_methods(df)[0]
     print(render(table, summarize(table, args.slow), args.baseline, library, args.slow, args.target))
+    if args.versus:
+        try:
+            other = library_table(df, samples, args.baseline, args.versus)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print("\n".join(["", f"`{library}` against `{args.versus}` (over {args.baseline}, best of layouts):",
+                          *paired_lines(table, other, library, args.versus)]))
     return 0
+
+
+def paired_lines(table: pd.DataFrame, other: pd.DataFrame, name: str, other_name: str) -> list[str]:
+    """Both methods' geomean speedups with 95 % bootstrap intervals over the shapes both served
+    cleanly, and the paired ratio of the first over the second (``first_picks.report_lines``: the
+    same seeded bootstrap as the first-pick reports)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from first_picks import report_lines
+
+    key = ["shape", "mode", "cache"]
+    both = table.merge(other, on=key, suffixes=("", "_o")).dropna(subset=["speedup", "speedup_o"])
+    if both.empty:
+        return ["no shape served cleanly by both"]
+    sp = {name: dict(zip(both["shape"], both["speedup"])), other_name: dict(zip(both["shape"], both["speedup_o"]))}
+    return report_lines(sp)
 
 
 if __name__ == "__main__":

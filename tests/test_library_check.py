@@ -144,3 +144,22 @@ def test_library_check_needs_one_library_method(results, tmp_path, capsys):
     assert lc.main([str(results)]) == 2
     assert "use --library" in capsys.readouterr().err
     assert lc.main([str(results), "--library", LIB]) == 0
+
+
+def test_two_library_methods_are_paired_on_the_shapes_both_served():
+    """``--versus``: both geomeans over the shapes both methods served cleanly (a shape only one
+    served, or one without a clean row, is left out) and the first's paired ratio over the second."""
+    import pandas as pd
+
+    lc = _script()
+    cols = ["shape", "mode", "cache", "speedup"]
+    a = pd.DataFrame([("64_64_64", "offline", "warm", 1.2), ("128_64_64", "offline", "warm", 0.5),
+                      ("256_64_64", "offline", "warm", math.nan)], columns=cols)
+    b = pd.DataFrame([("64_64_64", "offline", "warm", 1.2), ("128_64_64", "offline", "warm", 1.0),
+                      ("256_64_64", "offline", "warm", 1.1), ("512_64_64", "offline", "warm", 1.3)], columns=cols)
+    lines = lc.paired_lines(a, b, "lib", "lib:max_distance=inf")
+    assert lines[0].startswith("| geomean, 2 shapes (95 % bootstrap) | **0.775x (")
+    assert "| **1.095x (" in lines[0]  # sqrt(1.2 * 1.0)
+    assert lines[1].startswith("paired, lib over lib:max_distance=inf: 0.707x (") and lines[1].endswith(
+        "better on 0, worse on 1 of 2")
+    assert lc.paired_lines(a.iloc[2:], b, "lib", "other") == ["no shape served cleanly by both"]
