@@ -214,6 +214,11 @@ def test_a_tuned_shape_serves_another_only_within_max_distance_and_the_rest_fall
     _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")  # 16_16_128: 2.0 from the nearest
     info = lib.served_by(16, 16, 128, "nn", library=path)
     assert info["library_match"] == "fallback" and info["fallback"] == "torch" and "library_shape" not in info
+    lib.clear_cache()  # a reference that cannot prepare (here: not registered) still leaves torch.matmul, said so
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lib, "REFERENCE", "no-such-baseline")
+        info = lib.served_by(16, 16, 128, "nn", library=path)
+    assert info["fallback"] == "torch" and "no-such-baseline" in " ".join(info["library_skipped"])
     far = lib.LibraryMethod(path, max_distance=math.inf)
     assert far.name == f"library:path={path},max_distance=inf" and far.config["max_distance"] == math.inf
     assert lib.LibraryMethod(path).max_distance == lib.MAX_DISTANCE == 1.0 and lib.LibraryMethod(path).name == f"library:path={path}"

@@ -256,10 +256,17 @@ class LibraryMethod:
             return Prepared(prep.fn, setup_s=time.perf_counter() - t0, info=info, capturable=prep.capturable,
                             close=prep.close)
         # no tuned shape near enough, or none served: the reference where this device has it
-        (m,) = resolve([REFERENCE])
-        if ctx.device.split(":")[0] not in m.devices or not m.supports(problem, ctx.device):
+        # (and it prepares: a CUDA host without the cuBLASLt bindings still gets torch.matmul)
+        prep = None
+        try:
+            (m,) = resolve([REFERENCE])
+            if ctx.device.split(":")[0] in m.devices and m.supports(problem, ctx.device):
+                prep = m.prepare(problem, ctx)
+        except Exception as ex:
+            tried.append(f"{REFERENCE}: {type(ex).__name__}: {ex}")
+        if prep is None:
             (m,) = resolve(["torch"])
-        prep = m.prepare(problem, ctx)
+            prep = m.prepare(problem, ctx)
         info = {f"inner_{k}": v for k, v in prep.info.items()}
         info.update(library_match="fallback", fallback=m.name, library_spec=m.name)
         if tried:
