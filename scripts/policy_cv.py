@@ -1,8 +1,9 @@
 """Leave-one-shape-out check of the held-out first pick's rules, on a recorded kernel DB (no GPU).
 
 For each searched shape S: a Policy replays every other shape's candidate rows, then ranks the
-configs the first pick could choose that were also measured on S (measured correctly on
->= ``first_pick_min_shapes`` other shapes), by each rule's ``first_pick_values``; what the top
+configs the first pick could choose that were also measured on S (``Policy.first_pick_candidates``:
+measured correctly on >= ``first_pick_min_shapes`` other shapes, and near it with
+``first_pick_min_near``), by each rule's ``first_pick_values``; what the top
 config measured on S (best of layouts) is that rule's pick. Reported per rule, as geomeans over
 shapes of the speedup over the strongest baseline of the same call (a failed row counts as
 exp(-1) = 0.37x, its reward):
@@ -53,7 +54,9 @@ def cross_validate(df: pd.DataFrame, search_id: str | None = None, layouts=("nn"
         here = best.loc[shape_name]
         # DB methods as the policy names them today (rows from before a family gained a knob)
         named = {m: c for m in here.index if (c := pol.candidate_for(m)) is not None}
-        specs = [m for m, c in named.items() if len(pol.measured_on.get(c.spec, {})) >= pol.first_pick_min_shapes]
+        # the configs the first pick would choose among (its evidence filter), as DB method names
+        keep = {c.spec for c in pol.first_pick_candidates(shape, sorted({c.spec for c in named.values()}))}
+        specs = [m for m, c in named.items() if c.spec in keep]
         if len(specs) < 2:
             continue
         cands = [named[m] for m in specs]
