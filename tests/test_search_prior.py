@@ -261,3 +261,30 @@ def policy_of(folder: Path):
     pol = Policy(default_families("cpu"), ("nn",), seed=0)
     assert pol.load(folder / "policy.npz")
     return pol
+
+
+def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_evidence(tmp_path):
+    """scripts/prior_cv.py: files that share a shape are one draw; each file's speedups are against
+    its own reference rows, best of layouts; ``pick`` with ``RULE/mN/nK`` lets only configs with
+    near evidence compete, so a far config that measured better on the shape is not the pick."""
+    import prior_cv
+
+    from kernels_search.search.proposer import Candidate, Outcome
+
+    f1 = write(tmp_path / "1.parquet", [row("a", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
+                                        row("a", "64_64_64", A, "nn", 8.0), row("a", "64_64_64", A, "tn", 5.0)])
+    f2 = write(tmp_path / "2.parquet", [row("b", "64_64_64", "cublaslt-autotune", "nn", 9.0, baseline=True),
+                                        row("b", "128_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
+                                        row("b", "128_64_64", B, "nn", 20.0)])
+    f3 = write(tmp_path / "3.parquet", [row("c", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
+    assert prior_cv.draws_of([f1, f2, f3]) == [[f1, f2], [f3]]
+    assert prior_cv.measured_speedups([f1, f2]) == {"64_64_64": {A: 2.0}, "128_64_64": {B: 0.5}}
+    pol = policy()
+    near, far = [Shape(128, 256, 256), Shape(256, 128, 256), Shape(256, 256, 128)], [Shape(4096, 4096, 4096 * 2 ** i) for i in range(3)]
+    for a_shape, b_shape in zip(near, far):  # A measured 1.0 from 256_256_256 (three shapes), B only far away
+        pol.observe(a_shape, [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
+        pol.observe(b_shape, [Outcome(Candidate("f", FAM.parse(B.partition(":")[2]), B), "nn", "ok", 0.5, None, None)])
+    measured = {A: 1.1, B: 1.5}
+    assert prior_cv.pick(pol, "256_256_256", measured, "cautious", 3, near=2) == (1.1, 1.1)
+    assert prior_cv.pick(pol, "256_256_256", measured, "cautious", 3)[1] == 1.5  # both compete without /n2
+    assert prior_cv.pick(pol, "256_256_256", measured, "cautious", 4) is None  # neither has 4 shapes
