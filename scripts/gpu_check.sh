@@ -223,11 +223,12 @@ PY
       # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. kernels_search/search/seen_shapes.txt.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
-      log "pickrules: ${PICK_RULES:-cautious/m10/n2/prior,cautious/m10} picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
+      rules=${PICK_RULES:-cautious/m10/n2/prior,cautious/m10}
+      log "pickrules: $rules picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
       restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
-      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious/m10/n2/prior,cautious/m10}" $fresh --compare-args --prebuild \
+      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh --compare-args --prebuild \
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -250,7 +251,7 @@ print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$pick_dir" --rules "${PICK_RULES:-cautious/m10/n2/prior,cautious/m10}" $fresh --report /tmp/hb/pickrules.parquet \
+      python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac
