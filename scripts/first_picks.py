@@ -85,6 +85,12 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     return pol, db
 
 
+def gpu_of(db) -> str | None:
+    """The GPU model the search ran on (its DB rows' ``gpu_name``), or None for an empty DB."""
+    gpus = db.df["gpu_name"].dropna() if not db.df.empty else []
+    return gpus.iloc[0] if len(gpus) else None
+
+
 def search_id_of(db) -> str | None:
     """The search's own id in its DB (the first rows not written by a held-out check), or None."""
     ids = db.df["search_id"] if not db.df.empty else []
@@ -197,14 +203,14 @@ def main(argv=None) -> int:
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     try:
-        rule, min_shapes, with_prior, near = parse_rule(a.rule)
+        default = parse_rule(a.rule)
         rules = [r.strip() for r in a.rules.split(",") if r.strip()]
-        need_prior = any(parse_rule(r).prior for r in rules) if rules else with_prior
+        need_prior = any(parse_rule(r).prior for r in rules) if rules else default.prior
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
-    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=rule)
-    pol.first_pick_min_shapes, pol.first_pick_min_near = min_shapes, near
+    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=default.rule)
+    default.apply(pol)
     line, finished = provenance(a.folder, db)
     print(line, file=sys.stderr)
     if a.rules and not finished and not a.unfinished:
@@ -227,8 +233,7 @@ def main(argv=None) -> int:
         try:
             from kernels_search.search.prior import prior_for_gpu
 
-            gpus = db.df["gpu_name"].dropna() if not db.df.empty else []
-            gpu = gpus.iloc[0] if len(gpus) else None
+            gpu = gpu_of(db)
             specs = a.prior or prior_for_gpu(gpu)
             if specs:
                 prior_pol = with_prior_policy(pol, specs, holdout, gpu=gpu)
@@ -246,7 +251,7 @@ def main(argv=None) -> int:
     df = db.df
     search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
-    gpu = df["gpu_name"].dropna().iloc[0]
+    gpu = gpu_of(db)
     done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"]) & {s.name for s in holdout}
     picks = []
     print(f"{pick_id}: {len(done)} of {len(holdout)} held-out shapes measured")
@@ -268,6 +273,10 @@ class RuleSpec(NamedTuple):
     min_shapes: int  # first_pick_min_shapes (/mN; 2 without)
     prior: bool  # /prior: the policy with the prior folded in
     near: int = 0  # first_pick_min_near (/nK; 0 without)
+
+    def apply(self, pol) -> None:
+        """Set the policy's first-pick settings to this rule's (the prior is the caller's choice of policy)."""
+        pol.first_pick_rule, pol.first_pick_min_shapes, pol.first_pick_min_near = self.rule, self.min_shapes, self.near
 
 
 def parse_rule(spec: str) -> RuleSpec:
@@ -305,14 +314,14 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
 def picks_by_rule(pol, db, holdout, rules, prior_pol=None) -> dict[str, dict[str, str]]:
     """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}; ``/prior`` rules
     pick with ``prior_pol`` (``with_prior_policy``)."""
-    gpu = db.df["gpu_name"].dropna().iloc[0] if not db.df.empty else None
+    gpu = gpu_of(db)
     out = {}
     for spec in rules:
         r = parse_rule(spec)
         p = prior_pol if r.prior else pol
         if p is None:
             raise ValueError(f"rule {spec!r} needs the policy with the prior")
-        p.first_pick_rule, p.first_pick_min_shapes, p.first_pick_min_near = r.rule, r.min_shapes, r.near
+        r.apply(p)
         out[spec] = {s.name: p.first_pick(s, db, gpu).spec for s in holdout}
     return out
 

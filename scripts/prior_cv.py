@@ -66,12 +66,12 @@ def measured_speedups(paths: list[Path], reference: str = "cublaslt-autotune"):
     return out
 
 
-def pick(pol, shape_name: str, measured: dict[str, float], rule: str, need: int, near: int = 0) -> tuple[float, float] | None:
-    """(the rule's pick's speedup, the best candidate's) among the measured configs with evidence
-    (``need`` other shapes, ``near`` of them near this one: ``RULE/mN/nK``)."""
+def pick(pol, shape_name: str, measured: dict[str, float], rule) -> tuple[float, float] | None:
+    """(the rule's pick's speedup, the best candidate's) among the measured configs with the
+    evidence ``rule`` (``first_picks.RuleSpec``: ``RULE/mN/nK``) asks for."""
     from harness.shapes import parse_shape
 
-    pol.first_pick_rule, pol.first_pick_min_shapes, pol.first_pick_min_near = rule, need, near
+    rule.apply(pol)
     shape = parse_shape(shape_name)
     canonical = {c.spec: sp for c, sp in ((pol.candidate_for(m), sp) for m, sp in measured.items()) if c is not None}
     cands = [(c, canonical[c.spec]) for c in pol.first_pick_candidates(shape, canonical)]
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
         for name, pol in (("search", base), ("search+prior", with_prior)):
             cells, best = [], []
             for spec, r in rules:
-                got = [pick(pol, s, m, r.rule, r.min_shapes, r.near) for s, m in measured.items()]
+                got = [pick(pol, s, m, r) for s, m in measured.items()]
                 got = [g for g in got if g is not None]
                 totals.setdefault((name, spec), []).extend(g[0] for g in got)
                 cells.append(f"{np.exp(np.mean(np.log([g[0] for g in got]))):.3f}x ({len(got)})" if got else "-")

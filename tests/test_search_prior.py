@@ -285,6 +285,6 @@ def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_
         pol.observe(a_shape, [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
         pol.observe(b_shape, [Outcome(Candidate("f", FAM.parse(B.partition(":")[2]), B), "nn", "ok", 0.5, None, None)])
     measured = {A: 1.1, B: 1.5}
-    assert prior_cv.pick(pol, "256_256_256", measured, "cautious", 3, near=2) == (1.1, 1.1)
-    assert prior_cv.pick(pol, "256_256_256", measured, "cautious", 3)[1] == 1.5  # both compete without /n2
-    assert prior_cv.pick(pol, "256_256_256", measured, "cautious", 4) is None  # neither has 4 shapes
+    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 3, False, 2)) == (1.1, 1.1)
+    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 3, False))[1] == 1.5  # both compete without /n2
+    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 4, False)) is None  # neither has 4 shapes
