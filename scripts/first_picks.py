@@ -297,17 +297,15 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
     """A copy of ``pol`` that has also learnt from the prior files ``specs`` names
     (``search.prior``; with ``gpu``, only their rows of that GPU model); ValueError when a
     held-out shape is among the prior's shapes."""
-    import copy
-
-    from kernels_search.search.prior import fold_prior, prior_paths, prior_shapes
+    from kernels_search.search.prior import prior_paths, prior_shapes, with_prior
 
     paths = prior_paths(specs)
     stale = sorted({s.name for s in holdout} & prior_shapes(paths))
     if stale:
         raise ValueError(f"held-out shapes {', '.join(stale)} are in the prior: they are not fresh "
                          "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt)")
-    out = copy.deepcopy(pol)
-    print(fold_prior(out, paths, gpu=gpu).line(), file=sys.stderr)
+    out, folded = with_prior(pol, paths, gpu=gpu)
+    print(folded.line(), file=sys.stderr)
     return out
 
 

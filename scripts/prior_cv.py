@@ -18,7 +18,6 @@ draw. That test is a registered call (BENCHMARKS.md).
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from pathlib import Path
 
@@ -85,7 +84,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from first_picks import parse_rule, policy_for
 
-    from kernels_search.search.prior import fold_prior, prior_paths
+    from kernels_search.search.prior import prior_paths, with_prior
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="a search's --out folder (its DB is replayed)")
@@ -101,11 +100,10 @@ def main(argv=None) -> int:
     totals: dict[tuple, list] = {}
     for files in draws:
         others = [p for d in draws if d is not files for p in d]
-        with_prior = copy.deepcopy(base)
-        fold_prior(with_prior, others)
+        folded, _ = with_prior(base, others)
         measured = measured_speedups(files)
         label = "+".join(p.parent.name for p in files)
-        for name, pol in (("search", base), ("search+prior", with_prior)):
+        for name, pol in (("search", base), ("search+prior", folded)):
             cells, best = [], []
             for spec, r in rules:
                 got = [pick(pol, s, m, r) for s, m in measured.items()]

@@ -142,6 +142,16 @@ def prior_outcomes(policy, df) -> tuple[list[tuple], int, int]:
     return groups, skipped, no_base
 
 
+def with_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = (),
+               gpu: str | None = None) -> tuple[object, PriorSummary]:
+    """A copy of ``policy`` that has also learnt ``paths`` (``fold_prior``), and the fold's summary;
+    the policy itself is untouched (a search's own, or the one a rule without the prior picks with)."""
+    import copy
+
+    out = copy.deepcopy(policy)
+    return out, fold_prior(out, paths, exclude_shapes, gpu)
+
+
 def fold_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = (), gpu: str | None = None) -> PriorSummary:
     """Fold every row of ``paths`` the policy has not seen into it (``Policy.observe``), except rows
     of ``exclude_shapes`` (names): a held-out check keeps its own shapes out of what it learns from.

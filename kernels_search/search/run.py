@@ -175,13 +175,10 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                      f"{seen} candidates")
             picker = policy
             if first_pick_prior:
-                import copy
+                from kernels_search.search.prior import with_prior
 
-                from kernels_search.search.prior import fold_prior
-
-                picker = copy.deepcopy(policy)
-                print_fn(fold_prior(picker, list(first_pick_prior), exclude_shapes=[s.name for s in holdout],
-                                    gpu=env.get("gpu_name")).line() + " for the first pick")
+                picker, folded = with_prior(policy, list(first_pick_prior), [s.name for s in holdout], env.get("gpu_name"))
+                print_fn(folded.line() + " for the first pick")
             first = first_pick_eval(list(holdout), ev, db, picker, settings=settings, baselines=baselines,
                                     search_id=first_pick_id(search_id, seen, picker),
                                     progress=lambda r: print_fn(f"  {r['shape']:>17} {r['speedup']:.3f}x vs "
