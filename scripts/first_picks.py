@@ -41,8 +41,9 @@ held-out shape compete, while any has that (``first_pick_min_near``).
 ``RULE[/mN][/nK]/prior`` picks with the search's policy after it has also learnt from ``--prior``
 (default: the committed list of the search's GPU model, ``kernels_search/search/prior_h200.txt``
 on an H200: the earlier held-out checks' Parquets, ``kernels_search/search/prior.py``), so one
-call can measure a rule with and without that knowledge side by side. A held-out shape named in
-the prior is refused: it would not be fresh.
+call can measure a rule with and without that knowledge side by side. ``RULE[...]/prior=LIST`` folds
+in the list (or Parquet) LIST instead, so one call can measure two priors side by side. A held-out
+shape named in the prior is refused: it would not be fresh.
 
 The default rule, ``cautious/m10/n2/prior``, is what ``search --holdout`` picks with by default; it
 won its registered test on fresh seeds 17-18 (0.980x against 0.936x for ``cautious/m10``, paired
@@ -246,8 +247,15 @@ def main(argv=None) -> int:
             return 2
         if not rules:
             pol = prior_pol
+    list_pols = {}
+    for plist in sorted({parse_rule(r).prior_list for r in rules} - {""}):
+        try:
+            list_pols[plist] = with_prior_policy(pol, [Path(plist)], holdout, gpu=gpu_of(db))
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
     if a.rules:
-        return side_by_side(pol, db, holdout, rules, a, draws, prior_pol)
+        return side_by_side(pol, db, holdout, rules, a, draws, prior_pol, list_pols)
     df = db.df
     search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
@@ -273,6 +281,7 @@ class RuleSpec(NamedTuple):
     min_shapes: int  # first_pick_min_shapes (/mN; 2 without)
     prior: bool  # /prior: the policy with the prior folded in
     near: int = 0  # first_pick_min_near (/nK; 0 without)
+    prior_list: str = ""  # /prior=LIST: that prior list (or Parquet) instead of --prior's
 
     def apply(self, pol) -> None:
         """Set the policy's first-pick settings to this rule's (the prior is the caller's choice of policy)."""
@@ -280,17 +289,19 @@ class RuleSpec(NamedTuple):
 
 
 def parse_rule(spec: str) -> RuleSpec:
-    """``RULE[/mN][/nK][/prior]`` -> ``RuleSpec``; a named error otherwise."""
+    """``RULE[/mN][/nK][/prior[=LIST]]`` -> ``RuleSpec``; a named error otherwise. ``LIST`` (a path,
+    slashes allowed: it ends the spec) names the prior for this rule alone, so one call can measure
+    the same rule with two priors side by side."""
     from kernels_search.search.policy import FIRST_PICK_RULES
 
     import re
 
-    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/prior)?", spec.strip())
-    rule, need, near, prior = got.groups() if got else ("", None, None, None)
+    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/prior(?:=([^,\s]+))?)?", spec.strip())
+    rule, need, near, prior, plist = got.groups() if got else ("", None, None, None, None)
     if rule not in FIRST_PICK_RULES or any(x is not None and int(x) < 1 for x in (need, near)):
-        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/prior] (e.g. cautious/m10/n2/prior), RULE one of "
+        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/prior[=LIST]] (e.g. cautious/m10/n2/prior), RULE one of "
                          f"{', '.join(FIRST_PICK_RULES)}, N and K >= 1")
-    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0)
+    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0, plist or "")
 
 
 def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
@@ -309,16 +320,16 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
     return out
 
 
-def picks_by_rule(pol, db, holdout, rules, prior_pol=None) -> dict[str, dict[str, str]]:
+def picks_by_rule(pol, db, holdout, rules, prior_pol=None, list_pols=None) -> dict[str, dict[str, str]]:
     """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}; ``/prior`` rules
-    pick with ``prior_pol`` (``with_prior_policy``)."""
+    pick with ``prior_pol`` (``with_prior_policy``), ``/prior=LIST`` rules with ``list_pols[LIST]``."""
     gpu = gpu_of(db)
     out = {}
     for spec in rules:
         r = parse_rule(spec)
-        p = prior_pol if r.prior else pol
+        p = (list_pols or {}).get(r.prior_list) if r.prior_list else prior_pol if r.prior else pol
         if p is None:
-            raise ValueError(f"rule {spec!r} needs the policy with the prior")
+            raise ValueError(f"rule {spec!r} needs the policy with the prior{' ' + r.prior_list if r.prior_list else ''}")
         r.apply(p)
         out[spec] = {s.name: p.first_pick(s, db, gpu).spec for s in holdout}
     return out
@@ -351,10 +362,10 @@ def finished_shapes(results, picks: dict[str, dict[str, str]], reference: str = 
                                      for m in [reference, *(by_shape[s] for by_shape in picks.values())])}
 
 
-def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None) -> int:
+def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None, list_pols=None) -> int:
     import pandas as pd
 
-    picks = picks_by_rule(pol, db, holdout, rules, prior_pol)
+    picks = picks_by_rule(pol, db, holdout, rules, prior_pol, list_pols)
     if a.compare_args:
         methods = sorted({spec for by_shape in picks.values() for spec in by_shape.values()})
         print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")
