@@ -223,6 +223,26 @@ def test_shape_features_and_geometry():
     fs = FeatureSpace(FAMS, ("nn", "tn"))
     x = fs.features(Shape(64, 64, 64), "tiled", TILED.defaults(), "tn")
     assert x.shape == (fs.dim,) and len(fs.names()) == fs.dim
+    # a swap family tiles the transposed problem: tile_m along N, tile_n along M. A 64x128 swap tile
+    # on M = 64 is half zeros (4 tiles along N = 256); read along M x N it would look full (2 tiles)
+    swap_tile = {"tile_m": 64, "tile_n": 128, "slices": 4}
+    assert geometry(Shape(64, 256, 16384), swap_tile)[3] == 1.0
+    assert math.isclose(geometry(Shape(64, 256, 16384), swap_tile, swap=True)[3], 0.5)
+    assert geometry(Shape(64, 256, 16384), swap_tile, swap=True) == geometry(Shape(256, 64, 16384), swap_tile)
+
+
+def test_feature_space_reads_swap_families_tiles_along_n_by_m():
+    """The policy's features take the swap families' geometry on the transposed problem (the
+    families say so with ``swap_ab``), and everyone else's on the problem as given."""
+    from kernels_search.families import ALL
+
+    fams = {n: ALL[n] for n in ("hopper", "splitk_tma", "splitk_tma_swap", "hopper_swap")}
+    fs = FeatureSpace(fams, ("nn",))
+    assert fs.swapped == {"splitk_tma_swap", "hopper_swap"}
+    shape, k = Shape(64, 256, 16384), ALL["splitk_tma_swap"].parse("tile_m=64:tile_n=128:slices=4")
+    fill = fs.names().index("geom_tile_fill")
+    assert math.isclose(fs.features(shape, "splitk_tma_swap", k, "nn")[fill], 0.5)
+    assert fs.features(shape, "splitk_tma", ALL["splitk_tma"].parse("tile_m=64:tile_n=128:slices=4"), "nn")[fill] == 1.0
 
 
 def test_new_build_cap_limits_distinct_new_binaries_per_batch():

@@ -60,8 +60,9 @@ def shape_distance(a: Shape, b: Shape) -> float:
     return math.sqrt(sum((math.log2(x) - math.log2(y)) ** 2 for x, y in ((a.m, b.m), (a.n, b.n), (a.k, b.k))))
 
 
-def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, ...] | None:
-    """The launch geometry of a config with a tile on this shape, or None:
+def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tuple[float, ...] | None:
+    """The launch geometry of a config with a tile on this shape, or None (``swap``: a family that
+    runs the transposed problem, C^T = B^T A^T, whose tile_m runs along N and tile_n along M):
 
     - log2 CTA waves (scaled), wave efficiency (CTAs / (waves x 132));
     - whether the tile covers the whole shape;
@@ -82,6 +83,13 @@ def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, ...] | None
     test. The test, registered before it ran: 40 fresh shapes (seeds 6 and 7), where the model
     rule's picks measured 0.945x over cuBLASLt autotune with these features, against 0.910x for
     the old features' picks in the same calls (BENCHMARKS.md, fourteenth session).
+
+    The swap families (hopper_swap, splitk_tma_swap) tile the transposed problem, so their tile_m
+    runs along N and tile_n along M. Until the eighteenth session this function read their tiles
+    along M x N like everyone else's: a 64x128 swap tile on M = 64 was taken to fill its tiles, where
+    half of each is zeros. That session's fresh draw (seeds 26-27) lost most where that happened:
+    64_256_16384 and 64_64_8192 picked splitk_tma_swap 64x128 (0.59x, 0.85x) over the 64x64 tile
+    (0.87x, 1.10x).
     """
     for km, kn in TILE_KNOBS:
         if km in knobs and kn in knobs:
@@ -95,6 +103,8 @@ def geometry(shape: Shape, knobs: Mapping[str, Any]) -> tuple[float, ...] | None
         if isinstance(v, (int, np.integer)) and v > 1:
             split = int(v)
     m, n, k = shape.m, shape.n, shape.k
+    if swap:  # the kernel's problem is N x M (eighteenth session: read as M x N before, see below)
+        m, n = n, m
     tiles = _tiles(m, n, tm, tn)
     ctas = tiles * split
     waves = math.ceil(ctas / SMS)
@@ -115,6 +125,8 @@ class FeatureSpace:
 
     def __init__(self, families: Mapping[str, Any], layouts: Sequence[str] = ("nn", "tn")):
         self.layouts = tuple(layouts)
+        # families that run the transposed problem (``HopperView.swap_ab``): their tiles lie along N x M
+        self.swapped = {name for name, fam in families.items() if getattr(fam, "swap_ab", False)}
         vocab: list[str] = [f"layout={lay}" for lay in self.layouts]
         for fname, fam in families.items():
             vocab.append(f"family={fname}")
@@ -141,7 +153,7 @@ class FeatureSpace:
                  shape_feats: np.ndarray | None = None) -> np.ndarray:
         s = np.concatenate([[1.0], shape_features(shape) if shape_feats is None else shape_feats])
         c = self.config_onehot(family, knobs, layout)
-        g = geometry(shape, knobs)
+        g = geometry(shape, knobs, swap=family in self.swapped)
         gv = np.array([1.0, *g]) if g is not None else np.zeros(self.n_geom)
         return np.concatenate([np.outer(s, c).ravel(), np.outer(s, gv).ravel()])
 

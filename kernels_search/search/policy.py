@@ -145,7 +145,7 @@ from kernels_search.family import KnobError
 from kernels_search.search.features import FeatureSpace, shape_distance, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
-CHECKPOINT_VERSION = 4  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features
+CHECKPOINT_VERSION = 5  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features; 5: swap families' geometry along N x M
 FIRST_PICK_RULES = ("neighbours", "model", "cautious")
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
