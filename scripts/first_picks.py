@@ -35,6 +35,9 @@ A rule may name the evidence its picks need: ``RULE/mN`` picks only configs meas
 at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
 is, on a 40-shape search, about the presets, which the design measures on every shape.
 
+``--also-picks FILE`` adds picks made elsewhere (``shape<TAB>spec``, e.g. the same rule's picks under
+the code before a change, computed then) as one more column, measured in the same call.
+
 ``RULE[/mN]/nK`` lets only configs measured on K shapes within distance 2 (log2 M, N, K) of the
 held-out shape compete, while any has that (``first_pick_min_near``).
 
@@ -198,6 +201,9 @@ def main(argv=None) -> int:
     ap.add_argument("--prior", action="append", type=Path, default=None,
                     help="compare Parquets or .txt lists of them for the /prior rules (default: the "
                          "committed list of the search's GPU model, kernels_search/search/prior_h200.txt on an H200)")
+    ap.add_argument("--also-picks", action="append", type=Path, default=[],
+                    help="with --rules: a file of picks made elsewhere (shape<TAB>spec a line, # comments), "
+                         "measured and reported beside the rules as one more column named by the file")
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
@@ -362,10 +368,34 @@ def finished_shapes(results, picks: dict[str, dict[str, str]], reference: str = 
                                      for m in [reference, *(by_shape[s] for by_shape in picks.values())])}
 
 
+def read_picks(path: Path, holdout) -> dict[str, str]:
+    """{held-out shape: spec} from a picks file (``shape<TAB>spec`` a line; ``#`` comments), e.g. an
+    earlier policy's picks computed before a change to the code; ValueError naming a held-out shape
+    the file lacks."""
+    picks = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            shape, sep, spec = line.partition("\t")
+            if not sep:
+                raise ValueError(f"{path}: expected shape<TAB>spec, got {line!r}")
+            picks[shape.strip()] = spec.strip()
+    missing = [s.name for s in holdout if s.name not in picks]
+    if missing:
+        raise ValueError(f"{path}: no pick for held-out shapes {', '.join(missing)}")
+    return {s.name: picks[s.name] for s in holdout}
+
+
 def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None, list_pols=None) -> int:
     import pandas as pd
 
     picks = picks_by_rule(pol, db, holdout, rules, prior_pol, list_pols)
+    for path in a.also_picks:
+        try:
+            picks[path.name] = read_picks(path, holdout)
+        except (OSError, ValueError) as e:
+            print(e, file=sys.stderr)
+            return 2
+    rules = list(picks)
     if a.compare_args:
         methods = sorted({spec for by_shape in picks.values() for spec in by_shape.values()})
         print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")

@@ -228,7 +228,9 @@ PY
       restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
-      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh --compare-args --prebuild \
+      # PICK_ALSO_PICKS: a file of picks made elsewhere (first_picks.py --also-picks), measured and reported as a column
+      also="${PICK_ALSO_PICKS:+--also-picks $PICK_ALSO_PICKS}"
+      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
         | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -251,7 +253,7 @@ print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh --report /tmp/hb/pickrules.parquet \
+      python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -54,6 +54,16 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     out = capsys.readouterr().out
     methods = next(ln for ln in out.splitlines() if ln.startswith("PICK_METHODS=")).split("=", 1)[1]
     assert len(built) == 1 and built[0] and all(spec in methods for spec in built[0])
+    # --also-picks: picks made elsewhere join the measured methods; a file lacking a held-out shape is refused
+    held_names = [ln.split("=", 1)[1] for ln in out.splitlines() if ln.startswith("PICK_SHAPES=")][0].split(",")
+    other = next(spec for spec in pol.measured_on if spec not in methods)
+    (tmp_path / "old.tsv").write_text("# earlier picks\n" + "".join(f"{n}\t{other}\n" for n in held_names))
+    assert first_picks.main(args + ["--also-picks", str(tmp_path / "old.tsv"), "--compare-args"]) == 0
+    methods = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("PICK_METHODS=")).split("=", 1)[1]
+    assert other in methods
+    (tmp_path / "short.tsv").write_text(f"{held_names[0]}\t{other}\n")
+    assert first_picks.main(args + ["--also-picks", str(tmp_path / "short.tsv"), "--compare-args"]) == 2
+    assert f"short.tsv: no pick for held-out shapes {held_names[1]}" in capsys.readouterr().err
     # a compare that finished no shape wrote no file: a named error, not a traceback
     assert first_picks.main(args + ["--report", str(tmp_path / "none.parquet")]) == 2
     assert "none.parquet: no such results file" in capsys.readouterr().err
