@@ -98,6 +98,10 @@ The test, registered before it ran (BENCHMARKS.md, seventeenth session, seeds 17
 shapes, paired 1.047x (1.011-1.090). So ``search --holdout`` picks that way by default:
 ``--first-pick-min-near 2`` (this class's default stays 0) and ``--first-pick-prior auto`` (this GPU
 model's committed list, folded into a copy of the finished search's policy for the pick only).
+Over 180 fresh shapes in five H200 calls since (seventeenth and eighteenth sessions), the default
+averages 0.970x (95 % CI 0.954-0.985) against a best-of-measured-picks of about 1.02x. Rankers tried
+on the CPU since did no better (leave-one-draw-out over 372 shapes: this rule 0.976x, the neighbour
+and model rules 0.976x and 0.973x, an MLP ensemble 0.972x).
 
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
