@@ -33,7 +33,8 @@
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
 #            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
-#            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_SKIP_SHAPES a
+#            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_ALSO_PICKS a
+#            file of picks made elsewhere (shape<TAB>spec), measured and reported as a column; PICK_SKIP_SHAPES a
 #            file of shapes an earlier call finished (the rest of a draw its time limit stopped)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),

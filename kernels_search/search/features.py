@@ -103,7 +103,7 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
         if isinstance(v, (int, np.integer)) and v > 1:
             split = int(v)
     m, n, k = shape.m, shape.n, shape.k
-    if swap:  # the kernel's problem is N x M (eighteenth session: read as M x N before, see below)
+    if swap:  # the kernel's problem is N x M (read as M x N before the eighteenth session: docstring)
         m, n = n, m
     tiles = _tiles(m, n, tm, tn)
     ctas = tiles * split
