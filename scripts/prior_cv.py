@@ -1,9 +1,11 @@
 """Leave-one-draw-out check of the prior (kernels_search/search/prior.py) on the held-out Parquets, no GPU.
 
 The files of a prior list (default ``kernels_search/search/prior_h200.txt``) fall into draws:
-files that share a shape are one draw (seed 10's picks and its preset sweep). For each draw D,
-two policies rank the configs measured on each of D's shapes in D's own call: the search's policy
-(its DB replayed) and the same policy after folding in every other draw. What the top-ranked
+files that share a shape are one draw. A file whose every shape an earlier file has (seed 10's
+preset sweep, a study on shapes seen before: ``remeasurements``) joins no draw. For each draw D,
+two policies rank the configs measured on each of D's shapes in D's own call and in those later
+calls: the search's policy (its DB replayed) and the same policy after folding in every other
+draw and the later calls' rows of other shapes. What the top-ranked
 config measured there (best of layouts, against cuBLASLt autotune in that call) is the pick.
 Both policies rank only configs with >= N other measured shapes (``RULE/mN``) and the same
 candidate sets, except that the prior can give a config that evidence.
@@ -40,6 +42,22 @@ def draws_of(paths: list[Path]) -> list[list[Path]]:
         merged[1].append(p)
         groups.append(merged)
     return [files for _, files in groups]
+
+
+def remeasurements(paths: list[Path]) -> list[Path]:
+    """The files every shape of which an earlier file of the list already has: a later call measuring
+    other configs on shapes seen before (seed 10's presets, the mid-tile deep-K study). They do not
+    join draws (one such study would merge most draws into one); each left-out draw takes their rows
+    of its own shapes as measured configs, and its policy learns their other rows."""
+    from kernels_search.search.prior import prior_shapes
+
+    out, seen = [], set()
+    for p in paths:
+        shapes = prior_shapes([p])
+        if shapes and shapes <= seen:
+            out.append(p)
+        seen |= shapes
+    return out
 
 
 def measured_speedups(paths: list[Path], reference: str = "cublaslt-autotune"):
@@ -84,7 +102,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from first_picks import parse_rule, policy_for
 
-    from kernels_search.search.prior import prior_paths, with_prior
+    from kernels_search.search.prior import prior_paths, prior_shapes, with_prior
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="a search's --out folder (its DB is replayed)")
@@ -94,14 +112,17 @@ def main(argv=None) -> int:
     specs = [r.strip() for r in a.rules.split(",") if r.strip()]
     rules = [(s, parse_rule(s)) for s in specs]
     base, _ = policy_for(a.folder)
-    draws = draws_of(prior_paths([a.prior]))
+    paths = prior_paths([a.prior])
+    extra = remeasurements(paths)
+    draws = draws_of([p for p in paths if p not in extra])
     print("| draw | policy | " + " | ".join(s for s, _ in rules) + " | best ranked |")
     print("|---|---|" + "---|" * (len(rules) + 1))
     totals: dict[tuple, list] = {}
     for files in draws:
-        others = [p for d in draws if d is not files for p in d]
-        folded, _ = with_prior(base, others)
-        measured = measured_speedups(files)
+        shapes = prior_shapes(files)
+        others = [p for d in draws if d is not files for p in d] + extra
+        folded, _ = with_prior(base, others, exclude_shapes=shapes)  # no row of the draw's shapes
+        measured = {s: m for s, m in measured_speedups(files + extra).items() if s in shapes}
         label = "+".join(p.parent.name for p in files)
         for name, pol in (("search", base), ("search+prior", folded)):
             cells, best = [], []

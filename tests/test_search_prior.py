@@ -270,7 +270,8 @@ def policy_of(folder: Path):
 
 
 def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_evidence(tmp_path):
-    """scripts/prior_cv.py: files that share a shape are one draw; each file's speedups are against
+    """scripts/prior_cv.py: files that share a shape are one draw, except a later file on shapes all
+    seen before (``remeasurements``); each file's speedups are against
     its own reference rows, best of layouts; ``pick`` with ``RULE/mN/nK`` lets only configs with
     near evidence compete, so a far config that measured better on the shape is not the pick."""
     import prior_cv
@@ -284,6 +285,12 @@ def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_
                                         row("b", "128_64_64", B, "nn", 20.0)])
     f3 = write(tmp_path / "3.parquet", [row("c", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
     assert prior_cv.draws_of([f1, f2, f3]) == [[f1, f2], [f3]]
+    # a later call on shapes all seen before (a study) is a re-measurement, which joins no draw;
+    # order decides which file is the later one
+    f4 = write(tmp_path / "4.parquet", [row("d", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
+                                        row("d", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
+    assert prior_cv.remeasurements([f1, f2, f3, f4]) == [f4]
+    assert prior_cv.remeasurements([f4, f1, f2, f3]) == [f1, f3]  # f4 first: the others repeat its shapes
     assert prior_cv.measured_speedups([f1, f2]) == {"64_64_64": {A: 2.0}, "128_64_64": {B: 0.5}}
     pol = policy()
     near, far = [Shape(128, 256, 256), Shape(256, 128, 256), Shape(256, 256, 128)], [Shape(4096, 4096, 4096 * 2 ** i) for i in range(3)]
