@@ -212,7 +212,8 @@ def main(argv=None) -> int:
     try:
         default = parse_rule(a.rule)
         rules = [r.strip() for r in a.rules.split(",") if r.strip()]
-        need_prior = any(parse_rule(r).prior for r in rules) if rules else default.prior
+        # the prior lists the rules fold in: "" for --prior's (or this GPU model's), else /prior=LIST's
+        lists = sorted({r.prior_list for r in ([parse_rule(x) for x in rules] or [default]) if r.prior})
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -235,37 +236,29 @@ def main(argv=None) -> int:
         holdout = [s for shapes in draws.values() for s in shapes]
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
-    prior_pol = None
-    if need_prior:
+    prior_pols = {}  # prior list ("" the default) -> the policy with it folded in
+    gpu = gpu_of(db)
+    for plist in lists:
         try:
             from kernels_search.search.prior import prior_for_gpu
 
-            gpu = gpu_of(db)
-            specs = a.prior or prior_for_gpu(gpu)
+            specs = [Path(plist)] if plist else a.prior or prior_for_gpu(gpu)
             if specs:
-                prior_pol = with_prior_policy(pol, specs, holdout, gpu=gpu)
+                prior_pols[plist] = with_prior_policy(pol, specs, holdout, gpu=gpu)
             else:  # as search --first-pick-prior auto does there
                 print(f"/prior: no committed prior list for {gpu or 'this search'}'s GPU model: "
                       "picking without one (--prior names one)", file=sys.stderr)
-                prior_pol = pol
-        except ValueError as e:
-            print(e, file=sys.stderr)
-            return 2
-        if not rules:
-            pol = prior_pol
-    list_pols = {}
-    for plist in sorted({parse_rule(r).prior_list for r in rules} - {""}):
-        try:
-            list_pols[plist] = with_prior_policy(pol, [Path(plist)], holdout, gpu=gpu_of(db))
+                prior_pols[plist] = pol
         except ValueError as e:
             print(e, file=sys.stderr)
             return 2
     if a.rules:
-        return side_by_side(pol, db, holdout, rules, a, draws, prior_pol, list_pols)
+        return side_by_side(pol, db, holdout, rules, a, draws, prior_pols.get(""), prior_pols)
+    if default.prior:
+        pol = prior_pols[default.prior_list]
     df = db.df
     search_id = search_id_of(db)
     pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
-    gpu = gpu_of(db)
     done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"]) & {s.name for s in holdout}
     picks = []
     print(f"{pick_id}: {len(done)} of {len(holdout)} held-out shapes measured")

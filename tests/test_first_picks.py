@@ -64,6 +64,14 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     (tmp_path / "short.tsv").write_text(f"{held_names[0]}\t{other}\n")
     assert first_picks.main(args + ["--also-picks", str(tmp_path / "short.tsv"), "--compare-args"]) == 2
     assert f"short.tsv: no pick for held-out shapes {held_names[1]}" in capsys.readouterr().err
+    # the prior lists folded in: /prior=LIST's alone, also for the single --rule; none for rules without /prior
+    folded = []
+    monkeypatch.setattr(first_picks, "with_prior_policy", lambda pol, specs, holdout, gpu=None: folded.append(specs) or pol)
+    base = [str(tmp_path / "s"), "--device", "cpu", "--plugin", "test_search_plugin"]
+    assert first_picks.main(base + ["--rule", "model/prior=x.txt"]) == 0
+    assert first_picks.main(base + ["--rules", "model/prior=x.txt,neighbours", "--compare-args"]) == 0
+    assert folded == [[Path("x.txt")], [Path("x.txt")]]
+    capsys.readouterr()
     # a compare that finished no shape wrote no file: a named error, not a traceback
     assert first_picks.main(args + ["--report", str(tmp_path / "none.parquet")]) == 2
     assert "none.parquet: no such results file" in capsys.readouterr().err
