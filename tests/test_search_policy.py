@@ -496,3 +496,45 @@ def test_cautious_first_pick_prefers_evidence_to_an_extrapolated_guess():
     assert pols["cautious"].first_pick(large).spec == TILED.spec(far)
     # a held-out check is read back only under the rule (and caution) that picked it
     assert len(ids | {first_pick_id("s", 10, pols["cautious"])}) == 3
+
+
+def test_paired_first_pick_compares_configs_on_the_same_shapes():
+    """The paired rule fits each config's effect from differences measured on the same shapes. Config
+    ``a`` beats ``b`` by 0.1 on every shape where both ran; ``b`` also ran alone on shapes where
+    cuBLAS was weak (its reward there 0.4 higher). The linear model reads rewards across shapes,
+    credits ``b`` with those shapes' luck, and the model and cautious rules pick ``b``; the paired
+    rule picks ``a``. With a huge shrink it is the cautious rule again, and with no shape measuring
+    two candidates its values are the prior it was given."""
+    a = {"tile": 32, "split": 1, "stages": 2, "raster": 0}
+    b = {"tile": 64, "split": 1, "stages": 3, "raster": 0}
+    rules = ("model", "cautious", "paired")
+    pols = {rule: Policy(FAMS, layouts=("nn",), seed=0, first_pick_rule=rule, elites=0) for rule in rules}
+    target = Shape(1024, 1024, 1024)
+    plain = [Shape(int(1024 * 2 ** x), int(1024 * 2 ** y), int(1024 * 2 ** z))
+             for x, y, z in ((1, 0, 0), (0, 1, 0), (0, 0, 1), (-1, 0, 0), (0, -1, 0), (0, 0, -1))]
+    lucky = [Shape(int(1024 * 2 ** x), int(1024 * 2 ** y), 1024) for x, y in ((1, 1), (1, -1), (-1, 1), (-1, -1))]
+    rows = [(s, {"a": 0.1, "b": 0.0}) for s in plain] + [(s, {"b": 0.4}) for s in lucky]
+    for s, got in rows:
+        outs = [Outcome(Candidate("tiled", k, TILED.spec(k)), "nn", "ok", got[n], None, None)
+                for n, k in (("a", a), ("b", b)) if n in got]
+        for pol in pols.values():
+            pol.observe(s, outs)
+    picks = {rule: pol.first_pick(target).spec for rule, pol in pols.items()}
+    assert picks == {"model": TILED.spec(b), "cautious": TILED.spec(b), "paired": TILED.spec(a)}
+    pr = pols["paired"]
+    cands = [Candidate("tiled", k, TILED.spec(k)) for k in (a, b)]
+    prior = pols["cautious"].first_pick_values(target, cands)
+    assert prior[1] > prior[0]
+    v = pr.paired_values(target, cands, prior)
+    assert v[0] - v[1] > 0.02  # pulled from the prior's order towards the pairs' +0.1
+    pr.first_pick_paired_shrink = 1e9  # the cautious values, untouched
+    assert pr.first_pick(target).spec == TILED.spec(b)
+    assert np.allclose(pr.paired_values(target, cands, prior), prior, atol=1e-6)
+    pr.first_pick_paired_shrink = 1.0
+    # one candidate alone: no shape compares it with another, so the fit has nothing to add
+    assert np.allclose(pr.paired_values(target, cands[:1], prior[:1]), prior[:1])
+    from kernels_search.search.loop import first_pick_id
+
+    assert first_pick_id("s", 10, pr) == "s-first-pick-pr1s1-lcb1-m2-c10"
+    with pytest.raises(ValueError, match="paired"):
+        Policy(FAMS, first_pick_paired_shrink=0)

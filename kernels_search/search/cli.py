@@ -53,8 +53,9 @@ def search(
                                 help="Measure every family preset on a shape before the policy picks (initial design)."),
     first_pick_rule: str = typer.Option("cautious", help="How --holdout picks: model (the linear model's argmax), "
                                                       "neighbours (the config best on the nearest searched "
-                                                      "shapes) or cautious (the default: the model's mean minus "
-                                                      "one posterior std, a lower bound)."),
+                                                      "shapes), cautious (the default: the model's mean minus "
+                                                      "one posterior std, a lower bound) or paired (configs "
+                                                      "compared on the same nearby shapes, shrunk towards cautious)."),
     first_pick_min_shapes: int = typer.Option(10, min=1, help="--holdout picks only configs measured correctly on at least "
                                                               "this many other shapes (or on all of them, in a search of "
                                                               "fewer); on a 40-shape search, 10 is about the presets, "

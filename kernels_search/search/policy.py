@@ -150,7 +150,7 @@ from kernels_search.search.features import FeatureSpace, shape_distance, shape_f
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
 CHECKPOINT_VERSION = 5  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features; 5: swap families' geometry along N x M
-FIRST_PICK_RULES = ("neighbours", "model", "cautious")
+FIRST_PICK_RULES = ("neighbours", "model", "cautious", "paired")
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
 
@@ -240,6 +240,7 @@ class Policy:
                  first_pick_rule: str = "cautious", first_pick_neighbours: int = 5,
                  first_pick_bandwidth: float = 1.5, first_pick_min_weight: float = 0.2,
                  first_pick_caution: float = 1.0, first_pick_min_near: int = 0, first_pick_near_distance: float = 2.0,
+                 first_pick_paired_bandwidth: float = 1.0, first_pick_paired_shrink: float = 1.0,
                  local_share: float = 0.75, local_elites: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
@@ -267,6 +268,10 @@ class Policy:
         if first_pick_min_near < 0 or first_pick_near_distance <= 0:
             raise ValueError("first_pick_min_near >= 0 and first_pick_near_distance > 0")
         self.first_pick_min_near, self.first_pick_near_distance = first_pick_min_near, first_pick_near_distance
+        if first_pick_paired_bandwidth <= 0 or first_pick_paired_shrink <= 0:
+            raise ValueError("first_pick_paired_bandwidth and first_pick_paired_shrink must be > 0")
+        self.first_pick_paired_bandwidth = first_pick_paired_bandwidth
+        self.first_pick_paired_shrink = first_pick_paired_shrink
         # spec -> {shape it ran correctly on: its best reward there over layouts}
         self.measured_on: dict[str, dict[str, float]] = {}
         # family -> its presets as full knob dicts (the initial design)
@@ -428,10 +433,12 @@ class Policy:
     def first_pick_values(self, shape: Shape, cands: Sequence[Candidate]) -> np.ndarray:
         """What ``first_pick`` ranks ``cands`` by on ``shape`` (``first_pick_rule``): under the
         neighbour rule a config whose evidence weighs less than ``first_pick_min_weight`` ranks
-        below every config with enough, in the model's order; the model's values otherwise."""
+        below every config with enough, in the model's order; under the paired rule
+        ``paired_values`` over the cautious values; the model's values otherwise."""
         mu, sd = self.predict(shape, cands)
-        if self.first_pick_rule == "cautious":  # a lower bound: mean - caution x posterior std, best layout
-            return (mu - self.first_pick_caution * sd).max(axis=1)
+        if self.first_pick_rule in ("cautious", "paired"):  # a lower bound: mean - caution x posterior std, best layout
+            bound = (mu - self.first_pick_caution * sd).max(axis=1)
+            return bound if self.first_pick_rule == "cautious" else self.paired_values(shape, cands, bound)
         mean = mu.max(axis=1)
         if self.first_pick_rule == "model":
             return mean
@@ -441,6 +448,41 @@ class Policy:
             # far evidence: below any near config (rewards are clipped to [-1, 1]), in model order
             out[i] = v if weight >= self.first_pick_min_weight else -10.0 + mean[i]
         return out
+
+    def paired_values(self, shape: Shape, cands: Sequence[Candidate], prior: np.ndarray) -> np.ndarray:
+        """The paired rule's values of ``cands`` on ``shape``: each config's effect in a two-way
+        (shape + config) least-squares fit of the rewards ``measured_on`` holds for them on other
+        shapes, each shape weighted exp(-(distance / ``first_pick_paired_bandwidth``)^2), every
+        config's effect shrunk towards ``prior`` (the cautious rule's values) with the weight of
+        ``first_pick_paired_shrink`` shapes at distance 0.
+
+        Only differences between configs measured on the same shape enter the fit (the shape's own
+        effect absorbs the rest), so how strong cuBLAS happened to be on the shapes a config was
+        measured on no longer counts for or against it. The neighbour and model rules compare
+        rewards measured on different shapes. A shape where one candidate ran says nothing about
+        the others and drops out; with no shape left, the values are ``prior``.
+
+        The fit: minimise sum_j w_j sum_{a in S_j} (r_ja - mu_j - v_a)^2 + shrink sum_a (v_a - prior_a)^2.
+        Eliminating mu_j leaves (sum_j w_j P_j + shrink I) v = sum_j w_j P_j r_j + shrink prior, P_j
+        centring over the candidates S_j measured on shape j: one small solve per pick."""
+        index = {c.spec: i for i, c in enumerate(cands)}
+        by_shape: dict[str, list[tuple[int, float]]] = {}
+        for c in cands:
+            for nm, r in self.measured_on.get(c.spec, {}).items():
+                if nm != shape.name:
+                    by_shape.setdefault(nm, []).append((index[c.spec], r))
+        n = len(cands)
+        lhs, rhs = self.first_pick_paired_shrink * np.eye(n), self.first_pick_paired_shrink * np.asarray(prior, float)
+        for nm, got in by_shape.items():
+            if len(got) < 2:
+                continue
+            w = math.exp(-((shape_distance(shape, parse_shape(nm)) / self.first_pick_paired_bandwidth) ** 2))
+            idx = np.array([i for i, _ in got])
+            r = np.array([x for _, x in got])
+            centre = np.eye(len(got)) - 1.0 / len(got)
+            lhs[np.ix_(idx, idx)] += w * centre
+            rhs[idx] += w * (centre @ r)
+        return np.linalg.solve(lhs, rhs)
 
     def candidate_for(self, spec: str) -> Candidate | None:
         """The candidate a measured spec names, under its canonical spec today (a DB row recorded
