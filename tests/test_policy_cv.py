@@ -42,8 +42,8 @@ def test_a_rule_that_holds_across_shapes_is_ranked_right_on_unseen_shapes():
     fams = {"cpuk": test_search_plugin.FAMILY}
     cv = policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",), families=fams)
     s = policy_cv.summarize(cv)
-    assert set(s.index) == {"model", "neighbours", "cautious"} and (s["shapes"] == len(SHAPES)).all()
-    for rule in ("model", "neighbours", "cautious"):
+    assert set(s.index) == {"model", "neighbours", "cautious", "paired"} and (s["shapes"] == len(SHAPES)).all()
+    for rule in ("model", "neighbours", "cautious", "paired"):
         assert s.loc[rule, "top1"] == s.loc[rule, "oracle"] == round(math.exp(0.3), 3)
         assert s.loc[rule, "top1"] > s.loc[rule, "random"]
         assert s.loc[rule, "spearman"] > 0.8
@@ -90,5 +90,5 @@ def test_rows_recorded_before_the_family_gained_a_knob_still_count():
     new = policy_cv.summarize(policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",),
                                                        families=fams))
     s = policy_cv.summarize(policy_cv.cross_validate(old, layouts=("nn",), families=fams))
-    assert s["configs"].tolist() == new["configs"].tolist() == [12.0, 12.0, 12.0]  # per rule
+    assert s["configs"].tolist() == new["configs"].tolist() == [12.0] * 4  # per rule
     assert s.loc["neighbours", "top1"] == new.loc["neighbours", "top1"]

@@ -352,8 +352,8 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert (tmp_path / "lib.json").exists() and (tmp_path / "s" / "summary.json").exists()
     from kernels_search.search.db import KernelDB
 
-    # the held-out check ran under the default rule (cautious) and the evidence the flag asked for
-    assert any("-first-pick-lcb1-m1-" in i for i in set(KernelDB(tmp_path / "s" / "db").df["search_id"]))
+    # the held-out check ran under the default rule (paired) and the evidence the flag asked for
+    assert any("-first-pick-pr1s1-lcb1-m1-" in i for i in set(KernelDB(tmp_path / "s" / "db").df["search_id"]))
 
 
 def test_holdout_never_draws_a_shape_measured_before():

@@ -22,7 +22,8 @@ With evidence required near the shape as well (``first_pick_min_near`` 2), it wo
 test (seventeenth session, seeds 17-18: 0.980x against 0.936x for ``cautious/m10``, paired 1.047x,
 95 % CI 1.011-1.090). So the held-out first pick folds this GPU model's committed list in by
 default (``prior_for_gpu``; ``search --first-pick-prior``), into a copy of the finished search's
-policy, and ``first_picks.py``'s default rule is ``cautious/m10/n2/prior``.
+policy. ``first_picks.py``'s default rule was ``cautious/m10/n2/prior`` until the nineteenth
+session, and is ``paired/m10/n2/prior`` since (``policy.Policy.paired_values``).
 
 Rows are keyed ``prior:<run_id>:<shape>:<method>:<layout>``, so folding the same file twice, or
 into a policy restored from a checkpoint that had it, adds nothing. Baseline rows set the

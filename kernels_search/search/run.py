@@ -67,7 +67,7 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 min_speedup: float = 1.02, holdout: Sequence[Shape] = (), search_id: str | None = None,
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
-                first_pick_rule: str = "cautious", first_pick_min_shapes: int = 10, first_pick_min_near: int = 2,
+                first_pick_rule: str = "paired", first_pick_min_shapes: int = 10, first_pick_min_near: int = 2,
                 first_pick_prior: Sequence[Path] | str = "auto", local_share: float = 0.75,
                 prior: Sequence[Path] = (), print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
@@ -90,8 +90,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     search's policy (a copy; the search itself never sees them), again without the held-out
     shapes' rows; ``"auto"`` (the default) is this GPU model's committed list
     (``search.prior.prior_for_gpu``: ``prior_h200.txt`` on an H200, none elsewhere). With
-    ``first_pick_min_near`` 2 and the rule's defaults this is ``cautious/m10/n2/prior``, the rule
-    that won its registered test on fresh shapes (BENCHMARKS.md, seventeenth session)."""
+    ``first_pick_min_near`` 2 and the rule's defaults this is ``paired/m10/n2/prior``, the rule
+    that won its registered test on fresh shapes (BENCHMARKS.md, nineteenth session)."""
     t0 = time.perf_counter()
     from harness import env as envmod
     from harness.sandbox import Evaluator
