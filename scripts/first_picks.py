@@ -255,7 +255,7 @@ def main(argv=None) -> int:
             print(e, file=sys.stderr)
             return 2
     if a.rules:
-        return side_by_side(pol, db, holdout, rules, a, draws, prior_pols.get(""), prior_pols)
+        return side_by_side(pol, db, holdout, rules, a, draws, prior_pols)
     if default.prior:
         pol = prior_pols[default.prior_list]
     df = db.df
@@ -321,14 +321,15 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
     return out
 
 
-def picks_by_rule(pol, db, holdout, rules, prior_pol=None, list_pols=None) -> dict[str, dict[str, str]]:
+def picks_by_rule(pol, db, holdout, rules, prior_pols=None) -> dict[str, dict[str, str]]:
     """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}; ``/prior`` rules
-    pick with ``prior_pol`` (``with_prior_policy``), ``/prior=LIST`` rules with ``list_pols[LIST]``."""
+    pick with ``prior_pols[""]`` and ``/prior=LIST`` rules with ``prior_pols[LIST]``
+    (``with_prior_policy``), the others with ``pol``."""
     gpu = gpu_of(db)
     out = {}
     for spec in rules:
         r = parse_rule(spec)
-        p = (list_pols or {}).get(r.prior_list) if r.prior_list else prior_pol if r.prior else pol
+        p = (prior_pols or {}).get(r.prior_list) if r.prior else pol
         if p is None:
             raise ValueError(f"rule {spec!r} needs the policy with the prior{' ' + r.prior_list if r.prior_list else ''}")
         r.apply(p)
@@ -380,10 +381,10 @@ def read_picks(path: Path, holdout) -> dict[str, str]:
     return {s.name: picks[s.name] for s in holdout}
 
 
-def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pol=None, list_pols=None) -> int:
+def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pols=None) -> int:
     import pandas as pd
 
-    picks = picks_by_rule(pol, db, holdout, rules, prior_pol, list_pols)
+    picks = picks_by_rule(pol, db, holdout, rules, prior_pols)
     for path in a.also_picks:
         try:
             picks[path.name] = read_picks(path, holdout)

@@ -117,15 +117,14 @@ def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_pa
     held = [Shape(3072, 3072, 2048)]
     empty = type("DB", (), {"df": pd.DataFrame()})()
     with_prior = first_picks.with_prior_policy(pol, [f], held)
-    picks = first_picks.picks_by_rule(pol, empty, held, ["cautious", "cautious/prior"], with_prior)
+    picks = first_picks.picks_by_rule(pol, empty, held, ["cautious", "cautious/prior"], {"": with_prior})
     assert picks["cautious"][held[0].name] == A and picks["cautious/prior"][held[0].name] == B
     assert B not in pol.measured_on  # the search's own policy is untouched
     # /prior=LIST: that file's policy for that rule alone, beside the default prior's (here none)
-    by_list = first_picks.picks_by_rule(pol, empty, held, ["cautious", f"cautious/prior={f}"],
-                                        None, {str(f): with_prior})
+    by_list = first_picks.picks_by_rule(pol, empty, held, ["cautious", f"cautious/prior={f}"], {str(f): with_prior})
     assert by_list == {"cautious": picks["cautious"], f"cautious/prior={f}": picks["cautious/prior"]}
     with pytest.raises(ValueError, match="needs the policy with the prior"):
-        first_picks.picks_by_rule(pol, empty, held, ["cautious/prior=other.txt"], with_prior, {str(f): with_prior})
+        first_picks.picks_by_rule(pol, empty, held, ["cautious/prior=other.txt"], {"": with_prior, str(f): with_prior})
     with pytest.raises(ValueError, match="1024_1024_2048 are in the prior: they are not fresh"):
         first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)])
 
