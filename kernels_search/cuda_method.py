@@ -125,10 +125,11 @@ class CudaKernelMethod(FamilyMethod):
         lib = load_library(res.lib_path)
         m, n, k = problem.m, problem.n, problem.k
         layout = LAYOUT_CODE[problem.layout]
-        opts_list = self._family.opts(self.knobs, problem)
+        device = torch.device(ctx.device)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        opts_list = self._family.opts(self.knobs, problem, sms)  # "opts" in info: what the kernel ran
         opts = (ctypes.c_int * max(1, len(opts_list)))(*opts_list)
         n_opts = len(opts_list)
-        device = torch.device(ctx.device)
         with torch.cuda.device(device):
             ws_bytes = int(lib.hgemm_workspace(m, n, k, layout, opts, n_opts))
         # Zero-filled once: split-K arrival counters start at zero; each call leaves them so.

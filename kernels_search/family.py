@@ -15,6 +15,10 @@ from typing import Any, Mapping
 from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
 
+# The H200's SM count: what runtime options sized to the device assume where none is given (the CPU
+# tests, the policy's features); a kernel launch passes its device's own count.
+DEFAULT_SMS = 132
+
 
 class KnobError(ValueError):
     """A spec names an unknown knob, a value outside its space, or an invalid combination."""
@@ -132,7 +136,9 @@ class Family:
     def supports(self, knobs: Mapping[str, Any], problem: Problem) -> Support:
         return SUPPORTED
 
-    def opts(self, knobs: Mapping[str, Any], problem: Problem) -> list[int]:
+    def opts(self, knobs: Mapping[str, Any], problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
+        """The runtime options passed to ``hgemm_run`` for this problem; ``sms``, the device's SM
+        count, is for options sized to the device (hopper's one-wave slice count)."""
         return []
 
 

@@ -511,6 +511,37 @@ def test_hopper_parallel_splitk_rules():
     assert fam.supports(fam.parse("scheduler=splitk,sk_splits=0"), Problem(Shape(64, 64, 16392)))
 
 
+
+def test_one_wave_slice_count_fills_one_wave_with_deep_enough_slices():
+    """``sk_splits=-1`` (``slices=-1``): the most slices with tiles x slices within the SMs and slices
+    of >= 8 k-tiles, resolved per problem and device, passed to the kernel as a count; the binary
+    is the one every slice count shares."""
+    from kernels_search.families.hopper import one_wave_slices
+
+    # the slice study's winners on 132 SMs: 32 tiles -> 4 slices, 16 -> 8, 8 -> 16; 64 tiles -> 2
+    assert one_wave_slices(512, 512, 8192, 64, 128) == 4  # 8 x 4 tiles
+    assert one_wave_slices(256, 512, 12288, 64, 128) == 8  # 16 tiles: 12288 / 8 = 1536
+    assert one_wave_slices(256, 256, 8192, 64, 128) == 16  # 8 tiles, slices of 512 = 8 k-tiles
+    assert one_wave_slices(512, 1024, 16384, 64, 128) == 2
+    assert one_wave_slices(1024, 1024, 8192, 64, 128) == 1  # 128 tiles: a second slice needs 256 CTAs
+    assert one_wave_slices(256, 256, 1024, 64, 128) == 2  # slices at least 8 k-tiles (512) deep
+    assert one_wave_slices(64, 64, 12288, 64, 64) == 24  # 1 tile: slices of >= 512 cap it (12288 / 24 = 512)
+    assert one_wave_slices(64, 64, 12288, 64, 64, sms=8) == 8  # a device with fewer SMs
+    assert one_wave_slices(64, 64, 12288 + 8, 64, 64) == 1  # 12296 = 8 x 1537: no count divides it in 8s
+    fam, swap = FAMILIES["splitk_tma"], FAMILIES["splitk_tma_swap"]
+    k = fam.parse("tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:slices=-1")
+    p = Problem(Shape(2048, 64, 8192))
+    assert fam.opts(k, p)[3] == one_wave_slices(2048, 64, 8192, 64, 128) == 4  # 32 x 1 tiles
+    assert swap.opts(k, p)[3] == one_wave_slices(64, 2048, 8192, 64, 128) == 8  # the transposed problem: 1 x 16
+    assert fam.opts(k, p, sms=64)[3] == 2
+    assert fam.supports(k, p) and fam.render(k) == fam.render(fam.parse("tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:slices=4"))
+    hop = FAMILIES["hopper"]
+    with pytest.raises(KnobError, match="splitk only"):
+        hop.parse("scheduler=streamk,sk_splits=-1")
+    limited = hop.parse("scheduler=splitk,sk_splits=-1,schedule=pingpong,tile_m=64,tile_n=64,sms=66")
+    assert hop.opts(limited, Problem(Shape(256, 256, 16384)))[3] == 4  # 16 tiles on the 66 SMs it may use
+
+
 @needs_nvcc
 def test_hgemm_run_rejects_bad_arguments_before_touching_the_gpu(cache):
     """Argument checks come first: bad sizes, layouts, options or workspace are error codes."""

@@ -188,8 +188,8 @@ def test_hopper_variants_match_reference(shape, layout, spec):
 
 
 def _slices_fit(k: int, slices: int) -> bool:
-    """Does parallel split-K take this slice count at this K (0 = automatic, always)?"""
-    return slices == 0 or (k % slices == 0 and (k // slices) % 8 == 0)
+    """Does parallel split-K take this slice count at this K (0 = automatic, -1 = one wave: always)?"""
+    return slices in (0, -1) or (k % slices == 0 and (k // slices) % 8 == 0)
 
 
 @pytest.mark.slow
@@ -209,7 +209,8 @@ def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, r
 @pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "512_64_4096", "100_200_304"])
 @pytest.mark.parametrize("spec", ["splitk_tma:", "splitk_tma:slices=8", "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=8",
                                   "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=16",
-                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=8"])
+                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=8",
+                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=-1"])
 def test_splitk_tma_matches_reference(shape, layout, spec):
     """The split-K family on the hopper template (its own builds: the family name is in the
     source), repeated calls; a slice count K cannot take is declined, not run."""
@@ -222,7 +223,8 @@ def test_splitk_tma_matches_reference(shape, layout, spec):
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["1024_64_12288", "512_64_4096", "4096_128_2048", "100_200_304", "72_136_64"])
 @pytest.mark.parametrize("spec", ["splitk_tma_swap:", "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=8",
-                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1"])
+                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1",
+                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=-1"])
 def test_splitk_tma_swap_matches_reference(shape, layout, spec):
     """The transposed split-K kernels (C^T = B^T A^T into fp32 slices, then the reduce kernel),
     ragged edges along both M and N, repeated calls; a slice count K cannot take is declined."""

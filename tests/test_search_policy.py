@@ -229,6 +229,11 @@ def test_shape_features_and_geometry():
     assert geometry(Shape(64, 256, 16384), swap_tile)[3] == 1.0
     assert math.isclose(geometry(Shape(64, 256, 16384), swap_tile, swap=True)[3], 0.5)
     assert geometry(Shape(64, 256, 16384), swap_tile, swap=True) == geometry(Shape(256, 64, 16384), swap_tile)
+    # the one-wave slice count (-1) is known before the run: its geometry is that of the count it resolves to
+    # (32 tiles of the transposed 2048 x 64 problem -> 4 slices; 1 x 16 tiles as given -> 8)
+    one_wave, s = {"tile_m": 64, "tile_n": 128, "slices": -1}, Shape(64, 2048, 8192)
+    assert geometry(s, one_wave, swap=True) == geometry(s, {**one_wave, "slices": 4}, swap=True)
+    assert geometry(s, one_wave) == geometry(s, {**one_wave, "slices": 8}) != geometry(s, {**one_wave, "slices": 4})
 
 
 def test_feature_space_reads_swap_families_tiles_along_n_by_m():

@@ -19,7 +19,7 @@ from typing import Mapping
 from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
 from kernels_search import toolchain
-from kernels_search.family import Family, Knob, render_defines, template
+from kernels_search.family import DEFAULT_SMS, Family, Knob, render_defines, template
 
 SMEM_LIMIT = 227 * 1024
 # Per-stage barrier/bookkeeping and the TMA epilogue's staging buffer are approximated; the
@@ -61,6 +61,32 @@ SWAP_AB = (
 )
 
 
+# sk_splits=-1 with scheduler=splitk: the slice count that fills one wave, resolved here from the
+# problem and the device's SM count and passed to the kernel as an explicit count (so the binary
+# and its build-cache entry are those of every other slice count). Why (sixteenth session, H200,
+# 18 few-tile deep-K shapes, splitk_tma_swap 64x128): the best count put tiles x slices at about one
+# wave, 4 slices on 32 tiles (1.04-1.12x, where the automatic count measured 0.74-0.88x), 8 on 16,
+# 16 on 8; the fixed counts of the knob serve each tile count only by luck, and 64 tiles, which
+# want 2, had none.
+ONE_WAVE = -1
+MIN_SLICE_K_TILES = 8  # 16 slices of 512 on 256_256_8192 was that study's best: shallower is not tried
+
+
+def one_wave_slices(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: int = 64,
+                    sms: int = DEFAULT_SMS) -> int:
+    """The most K slices (at most 64) with tiles x slices within one wave of ``sms`` CTAs, each slice a
+    whole number of 8-element rows of K (TMA) and at least ``MIN_SLICE_K_TILES`` k-tiles deep; 1
+    when no count above 1 qualifies (one slice still runs through the fp32 buffer and the reduce)."""
+    tiles = -(-m // tile_m) * -(-n // tile_n)
+    best = 1
+    for s in range(2, 65):
+        if tiles * s > sms:
+            break
+        if k % s == 0 and (k // s) % 8 == 0 and k // s >= MIN_SLICE_K_TILES * tile_k:
+            best = s
+    return best
+
+
 def swap_ab_source(body: str) -> str:
     """The template with ``SWAP_AB`` substituted; each anchor must occur exactly once."""
     for old, new in SWAP_AB:
@@ -93,8 +119,8 @@ class Hopper(Family):
             return "sk_decomp / sk_reduction apply to scheduler=streamk only"
         if k["scheduler"] == "persistent" and k["sk_splits"] != 1:
             return "sk_splits applies to scheduler=streamk or splitk only"
-        if k["scheduler"] == "streamk" and k["sk_splits"] == 0:
-            return "sk_splits=0 (automatic slices) applies to scheduler=splitk only"
+        if k["scheduler"] == "streamk" and k["sk_splits"] in (0, ONE_WAVE):
+            return "sk_splits=0 (automatic slices) and -1 (one wave) apply to scheduler=splitk only"
         if k["scheduler"] == "streamk" and k["sk_splits"] > 1 and k["sk_decomp"] not in (0, 2):
             # CUTLASS's PersistentTileSchedulerSm90StreamK::can_implement refuses it at run time
             return "stream-K sk_splits > 1 needs sk_decomp 0 (heuristic) or 2 (split-K)"
@@ -163,9 +189,20 @@ class Hopper(Family):
             return unsupported(f"split-K into {s} slices needs K ({problem.k}) = {s} x a multiple of 8")
         return SUPPORTED
 
-    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
         return [int(k["raster"]), int(k["swizzle"]), int(k["sms"]),
-                int(k["sk_splits"]), int(k["sk_decomp"]), int(k["sk_reduction"])]
+                self.slices(k, problem, sms), int(k["sk_decomp"]), int(k["sk_reduction"])]
+
+    @staticmethod
+    def slices(k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> int:
+        """``sk_splits`` as the kernel takes it: the one-wave value resolved to a count for this
+        problem on ``sms`` SMs (``swap_ab``: tiles of the transposed problem; a persistent grid
+        limited by the ``sms`` knob fills that many), every other value as it is."""
+        s = int(k["sk_splits"])
+        if s != ONE_WAVE:
+            return s
+        m, n = (problem.n, problem.m) if k.get("swap_ab") else (problem.m, problem.n)
+        return one_wave_slices(m, n, problem.k, k["tile_m"], k["tile_n"], k["tile_k"], k["sms"] or sms)
 
 
 class HopperView(Family):
@@ -195,8 +232,8 @@ class HopperView(Family):
     def supports(self, k: Mapping, problem: Problem) -> Support:
         return FAMILY.supports(self.as_hopper(k), problem)
 
-    def opts(self, k: Mapping, problem: Problem) -> list[int]:
-        return FAMILY.opts(self.as_hopper(k), problem)
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
+        return FAMILY.opts(self.as_hopper(k) | ({"swap_ab": 1} if self.swap_ab else {}), problem, sms)
 
 
 FAMILY = Hopper(
@@ -249,8 +286,9 @@ FAMILY = Hopper(
         Knob("raster", (0, 1, 2), 0, runtime=True, help="0 heuristic, 1 along M, 2 along N"),
         Knob("swizzle", (1, 2, 4, 8), 1, runtime=True, help="max swizzle size"),
         Knob("sms", (0, 66, 114, 128), 0, runtime=True, help="SMs for the persistent grid; 0 = all"),
-        Knob("sk_splits", (1, 2, 4, 8, 16, 32, 64, 0), 1, runtime=True,
-             help="stream-K: split-K factor; splitk: K slices (0 = enough for about one wave)"),
+        Knob("sk_splits", (1, 2, 4, 8, 16, 32, 64, 0, ONE_WAVE), 1, runtime=True,
+             help="stream-K: split-K factor; splitk: K slices (0 = tiles x slices within half the SMs, "
+                  "-1 = one wave: one_wave_slices)"),
         Knob("sk_decomp", (0, 1, 2, 3), 0, runtime=True,
              help="stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
         Knob("sk_reduction", (0, 1), 0, runtime=True, help="stream-K: 0 deterministic, 1 not"),

@@ -11,7 +11,7 @@ from typing import Mapping
 from harness.method import SUPPORTED, Support
 from harness.problem import Problem
 from kernels_search.families import mma_sync
-from kernels_search.family import Family, Knob
+from kernels_search.family import DEFAULT_SMS, Family, Knob
 
 
 class SmallTile(Family):
@@ -24,7 +24,7 @@ class SmallTile(Family):
     def supports(self, k: Mapping, problem: Problem) -> Support:
         return SUPPORTED  # any M, N, K (scalar predicated loads when 16-byte loads cannot be used)
 
-    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
         return [1, 0]  # no split
 
 

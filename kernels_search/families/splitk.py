@@ -18,7 +18,7 @@ from typing import Mapping
 from harness.method import SUPPORTED, Support
 from harness.problem import Problem
 from kernels_search.families import mma_sync
-from kernels_search.family import Family, Knob
+from kernels_search.family import DEFAULT_SMS, Family, Knob
 
 
 class SplitK(Family):
@@ -33,7 +33,7 @@ class SplitK(Family):
     def supports(self, k: Mapping, problem: Problem) -> Support:
         return SUPPORTED  # any M, N, K: 16-byte loads when aligned, scalar predicated loads otherwise
 
-    def opts(self, k: Mapping, problem: Problem) -> list[int]:
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
         return [int(k["splits"]), int(k["reduce"]), int(k["spread"])]
 
 

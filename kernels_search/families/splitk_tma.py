@@ -46,7 +46,8 @@ class SplitKTmaSwap(SplitKTma):
     swap_ab = True
 
 
-SLICES_HELP = "K slices (0 = tiles x slices within half the SMs, slices >= 16 k-tiles)"
+SLICES_HELP = ("K slices (0 = tiles x slices within half the SMs, slices >= 16 k-tiles; -1 = one wave: "
+               "tiles x slices within the SMs, slices >= 8 k-tiles, hopper.one_wave_slices)")
 TILE_M_HELP = "CTA tile rows (pingpong: one warpgroup per tile)"
 
 FAMILY = SplitKTma(
@@ -62,7 +63,7 @@ FAMILY = SplitKTma(
         Knob("cluster_m", (2, 1, 4), 2, help="CTAs along M sharing each B tile (TMA multicast)"),
         Knob("cluster_n", (2, 1, 4), 2, help="CTAs along N sharing each A tile (TMA multicast)"),
         Knob("schedule", ("pingpong", "cooperative"), "pingpong"),
-        Knob("slices", (0, 4, 8, 16), 0, runtime=True, help=SLICES_HELP),
+        Knob("slices", (0, 4, 8, 16, hopper.ONE_WAVE), 0, runtime=True, help=SLICES_HELP),
     ),
 )
 
@@ -83,6 +84,6 @@ SWAP = SplitKTmaSwap(
         Knob("cluster_m", (2, 1, 4), 2),
         Knob("cluster_n", (2, 1, 4), 2),
         Knob("schedule", ("pingpong", "cooperative"), "pingpong"),
-        Knob("slices", (0, 1, 4, 8, 16), 0, runtime=True, help=SLICES_HELP + "; 1 = one slice"),
+        Knob("slices", (0, 1, 4, 8, 16, hopper.ONE_WAVE), 0, runtime=True, help=SLICES_HELP + "; 1 = one slice"),
     ),
 )

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.problem import Shape
+from kernels_search.families.hopper import ONE_WAVE, one_wave_slices
 
 SMS = 132
 WAVE_TILE = 128
@@ -70,7 +71,8 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
       ceil(N/tn) tn). A 128-wide tile on N = 64 computes half zeros;
     - split-K partials' traffic: log2(1 + (splits - 1) x the fp32 partial bytes / the fp16
       bytes of A, B and C), the cost split-K pays for its extra CTAs (0 without split-K, and for
-      an automatic slice count, 0 in the knobs: that count is decided at run time).
+      an automatic slice count, 0 in the knobs: that count is decided at run time; the one-wave
+      count, -1, is resolved as the kernel will be, on 132 SMs).
 
     Why the last two (fourteenth session). The first picks of search-h200-f's policy lost worst
     where they ignored them: a 128-wide tile on 8192_64_2048 (0.49x) and 8192_64_4096 (0.69x),
@@ -97,14 +99,16 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
             break
     else:
         return None
+    m, n, k = shape.m, shape.n, shape.k
+    if swap:  # the kernel's problem is N x M (read as M x N before the eighteenth session: docstring)
+        m, n = n, m
     split = 1
     for s in SPLIT_KNOBS:
         v = knobs.get(s)
         if isinstance(v, (int, np.integer)) and v > 1:
             split = int(v)
-    m, n, k = shape.m, shape.n, shape.k
-    if swap:  # the kernel's problem is N x M (read as M x N before the eighteenth session: docstring)
-        m, n = n, m
+        elif v == ONE_WAVE:  # known before the run, unlike the automatic count (0)
+            split = one_wave_slices(m, n, k, tm, tn, int(knobs.get("tile_k", 64)), SMS)
     tiles = _tiles(m, n, tm, tn)
     ctas = tiles * split
     waves = math.ceil(ctas / SMS)
