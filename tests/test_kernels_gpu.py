@@ -188,8 +188,8 @@ def test_hopper_variants_match_reference(shape, layout, spec):
 
 
 def _slices_fit(k: int, slices: int) -> bool:
-    """Does parallel split-K take this slice count at this K (0 = automatic, -1 = one wave: always)?"""
-    return slices in (0, -1) or (k % slices == 0 and (k // slices) % 8 == 0)
+    """Does parallel split-K take this slice count at this K (0 = automatic, always)?"""
+    return slices == 0 or (k % slices == 0 and (k // slices) % 8 == 0)
 
 
 @pytest.mark.slow
@@ -209,8 +209,7 @@ def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, r
 @pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "512_64_4096", "100_200_304"])
 @pytest.mark.parametrize("spec", ["splitk_tma:", "splitk_tma:slices=8", "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=8",
                                   "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=16",
-                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=8",
-                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=-1"])
+                                  "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=8"])
 def test_splitk_tma_matches_reference(shape, layout, spec):
     """The split-K family on the hopper template (its own builds: the family name is in the
     source), repeated calls; a slice count K cannot take is declined, not run."""
@@ -223,14 +222,39 @@ def test_splitk_tma_matches_reference(shape, layout, spec):
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["1024_64_12288", "512_64_4096", "4096_128_2048", "100_200_304", "72_136_64"])
 @pytest.mark.parametrize("spec", ["splitk_tma_swap:", "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=8",
-                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1",
-                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=-1"])
+                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1"])
 def test_splitk_tma_swap_matches_reference(shape, layout, spec):
     """The transposed split-K kernels (C^T = B^T A^T into fp32 slices, then the reduce kernel),
     ragged edges along both M and N, repeated calls; a slice count K cannot take is declined."""
     sup = _run_case(spec, Problem(_shape(shape), layout), calls=3)
     s = int(spec.split("slices=")[1]) if "slices=" in spec else 0
     assert bool(sup) == _slices_fit(_shape(shape).k, s), sup
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["512_512_8192", "64_2048_8192", "100_200_304"])
+@pytest.mark.parametrize("family", ["splitk_tma", "splitk_tma_swap"])
+def test_one_wave_slices_match_reference_and_record_the_count(family, shape, layout):
+    """``slices=-1``: the count resolved from this device's SM count runs, repeated calls are right,
+    and the row's ``info.opts`` says which count ran (2048 x 64 is 32 tiles along M as given, 16 as
+    the swap family's transposed problem; K = 304 takes one slice)."""
+    from kernels_search.families import ALL
+    from kernels_search.families.hopper import one_wave_slices
+
+    p = Problem(_shape(shape), layout)
+    m = make_method(family, "tile_n=128,cluster_m=1,cluster_n=1,slices=-1")
+    assert m.supports(p, "cuda")
+    prep = m.prepare(p, _ctx(_inputs(p)))
+    for i in range(3):
+        a, b, c, buf = _inputs(p, seed=i)
+        prep.fn(a, b, c)
+        torch.cuda.synchronize()
+        _check(p, a, b, c, buf)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    mm, nn = (p.n, p.m) if family.endswith("swap") else (p.m, p.n)
+    want = one_wave_slices(mm, nn, p.k, 64, 128, 64, sms)
+    assert prep.info["opts"][3] == want == ALL[family].opts(m.knobs, p, sms)[3]
+    assert want > 1 or p.k == 304
 
 
 @pytest.mark.slow

@@ -331,14 +331,15 @@ class Policy:
         return self._enumerated[family]
 
     def _random_configs(self, family: str, n: int, rng: random.Random) -> list[dict]:
-        """``n`` random valid configs; every valid config when the family has at most 4n of them
-        (counted, not bounded by the knob product: splitk_tma's 432 points hold ~220 valid
+        """``n`` random valid configs; every valid config when the family has at most 5n of them
+        (counted, not bounded by the knob product: splitk_tma's 540 points hold 270 valid
         configs, which the model then ranks whole instead of through a sample that may miss its
-        few good corners). A larger family stays at n, so no family floods the pool."""
+        few good corners; 4n until its one-wave slice count raised it from 216). A larger family
+        (splitk_tma_swap, 324; smalltile, 723) stays at n, so no family floods the pool."""
         fam = self.families[family]
         full = self._valid_configs(family)
         if full is not None:
-            return [dict(kn) for kn in full] if len(full) <= 4 * n else [dict(kn) for kn in rng.sample(full, n)]
+            return [dict(kn) for kn in full] if len(full) <= 5 * n else [dict(kn) for kn in rng.sample(full, n)]
         out, keys = [], set()
         for _ in range(n * 20):
             if len(out) >= n:
