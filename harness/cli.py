@@ -50,9 +50,10 @@ class Device(str, Enum):
     cpu = "cpu"
 
 
-def _warn_methods_missing_from_done_groups(store, methods: list[str]) -> None:
+def _warn_methods_missing_from_done_groups(store, methods: list[str], only: dict | None = None) -> None:
     """A finished group is never measured again (its rows pair up within one timing run), so a
-    method added on resume is not measured on the shapes already done: say so, not silently."""
+    method added on resume is not measured on the shapes already done: say so, not silently
+    (``only``: a ``--plan``'s methods per shape, the ones expected there)."""
     from harness.results import GROUP_COLUMNS, group_key
     from harness.runner import HARNESS_ERROR
 
@@ -60,10 +61,15 @@ def _warn_methods_missing_from_done_groups(store, methods: list[str]) -> None:
     have: dict[tuple, set] = {}
     for r in store.rows:
         have.setdefault(group_key(r), set()).add(r["method"])
-    lacking = [g for g in done if set(methods) - have.get(g, set())]
+    shape_at = GROUP_COLUMNS.index("shape")
+
+    def expected(g) -> set:
+        return set((only or {}).get(g[shape_at], methods))
+
+    lacking = [g for g in done if expected(g) - have.get(g, set())]
     if lacking:
-        missing = sorted(set().union(*(set(methods) - have[g] for g in lacking)))
-        shapes = sorted({g[GROUP_COLUMNS.index("shape")] for g in lacking})
+        missing = sorted(set().union(*(expected(g) - have[g] for g in lacking)))
+        shapes = sorted({g[shape_at] for g in lacking})
         err_console.print(f"[yellow]warning:[/] {len(missing)} requested method(s) are not in {len(lacking)} finished "
                           f"group(s) of {store.path} and will not be measured there ({', '.join(missing[:3])}"
                           f"{', ...' if len(missing) > 3 else ''}; shapes {', '.join(shapes[:5])}"
@@ -141,6 +147,9 @@ def compare(
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks on non-baseline methods."),
     kernels_dir: List[Path] = typer.Option([], "--kernels-dir", help="Directory of external .cu kernels: our C ABI "
                                            "(cu:<stem>) or PyTorch extensions f(a, b, b_col_major, c) (ext:<stem>)."),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="A file of 'M_N_K METHOD[,METHOD...]' lines: each shape "
+                                        "measured with its own methods (and --methods on every shape), instead of "
+                                        "every method on every shape; replaces --shapes. See harness/plan.py."),
 ):
     """Gate and time methods on shapes; write Parquet; print paired speedups."""
     import importlib
@@ -151,10 +160,22 @@ def compare(
     from harness.shapes import ShapeError, parse_shapes
     from harness.summary import print_summary
 
-    try:
-        shape_list = parse_shapes(shapes)
-    except ShapeError as e:
-        _fail(str(e))
+    planned = None
+    if plan is not None:
+        from harness.plan import PlanError, read_plan
+
+        if list(shapes) != ["smoke"]:
+            _fail("--plan names the shapes: give --plan or --shapes, not both")
+        try:
+            planned = [(shape, _split_methods([text])) for shape, text in read_plan(plan)]
+        except PlanError as e:
+            _fail(str(e))
+        shape_list = [shape for shape, _ in planned]
+    else:
+        try:
+            shape_list = parse_shapes(shapes)
+        except ShapeError as e:
+            _fail(str(e))
     lays = _split([layouts])
     bad = [x for x in lays if x not in ("nn", "tn")]
     if bad or not lays:
@@ -170,7 +191,9 @@ def compare(
             importlib.import_module(mod)
         except ImportError as e:
             _fail(f"--plugin {mod}: {e}")
-    specs = _split_methods(methods) or default_specs()
+    specs = _split_methods(methods) or ([] if planned else default_specs())
+    if planned:
+        specs = list(dict.fromkeys(specs + [spec for _, specs_of in planned for spec in specs_of]))
     if kernels_dir:
         from kernels_search import extern
 
@@ -188,6 +211,11 @@ def compare(
         _fail(str(e))
     if not method_objs:
         _fail("no methods to run")
+    only: dict[str, tuple[str, ...]] = {}
+    if planned:  # each shape's methods by name (a spec resolves to its canonical name)
+        common = [m.name for m in resolve(_split_methods(methods))]
+        only = {shape.name: tuple(dict.fromkeys(common + [m.name for m in resolve(specs_of)]))
+                for shape, specs_of in planned}
     if dev == "cpu":
         why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
         console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
@@ -208,13 +236,13 @@ def compare(
               "use another --out or --fresh: runs on different GPUs never mix in one run")
     if store.resumed:
         console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
-        _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs])
+        _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
     settings = CompareSettings(
         shapes=shape_list, layouts=lays,
         modes=["offline", "server"] if mode == Mode.both else [mode.value],
         caches=["warm", "cold"] if cache == Cache.both else [cache.value],
         ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
-        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat,
+        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only,
     )
     isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "

@@ -55,6 +55,11 @@ class CompareSettings:
     anticheat: bool = True  # run harness.anticheat on every non-baseline method that passed the gate
     # "method|layout" -> reason: slots the sandbox took out after they hung or killed a worker
     excluded: dict[str, str] = field(default_factory=dict)
+    # shape name -> the method names measured on it (``compare --plan``); a shape not in it, or an
+    # empty map, gets every method. The methods of one shape still share its rounds, so a per-shape
+    # plan changes which pairs are measured, not how: a held-out check measures each shape's own
+    # picks and the reference instead of every pick on every shape.
+    only: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Reporter:
@@ -330,9 +335,10 @@ class CompareRunner:
         return written
 
     def _slots(self, shape: Shape) -> list[_Slot]:
+        only = self.s.only.get(shape.name)
         return [_Slot(m, Problem(shape, lay), _support(m, Problem(shape, lay), self.device),
                        error=self.s.excluded.get(f"{m.name}|{lay}", ""))
-                 for m in self.methods for lay in self.s.layouts]
+                 for m in self.methods if only is None or m.name in only for lay in self.s.layouts]
 
     def _error_group(self, slots: list[_Slot], mode: str, cache: str, reason: str) -> list[dict]:
         rows = []

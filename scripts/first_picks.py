@@ -196,6 +196,9 @@ def main(argv=None) -> int:
                     "--holdout on an H200")
     ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
+    ap.add_argument("--plan-out", type=Path, help="with --rules --compare-args: also write a `compare --plan` file "
+                                                  "of each shape's own picks (harness/plan.py), for measuring those "
+                                                  "instead of every pick on every shape")
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", help="fresh held-out shapes drawn with this seed (see above); a comma list "
                     "draws once per seed, each draw avoiding the ones before it")
@@ -381,6 +384,19 @@ def read_picks(path: Path, holdout) -> dict[str, str]:
     return {s.name: picks[s.name] for s in holdout}
 
 
+def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]]) -> None:
+    """A ``compare --plan`` file (harness/plan.py): each held-out shape with the distinct picks
+    every rule (or picks file) made on it, in rule order. The reference goes on every shape through
+    ``--methods``. Measured so, the report has each rule's pick and the reference on each shape,
+    all it reads, in a fifth of the cross product's time."""
+    lines = [f"# {len(holdout)} held-out shapes, each with its picks under {len(picks)} rule(s): "
+             + ", ".join(picks)]
+    for s in holdout:
+        specs = dict.fromkeys(by_shape[s.name] for by_shape in picks.values())
+        lines.append(f"{s.name} {','.join(specs)}")
+    path.write_text("\n".join(lines) + "\n")
+
+
 def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pols=None) -> int:
     import pandas as pd
 
@@ -396,6 +412,8 @@ def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pols=None) -> int
         methods = sorted({spec for by_shape in picks.values() for spec in by_shape.values()})
         print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")
         print(f"PICK_METHODS={','.join(methods)}")
+        if a.plan_out:
+            write_plan(a.plan_out, holdout, picks)
         if a.prebuild:  # compiled in parallel now, so the compare's prepares only load them
             from kernels_search.search.loop import auto_prebuild
 

@@ -35,7 +35,8 @@
 #            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
 #            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_ALSO_PICKS a
 #            file of picks made elsewhere (shape<TAB>spec), measured and reported as a column; PICK_SKIP_SHAPES a
-#            file of shapes an earlier call finished (the rest of a draw its time limit stopped)
+#            file of shapes an earlier call finished (the rest of a draw its time limit stopped); PICK_PLAN=1
+#            measures each shape's own picks only (compare --plan), not every pick on every shape
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
 # fetched here once (name .whl in the call's carry):
@@ -231,8 +232,11 @@ PY
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
       # PICK_ALSO_PICKS: a file of picks made elsewhere (first_picks.py --also-picks), measured and reported as a column
       also="${PICK_ALSO_PICKS:+--also-picks $PICK_ALSO_PICKS}"
+      # PICK_PLAN=1: measure each shape's own picks and the reference (compare --plan), not every pick on
+      # every shape: about a fifth of the time, so more shapes fit a call, but no best-of-picks column
+      plan=/tmp/hb/pickrules-plan.txt; rm -f "$plan"
       args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
-        | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
+        ${PICK_PLAN:+--plan-out $plan} | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
       if [ -z "$methods" ]; then echo "pickrules: no picks (first_picks.py said why, above): nothing measured"; continue; fi
@@ -240,6 +244,7 @@ PY
       # rest of a draw that call's time limit stopped; its report reads both calls' Parquets together
       if [ -n "${PICK_SKIP_SHAPES:-}" ]; then
         shapes=$(echo "$shapes" | tr ',' '\n' | grep -vxF -f "$PICK_SKIP_SHAPES" | paste -sd, -)
+        [ -f "$plan" ] && { awk 'NR == FNR { skip[$1]; next } !/^#/ && !($1 in skip)' "$PICK_SKIP_SHAPES" "$plan" > "$plan.left"; mv "$plan.left" "$plan"; }
         echo "pickrules: $(grep -c . "$PICK_SKIP_SHAPES") shapes of $PICK_SKIP_SHAPES skipped, measuring ${shapes:-none}"
         [ -z "$shapes" ] && continue
       fi
@@ -251,7 +256,12 @@ extra = [ln.strip() for ln in open(sys.argv[2]) if ln.strip() and not ln.startsw
 print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_EXTRA_METHODS")
         echo "pickrules: $PICK_EXTRA_METHODS's specs added to the picks"
       fi
-      timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare --shapes "$shapes" --methods "cublaslt-autotune,$methods" \
+      if [ -f "$plan" ]; then  # each shape's picks from the plan; PICK_EXTRA_METHODS' specs on every shape
+        what=(--plan "$plan" --methods "cublaslt-autotune${PICK_EXTRA_METHODS:+,$(grep -v '^#' "$PICK_EXTRA_METHODS" | paste -sd, -)}")
+      else
+        what=(--shapes "$shapes" --methods "cublaslt-autotune,$methods")
+      fi
+      timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare "${what[@]}" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
       python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \

@@ -54,6 +54,55 @@ def test_compare_cpu_end_to_end(tmp_path):
     assert len(read_results(out).to_pandas()) == len(df)
 
 
+def test_compare_plan_measures_each_shape_with_its_own_methods(tmp_path):
+    """``--plan``: a shape gets its line's methods and --methods, no other (in the sandboxed
+    worker too: a family method makes the run isolated); a rerun resumes without a warning about
+    methods a shape was never planned to have."""
+    plan = tmp_path / "plan.txt"
+    plan.write_text("# shape  methods\n64_64_64 torch\n\n17_33_65   splitk:bm=64,splits=4,cublas  # a family spec keeps its k=v\n")
+    out = tmp_path / "r.parquet"
+    args = ("compare", "--device", "cpu", "--plan", str(plan), "--methods", "cublaslt", "--budget", "0.2",
+            "--out", str(out), "--seed", "1")
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    assert "sandboxed worker" in " ".join(res.output.split())
+    df = read_results(out).to_pandas()
+    got = {s: set(g["method"]) for s, g in df.groupby("shape")}
+    splitk = next(m for m in got["17_33_65"] if m.startswith("splitk"))
+    assert "bm=64" in splitk and "splits=4" in splitk
+    assert got == {"64_64_64": {"torch", "cublaslt"}, "17_33_65": {splitk, "cublas", "cublaslt"}}
+    assert len(df) == 2 * (2 + 3)  # both layouts
+    assert (df[df["method"] == "torch"]["status"] == "ok").all()
+    res2 = run(*args)
+    assert res2.exit_code == 0 and "resuming" in res2.output and "not be measured there" not in res2.output
+    assert len(read_results(out).to_pandas()) == len(df)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("64_64_64\n", "line 1: expected 'M_N_K METHOD"),
+    ("64_64 torch\n", "line 1: malformed shape '64_64'"),
+    ("64_64_64 torch\n# again\n64_64_64 cublas\n", "line 3: shape 64_64_64 is already planned on line 1"),
+    ("# nothing\n", "names no shapes"),
+    ("64_64_64 nosuch\n", "unknown method 'nosuch'"),
+])
+def test_bad_plan_is_one_clear_error(tmp_path, text, needle):
+    plan = tmp_path / "plan.txt"
+    plan.write_text(text)
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--plan", str(plan), "--out", str(tmp_path / "r.parquet")])
+    said = " ".join(res.output.split())  # the console wraps long lines
+    assert res.exit_code == 2 and needle in said and "Traceback" not in said, said
+    assert not (tmp_path / "r.parquet").exists()
+
+
+def test_plan_and_shapes_together_or_a_missing_plan_are_clear_errors(tmp_path):
+    plan = tmp_path / "plan.txt"
+    plan.write_text("64_64_64 torch\n")
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--plan", str(plan), "--shapes", "8_8_8"])
+    assert res.exit_code == 2 and "not both" in res.output
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--plan", str(tmp_path / "none.txt")])
+    assert res.exit_code == 2 and "none.txt" in res.output and "Traceback" not in res.output
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--shapes", "64_64"], "malformed shape '64_64'"),
     (["--shapes", "0_1_1"], "M=0"),

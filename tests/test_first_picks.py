@@ -61,6 +61,18 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert first_picks.main(args + ["--also-picks", str(tmp_path / "old.tsv"), "--compare-args"]) == 0
     methods = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("PICK_METHODS=")).split("=", 1)[1]
     assert other in methods
+    # --plan-out: each held-out shape with its own picks (2 rules and the file's), as `compare --plan`
+    # reads them; together they are every method PICK_METHODS names
+    from harness.cli import _split_methods
+    from harness.plan import read_plan
+
+    assert first_picks.main(args + ["--also-picks", str(tmp_path / "old.tsv"), "--compare-args",
+                                    "--plan-out", str(tmp_path / "plan.txt")]) == 0
+    methods = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("PICK_METHODS=")).split("=", 1)[1]
+    planned = {shape.name: _split_methods([text]) for shape, text in read_plan(tmp_path / "plan.txt")}
+    assert list(planned) == held_names
+    assert all(1 < len(specs) == len(set(specs)) <= 3 and specs[-1] == other for specs in planned.values())
+    assert set().union(*map(set, planned.values())) == set(_split_methods([methods]))
     (tmp_path / "short.tsv").write_text(f"{held_names[0]}\t{other}\n")
     assert first_picks.main(args + ["--also-picks", str(tmp_path / "short.tsv"), "--compare-args"]) == 2
     assert f"short.tsv: no pick for held-out shapes {held_names[1]}" in capsys.readouterr().err
