@@ -212,6 +212,9 @@ def main(argv=None) -> int:
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
+    if a.plan_out and not (a.rules and a.compare_args):
+        print("--plan-out needs --rules and --compare-args (it writes the picks they print)", file=sys.stderr)
+        return 2
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
     try:

@@ -73,6 +73,8 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert list(planned) == held_names
     assert all(1 < len(specs) == len(set(specs)) <= 3 and specs[-1] == other for specs in planned.values())
     assert set().union(*map(set, planned.values())) == set(_split_methods([methods]))
+    assert first_picks.main(args + ["--plan-out", str(tmp_path / "p2.txt")]) == 2  # no --compare-args: nothing to write
+    assert "--plan-out needs --rules and --compare-args" in capsys.readouterr().err and not (tmp_path / "p2.txt").exists()
     (tmp_path / "short.tsv").write_text(f"{held_names[0]}\t{other}\n")
     assert first_picks.main(args + ["--also-picks", str(tmp_path / "short.tsv"), "--compare-args"]) == 2
     assert f"short.tsv: no pick for held-out shapes {held_names[1]}" in capsys.readouterr().err

@@ -66,8 +66,10 @@ SWAP_AB = (
 # and its build-cache entry are those of every other slice count). Why (sixteenth session, H200,
 # 18 few-tile deep-K shapes, splitk_tma_swap 64x128): the best count put tiles x slices at about one
 # wave, 4 slices on 32 tiles (1.04-1.12x, where the automatic count measured 0.74-0.88x), 8 on 16,
-# 16 on 8; the fixed counts of the knob serve each tile count only by luck, and 64 tiles, which
-# want 2, had none.
+# 16 on 8; the fixed counts of the knob serve each tile count only by luck, and 64 tiles had no 2.
+# Measured on 134 shapes (twentieth session): at least as good as any config measured there before
+# on 1-33 tiles with K > 4096 (17-33 tiles: 1.001x against 0.977x), but 0.68-0.79x with K <= 1024,
+# and 2 slices on 34-66 tiles gained nothing; the first-pick rule learns where from that study.
 ONE_WAVE = -1
 MIN_SLICE_K_TILES = 8  # 16 slices of 512 on 256_256_8192 was that study's best: shallower is not tried
 
