@@ -83,6 +83,14 @@ def measured_speedups(paths: list[Path], reference: str = "cublaslt-autotune"):
     return out
 
 
+def rankable(measured: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The shapes on which more than one config was measured. A held-out check that measured each
+    shape's own pick only (``compare --plan``, twentieth session) leaves one config a shape: any
+    rule "picks" it, so scoring it would only add that check's level to every rule's figure. Such a
+    file still teaches the other draws' policies through the prior."""
+    return {s: m for s, m in measured.items() if len(m) > 1}
+
+
 def pick(pol, shape_name: str, measured: dict[str, float], rule) -> tuple[float, float] | None:
     """(the rule's pick's speedup, the best candidate's) among the measured configs with the
     evidence ``rule`` (``first_picks.RuleSpec``: ``RULE/mN/nK``) asks for."""
@@ -122,8 +130,11 @@ def main(argv=None) -> int:
         shapes = prior_shapes(files)
         others = [p for d in draws if d is not files for p in d] + extra
         folded, _ = with_prior(base, others, exclude_shapes=shapes)  # no row of the draw's shapes
-        measured = {s: m for s, m in measured_speedups(files + extra).items() if s in shapes}
+        measured = rankable({s: m for s, m in measured_speedups(files + extra).items() if s in shapes})
         label = "+".join(p.parent.name for p in files)
+        if not measured:
+            print(f"| {label} | - | one config measured per shape: nothing to rank |", flush=True)
+            continue
         for name, pol in (("search", base), ("search+prior", folded)):
             cells, best = [], []
             for spec, r in rules:

@@ -291,6 +291,8 @@ def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_
     assert prior_cv.remeasurements([f1, f2, f3, f4]) == [f4]
     assert prior_cv.remeasurements([f4, f1, f2, f3]) == [f1, f3]  # f4 first: the others repeat its shapes
     assert prior_cv.measured_speedups([f1, f2]) == {"64_64_64": {A: 2.0}, "128_64_64": {B: 0.5}}
+    # a shape with one measured config (a check of each shape's own pick) ranks nothing: not scored
+    assert prior_cv.rankable({"64_64_64": {A: 2.0}, "128_64_64": {A: 0.9, B: 0.5}}) == {"128_64_64": {A: 0.9, B: 0.5}}
     pol = policy()
     near, far = [Shape(128, 256, 256), Shape(256, 128, 256), Shape(256, 256, 128)], [Shape(4096, 4096, 4096 * 2 ** i) for i in range(3)]
     for a_shape, b_shape in zip(near, far):  # A measured 1.0 from 256_256_256 (three shapes), B only far away
