@@ -74,6 +74,12 @@ ONE_WAVE = -1
 MIN_SLICE_K_TILES = 8  # 16 slices of 512 on 256_256_8192 was that study's best: shallower is not tried
 
 
+def slices_fit(k: int, slices: int) -> bool:
+    """Does K cut into ``slices`` equal slices, each a multiple of 8 elements (TMA's 16-byte row
+    strides)? The template's ``splitk_slices`` declines a count that does not."""
+    return k % slices == 0 and (k // slices) % 8 == 0
+
+
 def one_wave_slices(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: int = 64,
                     sms: int = DEFAULT_SMS) -> int:
     """The most K slices (at most 64) with tiles x slices within one wave of ``sms`` CTAs, each slice a
@@ -84,7 +90,7 @@ def one_wave_slices(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: in
     for s in range(2, 65):
         if tiles * s > sms:
             break
-        if k % s == 0 and (k // s) % 8 == 0 and k // s >= MIN_SLICE_K_TILES * tile_k:
+        if slices_fit(k, s) and k // s >= MIN_SLICE_K_TILES * tile_k:
             best = s
     return best
 
@@ -187,7 +193,7 @@ class Hopper(Family):
                 f"TMA needs 16-byte row strides: K ({problem.k}) and N ({problem.n}) must be multiples of 8"
             )
         s = k["sk_splits"]
-        if k["scheduler"] == "splitk" and s > 1 and (problem.k % s or (problem.k // s) % 8):
+        if k["scheduler"] == "splitk" and s > 1 and not slices_fit(problem.k, s):
             return unsupported(f"split-K into {s} slices needs K ({problem.k}) = {s} x a multiple of 8")
         return SUPPORTED
 
