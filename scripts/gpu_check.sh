@@ -253,14 +253,17 @@ PY
       fi
       # PICK_EXTRA_METHODS: a file of further specs (one a line) measured in the same rounds, e.g. the
       # picks of an earlier policy computed elsewhere, for a side-by-side that first_picks.py cannot make
+      # (read once: the picks with them, then them alone, for a plan's every-shape methods)
+      extra=""
       if [ -n "${PICK_EXTRA_METHODS:-}" ]; then
-        methods=$(python3 -c 'import sys; from harness.cli import _split_methods as split
+        { read -r methods; read -r extra; } < <(python3 -c 'import sys; from harness.cli import _split_methods as split
 extra = [ln.strip() for ln in open(sys.argv[2]) if ln.strip() and not ln.startswith("#")]
-print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))' "$methods" "$PICK_EXTRA_METHODS")
+print(",".join(dict.fromkeys(split([sys.argv[1]]) + extra)))
+print(",".join(dict.fromkeys(extra)))' "$methods" "$PICK_EXTRA_METHODS")
         echo "pickrules: $PICK_EXTRA_METHODS's specs added to the picks"
       fi
       if [ -f "$plan" ]; then  # each shape's picks from the plan; PICK_EXTRA_METHODS' specs on every shape
-        what=(--plan "$plan" --methods "cublaslt-autotune${PICK_EXTRA_METHODS:+,$(grep -v '^#' "$PICK_EXTRA_METHODS" | paste -sd, -)}")
+        what=(--plan "$plan" --methods "cublaslt-autotune${extra:+,$extra}")
       else
         what=(--shapes "$shapes" --methods "cublaslt-autotune,$methods")
       fi
