@@ -4,7 +4,9 @@ Plots use best-of-layouts rows (one point per method and shape) so that a reader
 methods, not layouts; per-layout numbers are in the tables. Every mark's tooltip names the shape,
 the method by its short key (``reports.keys``: the full spec is in the legend's and the
 leaderboard's hover text and rows, once per method, not on each of thousands of marks) and the
-value. A method's marks share one ``<g>`` for their colour.
+value. A method's marks share one ``<g>`` for their colour. The views' scatter marks are written
+as (x, y, table row) data (``Chart.table_marks``); report.js draws them and writes that text
+from the row, as ``_tip`` does for the heatmap cells.
 """
 
 from __future__ import annotations
@@ -31,17 +33,13 @@ def _min_bytes(d: pd.DataFrame) -> pd.Series:
     return 2.0 * (d["m"] * d["k"] + d["k"] * d["n"] + d["m"] * d["n"])
 
 
-def _tip(r, metric_col: str, keys: dict[str, str], extra: str = "") -> str:
-    """Hover text of one mark: method key, shape, winning layout, time, and the plotted value:
-    the speedup, or ``extra`` where the plot shows something else (the speedup is then left out:
-    it is on every mark of the speedup plots)."""
+def _tip(r, metric_col: str, keys: dict[str, str]) -> str:
+    """Hover text of one heatmap cell: method key, shape, winning layout, time and speedup, to 4
+    significant digits as the table data holds them. report.js's markTip writes the same text
+    from a table row for each scatter mark (``Chart.table_marks``)."""
     key = keys.get(r["method"], r["method"])
-    t = f"{key}\nM={r['m']} N={r['n']} K={r['k']} ({r['best_of']})\n{r[metric_col]:.4g} us"
-    if extra:
-        return f"{t}\n{extra}"
-    if not pd.isna(r.get("speedup")):
-        t += f"\nspeedup {r['speedup']:.3f}x"
-    return t
+    return (f"{key}\nM={r['m']} N={r['n']} K={r['k']} ({r['best_of']})\n{r[metric_col]:.4g} us\n"
+            f"speedup {r['speedup']:.4g}x")
 
 
 def _best(sp: pd.DataFrame) -> pd.DataFrame:
@@ -71,10 +69,8 @@ def _empty(title: str, msg: str, kind: str) -> str:
     return c.render()
 
 
-def speedup_vs_size(sp: pd.DataFrame, baseline: str | None, metric: str, colors: dict[str, str],
-                    keys: dict[str, str]) -> str:
+def speedup_vs_size(sp: pd.DataFrame, baseline: str | None, colors: dict[str, str], keys: dict[str, str]) -> str:
     """Log-log scatter: speedup over the baseline against problem FLOPs, one colour per method."""
-    col = metric_column(metric)
     d = _best(sp)
     d = d[d["speedup"].notna() & (d["method"] != baseline)]
     title = f"Speedup over {baseline} vs problem size"
@@ -88,7 +84,7 @@ def speedup_vs_size(sp: pd.DataFrame, baseline: str | None, metric: str, colors:
     c.axes(xs, ys, "problem size: 2·M·N·K FLOP (log)", f"speedup over {baseline} (log)")
     c.hline(ys(1.0), text=f"= {baseline}")
     for m, rows, fm in _by_method(d, f):
-        c.points([(xs(fl), ys(r["speedup"]), _tip(r, col, keys)) for r, fl in zip(rows, fm)], colors.get(m, "#888"))
+        c.table_marks([(xs(fl), ys(r["speedup"]), r["row"]) for r, fl in zip(rows, fm)], colors.get(m, "#888"))
     _legend(c, sorted(d["method"].unique()), colors, keys)
     return c.render()
 
@@ -109,18 +105,17 @@ def throughput_vs_size(sp: pd.DataFrame, metric: str, colors: dict[str, str], ke
     ys = c.yscale(*padded(tf.min(), tf.max(), True), log=True)
     c.axes(xs, ys, "problem size: 2·M·N·K FLOP (log)", "TFLOP/s (log)")
     for m, rows, fm, tfm in _by_method(d, f, tf):
-        c.points([(xs(fl), ys(t), _tip(r, col, keys, f"{t:.3g} TFLOP/s")) for r, fl, t in zip(rows, fm, tfm)],
-                 colors.get(m, "#888"))
+        c.table_marks([(xs(fl), ys(t), r["row"]) for r, fl, t in zip(rows, fm, tfm)], colors.get(m, "#888"),
+                      tip="tflops")
     _legend(c, sorted(d["method"].unique()), colors, keys, specs=False)
     return c.render()
 
 
-def speedup_distribution(sp: pd.DataFrame, baseline: str | None, metric: str, colors: dict[str, str],
+def speedup_distribution(sp: pd.DataFrame, baseline: str | None, colors: dict[str, str],
                          keys: dict[str, str]) -> str:
     """Per method: every shape's speedup as a dot, with a box over the 25-75th percentiles and the
     geometric mean marked, on one log axis, so spread and outliers are visible, not just the mean.
     The baseline's row is its geometric-mean tick at 1x only (every one of its speedups is 1)."""
-    col = metric_column(metric)
     d = _best(sp)
     d = d[d["speedup"].notna()]
     title = f"Distribution of per-shape speedups over {baseline}"
@@ -157,8 +152,8 @@ def speedup_distribution(sp: pd.DataFrame, baseline: str | None, metric: str, co
             c.parts.append(f'<line class="whisker" x1="{xs(p5):.1f}" x2="{xs(p95):.1f}" y1="{yc:.1f}" y2="{yc:.1f}" '
                            f'stroke="{color}"><title>{esc(k)}: 90% of shapes {p5:.3f}x - {p95:.3f}x</title></line>')
             pts = g[(g["speedup"] < p5) | (g["speedup"] > p95)]
-        c.points([(xs(r["speedup"]), yc + rng.uniform(-7, 7), _tip(r, col, keys)) for r in pts.to_dict("records")],
-                 color, r=3)
+        c.table_marks([(xs(r["speedup"]), yc + rng.uniform(-7, 7), r["row"]) for r in pts.to_dict("records")],
+                      color, r=3)
         c.text(c.x0 - 8, yc + 4, k, anchor="end", cls="label", title=m if k != m else "")
     return c.render()
 
@@ -196,8 +191,8 @@ def speedup_maps(sp: pd.DataFrame, methods: list[str], metric: str, keys: dict[s
     _colorbar(c)
     for i, (m, g) in enumerate(layers):
         _open_layer(c, i, m, keys, c.x0, 15)
-        c.points([(xs(r["m"] * r["n"]), ys(r["k"]), _tip(r, col, keys), diverging(math.log2(r["speedup"]), SPAN_LOG2))
-                  for r in g.to_dict("records")], r=7, cls="pt dot")
+        c.table_marks([(xs(r["m"] * r["n"]), ys(r["k"]), r["row"], diverging(math.log2(r["speedup"]), SPAN_LOG2))
+                       for r in g.to_dict("records")], r=7, cls="pt dot")
         c.parts.append("</g>")
     return c.render()
 
@@ -280,8 +275,8 @@ def roofline_efficiency(sp: pd.DataFrame, metric: str, colors: dict[str, str], k
     c.axes(xs, ys, "arithmetic intensity: FLOP per minimum byte moved (log)", "efficiency (log; 1 = at the floor)")
     c.hline(ys(1.0), text="physical floor")
     for m, rows, em, am in _by_method(d, eff, ai):
-        c.points([(xs(a), ys(e), _tip(r, col, keys, f"efficiency {e:.1%}")) for r, e, a in zip(rows, em, am)],
-                 colors.get(m, "#888"))
+        c.table_marks([(xs(a), ys(e), r["row"]) for r, e, a in zip(rows, em, am)], colors.get(m, "#888"),
+                      tip="efficiency")
     _legend(c, sorted(d["method"].unique()), colors, keys, specs=False)
     return c.render()
 

@@ -1,8 +1,11 @@
 """A tiny inline-SVG chart kit: scales, axes, marks with hover titles, legends.
 
-The site must open offline with nothing fetched, and plots must be readable without running any
-script, so charts are plain SVG strings built here; hover text is a native ``<title>`` on each
-mark (the browser shows it as a tooltip). Only what the report's plots need is implemented.
+The site must open offline with nothing fetched, so charts are plain SVG strings built here;
+hover text is a native ``<title>`` on each mark (the browser shows it as a tooltip). Frames,
+axes, legends and summaries are written as SVG. The data marks of the views' plots (about
+150,000 on a site of 38 runs) are written as data (``Chart.table_marks``) that the shipped
+report.js turns into ``<circle>``s with their ``<title>``s on page load: as SVG they were two
+thirds of the page. Only what the report's plots need is implemented.
 """
 
 from __future__ import annotations
@@ -133,7 +136,8 @@ class Chart:
 
     def points(self, pts, color: str | None = None, r: float = 4.0, cls: str = "pt") -> None:
         """Marks of one series in one ``<g>`` that carries their class and colour, so each circle
-        holds only its position and hover text (a page has tens of thousands of them). Centres
+        holds only its position and hover text. For marks whose hover text is not a row of the
+        per-shape table (the clocks chart's); a view's data marks are ``table_marks``. Centres
         are whole pixels: half a pixel off is invisible on a dot of radius 2.5 or more, and the
         decimals were 4 bytes of every mark.
 
@@ -147,6 +151,26 @@ class Chart:
         if circles:
             g_fill = f' fill="{color}"' if color else ""
             self.parts.append(f'<g class="{cls}"{g_fill}>' + "".join(circles) + "</g>")
+
+    def table_marks(self, marks, color: str | None = None, r: float = 4.0, cls: str = "pt",
+                    tip: str = "speedup") -> None:
+        """Marks of one series, each a row of the view's per-shape table, as data: report.js
+        draws a ``<circle>`` per mark into this ``<g>`` on page load, with a ``<title>`` it writes
+        from the row (method key, shape, winning layout, time, and the ``tip`` value:
+        ``speedup``, ``tflops`` or ``efficiency``; report.js's TIP_VALUES).
+
+        Written as SVG with its hover text, a mark took ~120 bytes, and a page holds ~150,000:
+        the text repeated what the table data holds anyway. Here a mark is ``x,y,row`` (whole
+        pixels, as ``points``; ``row``: the row's index in the view's table, see
+        ``views._with_table_rows``), ~12 bytes, plus ``,#rrggbb`` where marks differ in colour.
+
+        ``marks``: (x, y, row) tuples, or (x, y, row, fill).
+        """
+        if not marks:
+            return
+        data = " ".join(f"{m[0]:.0f},{m[1]:.0f},{m[2]}" + (f",{m[3]}" if len(m) > 3 else "") for m in marks)
+        g_fill = f' fill="{color}"' if color else ""
+        self.parts.append(f'<g class="{cls}"{g_fill} data-r="{r:g}" data-tip="{tip}" data-marks="{data}"></g>')
 
     def rect(self, x: float, y: float, w: float, h: float, color: str, title: str = "", cls: str = "cell") -> None:
         t = f"<title>{esc(title)}</title>" if title else ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from reports import plots
@@ -26,6 +27,7 @@ VIEW_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#9c755f"]
 
 TABLE_COLUMNS = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops",
                  "efficiency", "flags"]
+TABLE_ORDER = ["m", "n", "k", "method", "layout"]
 
 
 @dataclass
@@ -90,10 +92,26 @@ def _flags(r: dict) -> str:
     return "; ".join(out)
 
 
+def _with_table_rows(sp: pd.DataFrame) -> pd.DataFrame:
+    """``sp`` with ``row``: each row's index in the view's per-shape table (sorted by TABLE_ORDER).
+
+    A plot mark names its row by this index, and report.js writes the mark's hover text from
+    that row of the page's table data, so the text is not written into the page once more per
+    mark. ``sp`` keeps its order: the leaderboard's bootstrap CIs and the plots' jitter follow it.
+    """
+    sp = sp.reset_index(drop=True)
+    in_table_order = sp.sort_values(TABLE_ORDER, kind="stable").index.to_numpy()
+    row = np.empty(len(sp), dtype=int)
+    row[in_table_order] = np.arange(len(sp))
+    sp["row"] = row
+    return sp
+
+
 def _table(sp: pd.DataFrame, metric: str) -> list[list]:
+    """The per-shape table: one row per row of ``sp``, in the order of ``sp["row"]``."""
     col = metric_column(metric)
     out = []
-    for r in sp.sort_values(["m", "n", "k", "method", "layout"]).to_dict("records"):
+    for r in sp.sort_values("row").to_dict("records"):
         t = r[col]
         fl = 2.0 * r["m"] * r["n"] * r["k"]
         lay = f"best ({r['best_of']})" if r["layout"] == BEST else r["layout"]
@@ -109,11 +127,11 @@ def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, 
     """Everything one view shows; ``raw`` is every row of one run/GPU in this mode and cache."""
     base, note = choose_baseline(raw, baseline, metric)
     rows = with_best_of_layouts(raw, metric)
-    sp = paired_speedups(rows, base, metric)
+    sp = _with_table_rows(paired_speedups(rows, base, metric))
     entries = leaderboard(sp, raw, base, metric)
     p = {
-        "size": plots.speedup_vs_size(sp, base, metric, colors, keys),
-        "dist": plots.speedup_distribution(sp, base, metric, colors, keys),
+        "size": plots.speedup_vs_size(sp, base, colors, keys),
+        "dist": plots.speedup_distribution(sp, base, colors, keys),
     }
     if metric == "device":  # host time includes launch overhead: against the floor it says little
         p["roofline"] = plots.roofline_efficiency(sp, metric, colors, keys)

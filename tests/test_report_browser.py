@@ -12,6 +12,7 @@ results files (``os.pathsep``-separated) to check a site built from a real ``com
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -222,4 +223,38 @@ def test_speedup_map_select_shows_one_method_layer(page):
     # the shown layer's marks name its method in their hover text
     first = layers.nth(1).locator("circle > title, rect.cell > title").first.text_content()
     assert first.startswith(key + "\n") and "M=" in first
+    assert page.errors == []
+
+
+def test_plot_marks_are_drawn_with_their_table_rows_hover_text(page, site):
+    """The views' plot marks are data in the page (reports/svg.py Chart.table_marks): report.js
+    draws each as a ``<circle>`` at its place with a ``<title>`` written from the table row it
+    plots. Every mark of every view is checked against the text written here from the page's
+    table data (tests/test_report_size.py), and a drawn mark takes the pointer when hovered."""
+    from reports.keys import method_keys
+    from test_report_size import mark_tip, page_tables, view_marks
+
+    html = site.read_text(encoding="utf-8")
+    tables = page_tables(html)
+    keys = method_keys(sorted({r[4] for rows in tables.values() for r in rows}))
+    groups = view_marks(html)
+    assert sum(len(marks) for _, _, marks in groups) > 0
+    drawn = page.eval_on_selector_all(
+        "section.view svg.chart g[data-marks]",
+        "gs => gs.map(g => Array.from(g.children, c => [c.tagName, c.getAttribute('cx'), c.getAttribute('cy'),"
+        " c.getAttribute('r') === g.getAttribute('data-r'), c.getAttribute('fill'), c.querySelector('title').textContent]))")
+    assert len(drawn) == len(groups)
+    for got, (vid, tip, marks) in zip(drawn, groups):
+        want = [["circle", str(x), str(y), True, fill, mark_tip(tables[vid][row], tip, keys)]
+                for x, y, row, fill in marks]
+        assert got == want, vid
+    v = visible_view(page)
+    dots = v.locator("svg.chart[data-kind=speedup-size] g[data-marks] circle")
+    assert dots.count() > 0
+    top = dots.last  # drawn last: nothing is painted over it
+    top.hover()
+    assert top.evaluate("c => c.matches(':hover')")
+    text = top.locator("title").text_content()
+    number = r"[\d.e+-]+"
+    assert re.fullmatch(rf"\S+\nM=\d+ N=\d+ K=\d+ \((nn|tn)\)\n{number} us\nspeedup {number}x", text), text
     assert page.errors == []

@@ -6,7 +6,11 @@ the clock chart drew a dot per measured row. These tests build a site from a syn
 long family config names and many shapes, and check both sides: the page's bytes per measured
 row stay under a budget, and every row, method and value can still be found (tooltips name the
 method by its short key and give shape and value; the full spec is on the page once per place a
-reader looks it up; the table JSON decodes back to every row).
+reader looks it up; the table JSON decodes back to every row). At 38 runs the page was 28.6 MB again,
+two thirds of it ~150,000 plot marks written as SVG with their hover text; the views' marks are
+now data (x, y, table row) that report.js draws, and these tests check that every best-layout
+row still has its marks and that the hover text written from a mark's row names its method by
+key, its shape and its value (tests/test_report_browser.py checks the drawn marks).
 """
 
 from __future__ import annotations
@@ -72,19 +76,41 @@ def long_site(tmp_path_factory):
     return build_site([path], tmp / "site"), path, 60 * len(METHODS) * 2
 
 
-def mark_titles(html: str) -> list[str]:
-    """Hover texts of every data mark (scatter dots, map dots, heatmap cells) in the views' plots."""
-    html = re.sub(r'<svg class="chart" data-kind="clocks".*?</svg>', "", html, flags=re.S)
-    return (re.findall(r"<circle [^>]*><title>(.*?)</title></circle>", html, re.S)
-            + re.findall(r'<rect class="cell"[^>]*><title>(.*?)</title></rect>', html, re.S))
+def view_marks(html: str) -> list[tuple[str, str, list[tuple[int, int, int, str | None]]]]:
+    """(view id, data-tip, marks) for every ``<g data-marks>`` of the views' plots
+    (reports/svg.py Chart.table_marks); a mark is (x, y, table row, fill or None)."""
+    out = []
+    for vid, body in re.findall(r'<section class="view" id="([^"]+)"(.*?)</section>', html, re.S):
+        for tip, data in re.findall(r'<g class="[^"]*"[^>]* data-tip="(\w+)" data-marks="([^"]*)"', body):
+            marks = [m.split(",") for m in data.split(" ")]
+            out.append((vid, tip, [(int(m[0]), int(m[1]), int(m[2]), m[3] if len(m) > 3 else None) for m in marks]))
+    return out
+
+
+def page_tables(html: str) -> dict[str, list[list]]:
+    """The page's per-shape tables, decoded as report.js decodes them."""
+    text = re.search(r'<script type="application/json" id="hg-data">(.*?)</script>', html, re.S).group(1)
+    return decode(json.loads(text.replace("<\\/", "</")))
+
+
+def mark_tip(row: list, tip: str, keys: dict[str, str]) -> str:
+    """A mark's hover text as report.js's markTip writes it from the mark's (decoded) table row."""
+    c = {name: i for i, name in enumerate(TABLE_COLUMNS)}
+    v = row[c[tip]]
+    value = {"speedup": f"speedup {v:.4g}x", "tflops": f"{v:.4g} TFLOP/s",
+             "efficiency": f"efficiency {100 * v:.4g}%"}[tip]
+    method = row[c["method"]]
+    return (f"{keys.get(method, method)}\nM={row[c['m']]} N={row[c['n']]} K={row[c['k']]} "
+            f"{row[c['layout']].removeprefix('best ')}\n{row[c['time_us']]:.4g} us\n{value}")
 
 
 def test_page_bytes_per_measured_row_stay_under_budget(long_site):
     """The old page took ~2.5 kB per measured row here (the full spec in every mark's tooltip and
-    every JSON row, a clock dot per row); this one ~0.7 kB."""
+    every JSON row, a clock dot per row), then ~0.66 kB with marks as SVG with their hover text;
+    with marks as data, ~0.27 kB."""
     index, _, rows = long_site
     per_row = index.stat().st_size / rows
-    assert per_row < 1000, f"{per_row:.0f} bytes of index.html per measured row"
+    assert per_row < 400, f"{per_row:.0f} bytes of index.html per measured row"
 
 
 def test_page_grows_about_linearly_with_shapes(tmp_path):
@@ -94,23 +120,36 @@ def test_page_grows_about_linearly_with_shapes(tmp_path):
     assert big.stat().st_size < 4.2 * small.stat().st_size
 
 
-def test_mark_tooltips_name_the_method_by_key_not_by_full_spec(long_site):
+def test_every_best_row_has_marks_and_their_tooltips_name_the_method_by_key(long_site):
     index, _, _ = long_site
     html = index.read_text(encoding="utf-8")
     keys = method_keys(METHODS)
     assert all(keys[m] != m and len(keys[m]) < 20 for m in LONG)
-    titles = mark_titles(html)
-    assert len(titles) > 1000
-    assert not [t for t in titles if "tile_m=" in t], "a mark's tooltip repeats a full config name"
-    # every tooltip still says which method, which shape and what value
-    names = set(keys.values())
-    for t in titles:
-        assert t.split("\n")[0] in names, t
-        assert re.search(r"M=\d+ N=\d+ K=\d+", t), t
-        assert re.search(r"\d us|speedup|TFLOP/s|efficiency", t), t
+    tables = page_tables(html)
+    groups = view_marks(html)
+    assert sum(len(marks) for _, _, marks in groups) > 1000
+    views_html = re.sub(r'<svg class="chart" data-kind="clocks".*?</svg>', "", html, flags=re.S)
+    assert not re.findall(r"<circle [^>]*><title>", views_html), "a view's plot mark is written as SVG"
+    plotted = {vid: set() for vid in tables}
+    for vid, tip, marks in groups:
+        rows = [tables[vid][m[2]] for m in marks]
+        assert all(r[3].startswith("best (") for r in rows), "a mark plots a best-layout row"
+        assert len({r[4] for r in rows}) == 1, "a <g> holds one method's marks"
+        plotted[vid] |= {m[2] for m in marks}
+        for r in rows:
+            t = mark_tip(r, tip, keys)
+            assert "tile_m=" not in t, "a mark's tooltip repeats a full config name"
+            assert t.split("\n")[0] in set(keys.values()), t
+            assert re.search(r"M=\d+ N=\d+ K=\d+ \((nn|tn)\)\n", t), t
+    # nothing a reader could hover before is lost: every best-layout row has its marks (the
+    # baseline's only in device-time views: the roofline and throughput plots are the ones with it)
+    for vid, rows in tables.items():
+        best = {i for i, r in enumerate(rows)
+                if r[3].startswith("best (") and (vid.endswith("-device") or r[4] != BASELINE)}
+        assert plotted[vid] == best, vid
     for m in LONG:
         k = keys[m]
-        assert any(t.startswith(k + "\n") for t in titles)
+        assert any(tables[vid][mk[2]][4] == m for vid, _, marks in groups for mk in marks)
         # the key leads to the full spec: leaderboard rows and the legend entry's hover text
         assert f'<b class="key">{k}</b> {m}' in html
         legend = rf'<g class="key"><title>{re.escape(m)}</title><circle [^>]*/><text [^>]*>{re.escape(k)}</text>'
