@@ -512,6 +512,36 @@ def test_hopper_parallel_splitk_rules():
 
 
 
+def test_hopper_epilogue_sub_tile_is_one_substituted_line_with_its_rules():
+    """epi_n replaces CUTLASS's automatic epilogue sub-tile by an explicit one (M as the automatic
+    choice has it: 64 for pingpong, 128 for cooperative); epi_n=0 renders the source unchanged, so
+    every earlier config keeps its build-cache entry. A sub-tile that does not divide the tile, or
+    whose two staging buffers leave no room for the explicit stages, is declined; the views
+    (splitk_tma, hopper_swap) keep the automatic sub-tile."""
+    from kernels_search.families.hopper import EPI_AUTO
+
+    fam = FAMILIES["hopper"]
+    base = "tile_m=128,tile_n=192,cluster_m=2,schedule=pingpong"
+    auto, wide = fam.render(fam.parse(base)), fam.render(fam.parse(base + ",epi_n=64"))
+    assert fam.parse(base)["epi_n"] == 0 and EPI_AUTO in auto
+    changed = [(a, b) for a, b in zip(auto.splitlines(), wide.splitlines()) if a != b]
+    assert len(changed) == 2  # one line in each B layout's instantiation
+    assert all("EpilogueTileAuto" in a and "Shape<Int<64>, Int<64>>, float, float," in b for a, b in changed)
+    coop = fam.render(fam.parse("tile_m=128,tile_n=256,schedule=cooperative,epi_n=128"))
+    assert "Shape<Int<128>, Int<128>>, float, float," in coop and EPI_AUTO not in coop
+    with pytest.raises(KnobError, match="epi_n 128 must divide tile_n 192"):
+        fam.parse(base + ",epi_n=128")
+    # 128x256 cooperative with 4 explicit stages (192 KB) fits the automatic staging, not two 128x128
+    # fp16 sub-tiles (64 KB)
+    coop4 = "tile_m=128,tile_n=256,schedule=cooperative,stages=4"
+    assert fam.check(fam.parse(coop4)) == "" and fam.check(fam.parse(coop4 + ",epi_n=64")) == ""
+    with pytest.raises(KnobError, match="shared memory"):
+        fam.parse(coop4 + ",epi_n=128")
+    for view in ("splitk_tma", "hopper_swap"):
+        v = FAMILIES[view]
+        assert "epi_n" not in v.parse("") and EPI_AUTO in v.render(v.parse(""))
+
+
 def test_one_wave_slice_count_fills_one_wave_with_deep_enough_slices():
     """``sk_splits=-1`` (``slices=-1``): the most slices with tiles x slices within the SMs and slices
     of >= 8 k-tiles, resolved per problem and device, passed to the kernel as a count; the binary

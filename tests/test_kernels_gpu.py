@@ -10,6 +10,8 @@ graph whose replay must track new input values (no caching, no host work in the 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -255,6 +257,16 @@ def test_one_wave_slices_match_reference_and_record_the_count(family, shape, lay
     want = one_wave_slices(mm, nn, p.k, 64, 128, 64, sms)
     assert prep.info["opts"][3] == want == ALL[family].opts(m.knobs, p, sms)[3]
     assert want > 1 or p.k == 304
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["2048_4096_256", "1000_200_64", "130_1032_512"])
+@pytest.mark.parametrize("spec", [line.strip() for line in open(Path(__file__).resolve().parents[1]
+                                  / "kernels_search/search/studies/epilogue-specs.txt") if line.strip()])
+def test_epilogue_sub_tile_matches_reference(spec, shape, layout):
+    """``epi_n``: the wider epilogue sub-tiles of the twenty-first session's study store every
+    output element, ragged tiles along M and N and partial clusters included, on repeated calls."""
+    assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
 
 
 @pytest.mark.slow

@@ -31,6 +31,24 @@ def _stage_bytes(k: Mapping) -> int:
     return (k["tile_m"] + k["tile_n"]) * k["tile_k"] * 2
 
 
+# The TMA-store epilogue writes each output tile in sub-tiles through shared memory, two in flight.
+# CUTLASS's automatic sub-tile is 64 x 32 (128 x 32 under the cooperative schedule, whose two
+# warpgroups share the tile's rows), so a 128x192 tile takes 12 store rounds. ``epi_n`` widens the
+# sub-tile (fewer, larger TMA stores and barrier waits per tile) for shapes whose time is mostly the
+# epilogue: short K with a large output, where the best config measured 0.89-0.94x of cuBLAS
+# (twenty-first session; nvjet's kernels there are 128x128 and 128x160 tiles with 6 stages).
+EPI_AUTO = "cutlass::epilogue::collective::EpilogueTileAuto, float, float,"
+
+
+def epilogue_tile(k: Mapping) -> tuple[int, int] | None:
+    """The epilogue sub-tile (M, N) that ``epi_n`` asks for, M as CUTLASS's automatic choice has it;
+    None for the automatic sub-tile (``epi_n`` = 0)."""
+    n = int(k.get("epi_n", 0))
+    if not n:
+        return None
+    return min(128 if k["schedule"] == "cooperative" else 64, k["tile_m"]), n
+
+
 # swap_ab: the template's kernel computes the transposed problem C^T = B^T A^T. C^T, N x M in
 # column-major order, is the same memory as C, M x N row-major; operand A is B (N x K: column-major
 # for "nn", row-major for "tn") and operand B is A (K x M column-major: the same memory as A, M x K
@@ -134,8 +152,12 @@ class Hopper(Family):
             return "stream-K sk_splits > 1 needs sk_decomp 0 (heuristic) or 2 (split-K)"
         if k["cluster_m"] * k["cluster_n"] > 4:
             return "cluster larger than 4 CTAs"
+        epi = epilogue_tile(k)
+        if epi and k["tile_n"] % epi[1]:
+            return f"epi_n {epi[1]} must divide tile_n {k['tile_n']} (the epilogue's sub-tiles cover the tile)"
         stages = k["stages"] or 2
-        need = stages * _stage_bytes(k) + EPILOGUE_SMEM
+        epi_bytes = 2 * epi[0] * epi[1] * (4 if k["scheduler"] == "splitk" else 2) if epi else 0  # 2 in flight
+        need = stages * _stage_bytes(k) + max(EPILOGUE_SMEM, epi_bytes)
         if need > SMEM_LIMIT:
             return f"{stages} stages need ~{need} bytes of shared memory > {SMEM_LIMIT}"
         return ""
@@ -161,6 +183,10 @@ class Hopper(Family):
             pp = "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;"
             assert pp in body, "hopper_cutlass.cu changed its schedule lines"
             body = body.replace(pp, "using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized;")
+        epi = epilogue_tile(k)
+        if epi:  # substituted, not a define: the automatic sub-tile's configs keep their sources
+            assert body.count(EPI_AUTO) == 1, "hopper_cutlass.cu changed its epilogue builder"
+            body = body.replace(EPI_AUTO, f"Shape<Int<{epi[0]}>, Int<{epi[1]}>>, float, float,")
         if k.get("swap_ab"):  # not a hopper knob: set by the views with HopperView.swap_ab
             body = swap_ab_source(body)
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
@@ -300,5 +326,8 @@ FAMILY = Hopper(
         Knob("sk_decomp", (0, 1, 2, 3), 0, runtime=True,
              help="stream-K: 0 heuristic, 1 data-parallel, 2 split-K, 3 stream-K"),
         Knob("sk_reduction", (0, 1), 0, runtime=True, help="stream-K: 0 deterministic, 1 not"),
+        Knob("epi_n", (0, 64, 128), 0,
+             help="epilogue sub-tile N: 0 = CUTLASS's (32); 64 or 128 store the tile in fewer, larger TMA "
+                  "stores (epilogue_tile)"),
     ),
 )

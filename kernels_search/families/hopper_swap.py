@@ -24,7 +24,7 @@ from kernels_search.families import hopper
 from kernels_search.family import Knob
 
 FIXED = {"tile_k": 64, "scheduler": "persistent", "raster": 0, "swizzle": 1, "sms": 0,
-         "sk_splits": 1, "sk_decomp": 0, "sk_reduction": 0}
+         "sk_splits": 1, "sk_decomp": 0, "sk_reduction": 0, "epi_n": 0}
 
 
 def as_hopper(k: Mapping) -> dict:
