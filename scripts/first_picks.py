@@ -154,6 +154,15 @@ def fresh_draws(folder: Path, seeds: list[int], exclude: Path | None = None) -> 
     return out
 
 
+def short_draws(draws: dict[int, list], folder: Path) -> list[str]:
+    """A line for each draw that came out smaller than the search's holdout because the grid has
+    fewer unmeasured shapes left than that (the cuda-l2 grid's 1,000 ran out in the twenty-first
+    session): a call would otherwise report fewer shapes without saying why."""
+    want = len(read_shapes(folder, "holdout.txt"))
+    return [f"seed {seed}: {len(shapes)} of {want} shapes: the grid has no more that are not excluded"
+            for seed, shapes in draws.items() if len(shapes) < want]
+
+
 def report_lines(sp: dict[str, dict[str, float]], draws: dict | None = None, boot: int = 10000) -> list[str]:
     """The summary under the per-shape table: each rule's geomean per draw and over all shapes with
     a 95 % bootstrap interval over shapes, and each rule's paired ratio to the first rule (the
@@ -225,15 +234,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
-    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=default.rule)
-    default.apply(pol)
-    line, finished = provenance(a.folder, db)
-    print(line, file=sys.stderr)
-    if a.rules and not finished and not a.unfinished:
-        print(f"{a.folder}: the search is not finished, so its picks are not the finished policy's; "
-              "pass --unfinished to measure them anyway", file=sys.stderr)
-        return 2
-    draws = None
+    draws = None  # drawn before the policy is built: an exhausted grid stops here, at once
     if a.holdout_seed is not None:
         try:
             seeds = [int(x) for x in a.holdout_seed.split(",") if x.strip()]
@@ -242,8 +243,24 @@ def main(argv=None) -> int:
             return 2
         draws = fresh_draws(a.folder, seeds, a.holdout_exclude)
         holdout = [s for shapes in draws.values() for s in shapes]
+        short = short_draws(draws, a.folder)
+        for line in short:
+            print(line, file=sys.stderr)
+        if not holdout:
+            print(f"--holdout-seed {a.holdout_seed}: no grid shape is left that neither the search nor "
+                  f"{a.holdout_exclude or 'its holdout'} has: a fresh grid draw is no longer possible "
+                  "(the twenty-first session measured the grid's last 21)", file=sys.stderr)
+            return 2
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
+    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=default.rule)
+    default.apply(pol)
+    line, finished = provenance(a.folder, db)
+    print(line, file=sys.stderr)
+    if a.rules and not finished and not a.unfinished:
+        print(f"{a.folder}: the search is not finished, so its picks are not the finished policy's; "
+              "pass --unfinished to measure them anyway", file=sys.stderr)
+        return 2
     prior_pols = {}  # prior list ("" the default) -> the policy with it folded in
     gpu = gpu_of(db)
     for plist in lists:

@@ -112,6 +112,28 @@ def test_fresh_holdout_avoids_the_searched_and_held_out_shapes(tmp_path):
     assert len(avoiding) == 20 and not {s.name for s in avoiding} & {s.name for s in fresh[:5]}
 
 
+def test_a_grid_with_too_few_unmeasured_shapes_left_says_so(tmp_path, capsys):
+    """When the exclusion file leaves fewer grid shapes than a draw takes, the short draw is named;
+    when it leaves none, the script stops with a named error before any policy work."""
+    from harness.shapes import _named_sets, sample_grid
+    from kernels_search.search.run import holdout_shapes
+
+    searched = sample_grid(40, seed=0)
+    (tmp_path / "shapes.txt").write_text("".join(f"{s.name}\n" for s in searched))
+    (tmp_path / "holdout.txt").write_text("".join(f"{s.name}\n" for s in holdout_shapes(searched, 20, seed=1)))
+    grid = [s.name for s in _named_sets()["cuda-l2"]]
+    (tmp_path / "seen.txt").write_text("".join(f"{n}\n" for n in grid[:-25]))  # 25 left, some searched
+    draws = first_picks.fresh_draws(tmp_path, [3, 4], tmp_path / "seen.txt")
+    left = set(grid[-25:]) - {s.name for s in searched} - set((tmp_path / "holdout.txt").read_text().split())
+    assert sum(len(d) for d in draws.values()) == len(left) < 40
+    lines = first_picks.short_draws(draws, tmp_path)
+    assert lines and all("the grid has no more" in ln for ln in lines)
+    assert lines[-1].startswith(f"seed 4: {len(draws[4])} of 20 shapes")
+    (tmp_path / "seen.txt").write_text("".join(f"{n}\n" for n in grid))
+    rc = first_picks.main([str(tmp_path), "--holdout-seed", "5", "--holdout-exclude", str(tmp_path / "seen.txt")])
+    assert rc == 2 and "a fresh grid draw is no longer possible" in capsys.readouterr().err
+
+
 def test_side_by_side_speedups_take_the_best_layout_and_count_a_failed_pick_as_its_reward():
     """One compare call's rows: each pick's speedup over cuBLASLt autotune is best layout vs best
     layout; a pick with no correct row counts as exp(-1) (what the search's reward gives a
