@@ -1,4 +1,5 @@
-// hgemm-bench report: view selection, leaderboard layout filter, per-shape table (sort, filter).
+// hgemm-bench report: view selection, leaderboard layout filter, per-shape table (sort, filter),
+// the plots' data marks.
 // Plain ES2017, no dependencies: the site must work offline from disk.
 (function () {
   "use strict";
@@ -27,6 +28,62 @@
   var KEY = Object.create(null);  // full method name -> short key (long names only)
   DATA.values.method.forEach(function (name, i) { if (DATA.keys[i]) KEY[name] = DATA.keys[i]; });
   function keyOf(name) { return KEY[name] || ""; }
+  // Plot marks (reports/svg.py Chart.table_marks): a <g data-marks="x,y,row[,fill] ..."> holds
+  // one series' marks as data, each naming the row of its view's table it plots. Each becomes a
+  // <circle> with its hover <title> written from that row, as reports/plots.py _tip writes it
+  // for a heatmap cell: the text is in the page once, in the table data, not again per mark.
+  var SVG_NS = "http://www.w3.org/2000/svg";
+  var TI = COLS.indexOf("time_us"), TFI = COLS.indexOf("tflops"), EFI = COLS.indexOf("efficiency");
+  // The last line of a mark's hover text, by its <g>'s data-tip. Numbers are shown as the table
+  // data holds them (4 significant digits): rounding them again would round some the other way.
+  var TIP_VALUES = {
+    speedup: function (r) { return "speedup " + pyG(r[SI], 4) + "x"; },
+    tflops: function (r) { return pyG(r[TFI], 4) + " TFLOP/s"; },
+    efficiency: function (r) { return "efficiency " + pyG(100 * r[EFI], 4) + "%"; }
+  };
+
+  // Python's format(v, ".<p>g"), which reports/plots.py _tip uses: p significant digits, trailing
+  // zeros dropped, exponent form (e+04) from 10^p and below 1e-4. (An exact tie rounds up here,
+  // to even in Python; a value of the table data, already at 4 digits, is never one.)
+  function pyG(v, p) {
+    var s = v.toExponential(p - 1), e = Number(s.slice(s.indexOf("e") + 1));
+    var exp = "";
+    if (e < -4 || e >= p) {
+      exp = "e" + (e < 0 ? "-" : "+") + (Math.abs(e) < 10 ? "0" : "") + Math.abs(e);
+      s = s.slice(0, s.indexOf("e"));
+    } else {
+      s = v.toFixed(p - 1 - e);
+    }
+    if (s.indexOf(".") >= 0) s = s.replace(/\.?0+$/, "");
+    return s + exp;
+  }
+
+  // A best-layout row's hover text: method key, shape and winning layout, time, plotted value.
+  function markTip(r, value) {
+    return (keyOf(r[MI]) || r[MI]) + "\nM=" + r[0] + " N=" + r[1] + " K=" + r[2] + " " +
+      r[LI].replace(/^best /, "") + "\n" + pyG(r[TI], 4) + " us\n" + TIP_VALUES[value](r);
+  }
+
+  function drawMarks(view) {
+    var rows = DATA.views[view.querySelector("table.shapes").dataset.view];
+    view.querySelectorAll("svg.chart g[data-marks]").forEach(function (g) {
+      var r = g.getAttribute("data-r"), value = g.getAttribute("data-tip");
+      var frag = document.createDocumentFragment();
+      g.getAttribute("data-marks").split(" ").forEach(function (m) {
+        var p = m.split(",");
+        var c = document.createElementNS(SVG_NS, "circle"), t = document.createElementNS(SVG_NS, "title");
+        c.setAttribute("cx", p[0]);
+        c.setAttribute("cy", p[1]);
+        c.setAttribute("r", r);
+        if (p[3]) c.setAttribute("fill", p[3]);
+        t.textContent = markTip(rows[Number(p[2])], value);
+        c.appendChild(t);
+        frag.appendChild(c);
+      });
+      g.appendChild(frag);
+    });
+  }
+
   var CI = COLS.indexOf("ci_lo");
   var MAX_ROWS = 500;
   var LABELS = {offline: "offline", server: "server", warm: "warm", cold: "cold",
@@ -178,6 +235,7 @@
     var sel = document.getElementById("sel-run");
     sel.addEventListener("change", function () { state.run = sel.value; show(true); });
     document.querySelectorAll("section.view").forEach(function (view) {
+      drawMarks(view);
       view.querySelectorAll(".lb-layout button").forEach(function (b) {
         b.addEventListener("click", function () { layoutFilter(view, b.dataset.layout); });
       });
