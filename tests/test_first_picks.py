@@ -313,3 +313,28 @@ def test_several_draws_in_one_call_are_disjoint_and_the_report_gives_intervals_a
     assert 0.9 < lo < g < hi < 1.1
     assert lines[3].startswith(f"paired, a over b: {g:.3f}x (") and lines[3].endswith("better on 20, worse on 20 of 40")
     assert lines == first_picks.report_lines(sp, draws)  # seeded
+
+
+def test_the_first_pick_of_record_pools_the_default_column_of_each_table_since_a_section():
+    """scripts/first_pick_record.py: the default's column (named either way), from the section on
+    only, a cut shape ("-") left out; a shape in two tables, or a table without a default column,
+    is a named error."""
+    import math
+
+    import first_pick_record as rec
+
+    md = "\n".join([
+        "## old session", "| shape | paired/m10/n2/prior |", "|---|---|", "| 64_64_64 | 0.500x |", "",
+        "## new session", "| shape | cautious/m10/n2/prior | paired/m10/n2/prior |", "|---|---|---|",
+        "| 128_64_64 | 9.000x | 1.100x |", "| 256_64_64 | 9.000x | - |", "",
+        "| shape | with the study (default) | without |", "|---|---|---|", "| 512_64_64 | 0.900x | 2.000x |", ""])
+    tables = rec.default_ratios(md, "## new session")
+    assert tables == [[("128_64_64", 1.1)], [("512_64_64", 0.9)]]
+    n, g, lo, hi = rec.pooled(tables, boot=200)
+    assert n == 2 and math.isclose(g, math.sqrt(1.1 * 0.9)) and 0.9 <= lo <= g <= hi <= 1.1
+    with pytest.raises(ValueError, match="more than one table: 128_64_64"):
+        rec.pooled(tables + [[("128_64_64", 1.0)]])
+    with pytest.raises(ValueError, match="without a default column"):
+        rec.default_ratios(md + "\n| shape | cautious/m10/n2/prior |\n| 1024_64_64 | 1.0x |\n", "## new session")
+    with pytest.raises(ValueError, match="no line starts with"):
+        rec.default_ratios(md, "## missing")
