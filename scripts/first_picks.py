@@ -35,6 +35,10 @@ A rule may name the evidence its picks need: ``RULE/mN`` picks only configs meas
 at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
 is, on a 40-shape search, about the presets, which the design measures on every shape.
 
+``--holdout-shapes FILE`` takes the held-out shapes from a shape file instead (one a line, ``#``
+comments), for shapes off the grid once the grid has none left unmeasured (twenty-first session):
+a shape the search measured, or one the ``--holdout-exclude`` file names, is refused by name.
+
 ``--also-picks FILE`` adds picks made elsewhere (``shape<TAB>spec``, e.g. the same rule's picks under
 the code before a change, computed then) as one more column, measured in the same call.
 
@@ -144,6 +148,26 @@ def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None, avoid=()
     return holdout_shapes(read_shapes(folder, "shapes.txt") + held, len(held), seed, exclude=seen)
 
 
+def listed_holdout(folder: Path, path: Path, exclude: Path | None = None) -> list:
+    """The shapes of a shape file as held-out shapes: ValueError naming any the search measured
+    (its shapes.txt or holdout.txt) or the ``exclude`` shape file holds, any listed twice, or none."""
+    from harness.shapes import parse_shape, parse_shapes
+
+    shapes = [parse_shape(ln.split("#")[0].strip()) for ln in path.read_text().splitlines() if ln.split("#")[0].strip()]
+    if not shapes:
+        raise ValueError("no shapes")
+    names = [s.name for s in shapes]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    seen = {s.name for s in read_shapes(folder, "shapes.txt") + read_shapes(folder, "holdout.txt")}
+    if exclude is not None:
+        seen |= {s.name for s in parse_shapes(str(exclude))}
+    known = [n for n in names if n in seen]
+    if twice or known:
+        raise ValueError("; ".join(x for x in (twice and f"listed twice: {', '.join(twice)}",
+                                               known and f"measured before: {', '.join(known)}") if x))
+    return shapes
+
+
 def fresh_draws(folder: Path, seeds: list[int], exclude: Path | None = None) -> dict[int, list]:
     """One ``fresh_holdout`` draw per seed, in order, each also avoiding the shapes of the draws
     before it, so that one call can measure several disjoint draws (seed -> its shapes). The first
@@ -211,7 +235,10 @@ def main(argv=None) -> int:
     ap.add_argument("--report", type=Path, help="a compare Parquet of the picks: speedups per rule")
     ap.add_argument("--holdout-seed", help="fresh held-out shapes drawn with this seed (see above); a comma list "
                     "draws once per seed, each draw avoiding the ones before it")
-    ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too")
+    ap.add_argument("--holdout-exclude", type=Path, help="with --holdout-seed: a shape file the draw avoids too; "
+                    "with --holdout-shapes: shapes it must not hold")
+    ap.add_argument("--holdout-shapes", type=Path, help="held-out shapes from this file (one a line) instead of a "
+                    "grid draw (see above)")
     ap.add_argument("--prior", action="append", type=Path, default=None,
                     help="compare Parquets or .txt lists of them for the /prior rules (default: the "
                          "committed list of the search's GPU model, kernels_search/search/prior_h200.txt on an H200)")
@@ -235,7 +262,16 @@ def main(argv=None) -> int:
         print(e, file=sys.stderr)
         return 2
     draws = None  # drawn before the policy is built: an exhausted grid stops here, at once
-    if a.holdout_seed is not None:
+    if a.holdout_shapes is not None:
+        if a.holdout_seed is not None:
+            print("--holdout-shapes and --holdout-seed: one source of held-out shapes, not both", file=sys.stderr)
+            return 2
+        try:
+            holdout = listed_holdout(a.folder, a.holdout_shapes, a.holdout_exclude)
+        except (OSError, ValueError) as e:
+            print(f"--holdout-shapes {a.holdout_shapes}: {e}", file=sys.stderr)
+            return 2
+    elif a.holdout_seed is not None:
         try:
             seeds = [int(x) for x in a.holdout_seed.split(",") if x.strip()]
         except ValueError:

@@ -227,13 +227,15 @@ PY
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout; S1,S2: disjoint draws in this
       # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. kernels_search/search/seen_shapes.txt.
+      # PICK_HOLDOUT_SHAPES=FILE: those shapes instead (first_picks.py --holdout-shapes), e.g. off the grid.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
       rules=${PICK_RULES:-paired/m10/n2/prior,cautious/m10/n2/prior}
-      log "pickrules: $rules picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }its held-out shapes"
+      log "pickrules: $rules picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }${PICK_HOLDOUT_SHAPES:+the shapes of $PICK_HOLDOUT_SHAPES, not }its held-out shapes"
       restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too
       fresh="${PICK_HOLDOUT_SEED:+--holdout-seed $PICK_HOLDOUT_SEED}${PICK_HOLDOUT_EXCLUDE:+ --holdout-exclude $PICK_HOLDOUT_EXCLUDE}"
+      fresh="$fresh${PICK_HOLDOUT_SHAPES:+ --holdout-shapes $PICK_HOLDOUT_SHAPES}"
       # PICK_ALSO_PICKS: a file of picks made elsewhere (first_picks.py --also-picks), measured and reported as a column
       also="${PICK_ALSO_PICKS:+--also-picks $PICK_ALSO_PICKS}"
       # PICK_PLAN=1: measure each shape's own picks and the reference (compare --plan), not every pick on

@@ -338,3 +338,27 @@ def test_the_first_pick_of_record_pools_the_default_column_of_each_table_since_a
         rec.default_ratios(md + "\n| shape | cautious/m10/n2/prior |\n| 1024_64_64 | 1.0x |\n", "## new session")
     with pytest.raises(ValueError, match="no line starts with"):
         rec.default_ratios(md, "## missing")
+
+
+def test_held_out_shapes_from_a_file_refuse_measured_repeated_and_malformed_shapes(tmp_path, capsys):
+    """--holdout-shapes: the file's shapes in order (comments and blank lines skipped); a shape the
+    search measured or the exclusion file names, one listed twice, a malformed one, an empty file
+    or both --holdout-shapes and --holdout-seed is a named error before the policy is built."""
+    from harness.shapes import sample_grid
+
+    searched = sample_grid(6, seed=0)
+    (tmp_path / "shapes.txt").write_text("".join(f"{s.name}\n" for s in searched[:4]))
+    (tmp_path / "holdout.txt").write_text(f"{searched[4].name}\n")
+    (tmp_path / "seen.txt").write_text("768_768_768\n")
+    f = tmp_path / "off.txt"
+    f.write_text("# off-grid\n3072_96_1536\n\n6144_6144_384  # a comment\n")
+    assert [s.name for s in first_picks.listed_holdout(tmp_path, f, tmp_path / "seen.txt")] == ["3072_96_1536", "6144_6144_384"]
+    for text, msg in ((f"3072_96_1536\n{searched[0].name}\n768_768_768\n", f"measured before: {searched[0].name}, 768_768_768"),
+                      ("3072_96_1536\n3072_96_1536\n", "listed twice: 3072_96_1536"),
+                      ("3072x96\n", "malformed shape"), ("# nothing\n", "no shapes")):
+        f.write_text(text)
+        rc = first_picks.main([str(tmp_path), "--holdout-shapes", str(f), "--holdout-exclude", str(tmp_path / "seen.txt")])
+        assert rc == 2 and msg in capsys.readouterr().err
+    f.write_text("3072_96_1536\n")
+    assert first_picks.main([str(tmp_path), "--holdout-shapes", str(f), "--holdout-seed", "3"]) == 2
+    assert "not both" in capsys.readouterr().err
