@@ -5,7 +5,8 @@ per rule it measured, each cell the pick's speedup over cuBLASLt autotune in tha
 layouts). The figure of record pools the default's column of every such table from a section on,
 each ratio as measured within its own call with the default as it stood then. A shape measured in
 two tables would count twice, so that is an error, as is a table with no column named as the
-default.
+default. The off-grid check's table (twenty-first session) heads its first column "off-grid shape":
+it is no grid figure and is not read.
 
     python3 scripts/first_pick_record.py BENCHMARKS.md --since "## 2026-12-02 (nineteenth session)"
 """
@@ -39,10 +40,10 @@ def default_ratios(text: str, since: str, columns=DEFAULT_COLUMNS) -> list[list[
             if col is None:
                 raise ValueError(f"a per-shape table without a default column ({', '.join(columns)}): {ln}")
             tables.append([])
-        elif col is not None and ROW.match(ln):
+        elif col is not None and (row := ROW.match(ln)):
             cell = [c.strip() for c in ln.strip().strip("|").split("|")][col]
             if cell.endswith("x"):  # a shape the call did not finish has "-"
-                tables[-1].append((ROW.match(ln).group(1), float(cell[:-1])))
+                tables[-1].append((row.group(1), float(cell[:-1])))
         elif not ln.startswith("|"):
             col = None
     return tables

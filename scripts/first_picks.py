@@ -279,8 +279,7 @@ def main(argv=None) -> int:
             return 2
         draws = fresh_draws(a.folder, seeds, a.holdout_exclude)
         holdout = [s for shapes in draws.values() for s in shapes]
-        short = short_draws(draws, a.folder)
-        for line in short:
+        for line in short_draws(draws, a.folder):
             print(line, file=sys.stderr)
         if not holdout:
             print(f"--holdout-seed {a.holdout_seed}: no grid shape is left that neither the search nor "
