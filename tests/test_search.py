@@ -413,3 +413,10 @@ def test_search_cli_holdout_options_and_a_resume_keeps_its_held_out_shapes(tmp_p
     res = run.invoke(app, base + ["--holdout-seed", "6"], catch_exceptions=False, env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "keeping the 1 held-out shapes" in res.output and parse_shapes(str(out / "holdout.txt")) == first
+    # an exclusion that leaves the grid no shape: said, and the search runs without a held-out check
+    root = Path(__file__).resolve().parents[1]
+    res = run.invoke(app, base[:-4] + ["--out", str(tmp_path / "t"), "--run-limit", "1s", "--holdout-exclude",
+                                       str(root / "kernels_search/search/seen_shapes.txt")],
+                     catch_exceptions=False, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "--holdout 1: only 0 grid shapes are outside the searched shapes and --holdout-exclude" in res.output
