@@ -35,9 +35,11 @@ def test_offline_ratio_order_and_stop_rule():
     res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.05, min_rounds=5, max_rounds=60, budget_s=20,
                                                           target_batch_us=2000, seed=3))
     slow, fast = res["slow"], res["fast"]
-    ratio = sorted(slow.device_us)[len(slow.device_us) // 2] / sorted(fast.device_us)[len(fast.device_us) // 2]
-    # busy-waits on a shared 2-core CI machine get preempted now and then: bounds are loose,
-    # but a harness that mixed up entries or batches would land at 1.0 or 0.5.
+    # busy-waits on a shared 2-core CI machine get preempted, which only ever adds time, and on a
+    # busy machine in more than half the rounds (the medians' ratio once came out 3.3): the
+    # fastest round of each is the clean one. Bounds stay loose, but a harness that mixed up
+    # entries or batches would land at 1.0 or 0.5.
+    ratio = min(slow.device_us) / min(fast.device_us)
     assert 1.5 < ratio < 2.6
     assert slow.stop_reason in ("ci", "max_rounds") and 5 <= len(slow.device_us) <= 60
     assert len(slow.device_us) == len(fast.device_us) == len(slow.host_us)  # one sample of each per round
