@@ -69,7 +69,10 @@ def parse_shape(text: str) -> Shape:
     return Shape(*dims)
 
 
-def _read_file(path: Path) -> list[Shape]:
+def read_shape_file(path: Path) -> list[Shape]:
+    """A shape file's shapes in file order, repeats kept (``parse_shapes`` drops them): one
+    ``M_N_K`` a line or a CSV with m, n, k columns, ``#`` comments and blank lines skipped; a
+    ShapeError naming the file and entry for a malformed one, or for a file with none."""
     text = path.read_text()
     lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
@@ -108,7 +111,7 @@ def parse_shapes(spec: str | list[str]) -> list[Shape]:
         elif _SHAPE_RE.match(tok) or re.fullmatch(r"[-\d_xX]+", tok):
             out.append(parse_shape(tok))
         elif Path(tok).exists():
-            out.extend(_read_file(Path(tok)))
+            out.extend(read_shape_file(Path(tok)))
         else:
             raise ShapeError(
                 f"unknown shape entry {tok!r}: not M_N_K, not a named set ({', '.join(NAMED_SETS)}), not an existing file"

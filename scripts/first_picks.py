@@ -151,11 +151,9 @@ def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None, avoid=()
 def listed_holdout(folder: Path, path: Path, exclude: Path | None = None) -> list:
     """The shapes of a shape file as held-out shapes: ValueError naming any the search measured
     (its shapes.txt or holdout.txt) or the ``exclude`` shape file holds, any listed twice, or none."""
-    from harness.shapes import parse_shape, parse_shapes
+    from harness.shapes import parse_shapes, read_shape_file
 
-    shapes = [parse_shape(ln.split("#")[0].strip()) for ln in path.read_text().splitlines() if ln.split("#")[0].strip()]
-    if not shapes:
-        raise ValueError("no shapes")
+    shapes = read_shape_file(path)
     names = [s.name for s in shapes]
     twice = sorted({n for n in names if names.count(n) > 1})
     seen = {s.name for s in read_shapes(folder, "shapes.txt") + read_shapes(folder, "holdout.txt")}

@@ -57,8 +57,8 @@ fi
 # a build cache may also travel packed (.hbstate/cache*.tar.xz: xz shrinks the CUTLASS binaries ~4x,
 # so more fit the carry limit; packed together with a large dictionary, `tar -cf - . | xz -9e
 # --lzma2=dict=192MiB`, they share most of their bytes and take half that again: the 153 binaries of
-# .hbstate/cache-all.tar.xz are 5.4 MB (the 5 epi_n builds added 80 KB to it, 350 KB as a pack of
-# their own), 10.6 MB as two packs; .hbstate/cache*.tgz: a search call's
+# .hbstate/cache-all.tar.xz are 5.4 MB (148 of them were 10.6 MB as two packs; the 5 epi_n builds
+# added 80 KB, against 350 KB as a pack of their own); .hbstate/cache*.tgz: a search call's
 # cache-new.tgz): unpacked into .hbcache
 for pack in .hbstate/cache*.tar.xz .hbstate/cache*.tgz; do
   [ -f "$pack" ] || continue
