@@ -243,11 +243,17 @@ def main(argv=None) -> int:
     ap.add_argument("--also-picks", action="append", type=Path, default=[],
                     help="with --rules: a file of picks made elsewhere (shape<TAB>spec a line, # comments), "
                          "measured and reported beside the rules as one more column named by the file")
+    ap.add_argument("--top", type=int, default=1,
+                    help="with --rules --compare-args: each rule's K best-ranked configs per shape, not only its pick "
+                         "(a study of the rule's near misses: measured, they show where its ranking is wrong)")
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
     if a.plan_out and not (a.rules and a.compare_args):
         print("--plan-out needs --rules and --compare-args (it writes the picks they print)", file=sys.stderr)
+        return 2
+    if a.top != 1 and not (a.rules and a.compare_args and a.top > 1):
+        print(f"--top {a.top}: a count above 1, with --rules and --compare-args (a study's plan, not a report)", file=sys.stderr)
         return 2
     from kernels_search.search.loop import auto_prebuild, first_pick_id
 
@@ -377,19 +383,23 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
     return out
 
 
-def picks_by_rule(pol, db, holdout, rules, prior_pols=None) -> dict[str, dict[str, str]]:
+def picks_by_rule(pol, db, holdout, rules, prior_pols=None, top: int = 1) -> dict[str, dict[str, str]]:
     """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}; ``/prior`` rules
     pick with ``prior_pols[""]`` and ``/prior=LIST`` rules with ``prior_pols[LIST]``
-    (``with_prior_policy``), the others with ``pol``."""
+    (``with_prior_policy``), the others with ``pol``. With ``top`` K > 1 each rule also has
+    columns ``RULE#2`` .. ``RULE#K``: its runners-up on each shape (``Policy.first_pick_ranking``;
+    a shape with fewer candidates is absent from the later columns), for a study of its near misses."""
     gpu = gpu_of(db)
-    out = {}
+    out: dict[str, dict[str, str]] = {}
     for spec in rules:
         r = parse_rule(spec)
         p = (prior_pols or {}).get(r.prior_list) if r.prior else pol
         if p is None:
             raise ValueError(f"rule {spec!r} needs the policy with the prior{' ' + r.prior_list if r.prior_list else ''}")
         r.apply(p)
-        out[spec] = {s.name: p.first_pick(s, db, gpu).spec for s in holdout}
+        ranked = {s.name: [c.spec for c in p.first_pick_ranking(s, db, gpu, top=top)] for s in holdout}
+        for i in range(top):
+            out[spec if i == 0 else f"{spec}#{i + 1}"] = {nm: got[i] for nm, got in ranked.items() if len(got) > i}
     return out
 
 
@@ -445,7 +455,7 @@ def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]]) -> None:
     lines = [f"# {len(holdout)} held-out shapes, each with its picks under {len(picks)} rule(s): "
              + ", ".join(picks)]
     for s in holdout:
-        specs = dict.fromkeys(by_shape[s.name] for by_shape in picks.values())
+        specs = dict.fromkeys(by_shape[s.name] for by_shape in picks.values() if s.name in by_shape)
         lines.append(f"{s.name} {','.join(specs)}")
     path.write_text("\n".join(lines) + "\n")
 
@@ -453,7 +463,7 @@ def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]]) -> None:
 def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pols=None) -> int:
     import pandas as pd
 
-    picks = picks_by_rule(pol, db, holdout, rules, prior_pols)
+    picks = picks_by_rule(pol, db, holdout, rules, prior_pols, top=a.top)
     for path in a.also_picks:
         try:
             picks[path.name] = read_picks(path, holdout)

@@ -36,7 +36,8 @@
 #            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_ALSO_PICKS a
 #            file of picks made elsewhere (shape<TAB>spec), measured and reported as a column; PICK_SKIP_SHAPES a
 #            file of shapes an earlier call finished (the rest of a draw its time limit stopped); PICK_PLAN=1
-#            measures each shape's own picks only (compare --plan), not every pick on every shape
+#            measures each shape's own picks only (compare --plan), not every pick on every shape; with it,
+#            PICK_TOP=K measures each rule's K best-ranked configs per shape (a study of its near misses)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
 # fetched here once (name .whl in the call's carry):
@@ -241,8 +242,10 @@ PY
       # PICK_PLAN=1: measure each shape's own picks and the reference (compare --plan), not every pick on
       # every shape: about a fifth of the time, so more shapes fit a call, but no best-of-picks column
       plan=/tmp/hb/pickrules-plan.txt; rm -f "$plan"
+      # PICK_TOP=K (with PICK_PLAN=1): each rule's K best-ranked configs per shape, not only its pick (a study of
+      # its near misses, first_picks.py --top); the report is still of the picks
       args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
-        ${PICK_PLAN:+--plan-out $plan} | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
+        ${PICK_PLAN:+--plan-out $plan} ${PICK_TOP:+--top $PICK_TOP} | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
       if [ -z "$methods" ]; then echo "pickrules: no picks (first_picks.py said why, above): nothing measured"; continue; fi

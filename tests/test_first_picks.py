@@ -65,6 +65,7 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     # reads them; together they are every method PICK_METHODS names
     from harness.cli import _split_methods
     from harness.plan import read_plan
+    from harness.shapes import parse_shape
 
     assert first_picks.main(args + ["--also-picks", str(tmp_path / "old.tsv"), "--compare-args",
                                     "--plan-out", str(tmp_path / "plan.txt")]) == 0
@@ -75,6 +76,17 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert set().union(*map(set, planned.values())) == set(_split_methods([methods]))
     assert first_picks.main(args + ["--plan-out", str(tmp_path / "p2.txt")]) == 2  # no --compare-args: nothing to write
     assert "--plan-out needs --rules and --compare-args" in capsys.readouterr().err and not (tmp_path / "p2.txt").exists()
+    # --top 3: each shape's plan holds the rule's pick first, then its runners-up, as the policy ranks them
+    assert first_picks.main([str(tmp_path / "s"), "--rules", "model", "--device", "cpu", "--plugin",
+                             "test_search_plugin", "--compare-args", "--top", "3", "--plan-out", str(tmp_path / "top.txt")]) == 0
+    capsys.readouterr()
+    ranked = {shape.name: _split_methods([text]) for shape, text in read_plan(tmp_path / "top.txt")}
+    pol.first_pick_rule = "model"
+    for name, specs in ranked.items():
+        assert specs == [c.spec for c in pol.first_pick_ranking(parse_shape(name), top=3)]
+        assert 1 < len(specs) <= 3
+    assert first_picks.main(args + ["--top", "3"]) == 2  # a study's plan needs --compare-args
+    assert "--top 3" in capsys.readouterr().err
     (tmp_path / "short.tsv").write_text(f"{held_names[0]}\t{other}\n")
     assert first_picks.main(args + ["--also-picks", str(tmp_path / "short.tsv"), "--compare-args"]) == 2
     assert f"short.tsv: no pick for held-out shapes {held_names[1]}" in capsys.readouterr().err

@@ -469,6 +469,11 @@ def test_first_pick_ranks_only_configs_measured_on_enough_other_shapes():
     pol.first_pick_min_shapes = 1  # one other shape is enough now: the better-measured config wins
     assert pol.first_pick(held).spec == TILED.spec(lone)
     assert pol.first_pick(shapes[0]).spec == TILED.spec(wide)  # its own shape is not evidence for it
+    ranked = pol.first_pick_ranking(held)  # best first; the pick leads, the one-shape config is ranked too
+    assert [c.spec for c in ranked] == [TILED.spec(lone), TILED.spec(wide)]
+    assert [c.spec for c in pol.first_pick_ranking(held, top=1)] == [TILED.spec(lone)]
+    pol.first_pick_min_shapes = 2
+    assert [c.spec for c in pol.first_pick_ranking(held)] == [TILED.spec(wide)]
 
 
 def test_cautious_first_pick_prefers_evidence_to_an_extrapolated_guess():

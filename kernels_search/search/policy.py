@@ -551,11 +551,20 @@ class Policy:
         order, the pool's random part is seeded by the shape), not on what this process proposed
         before: a held-out check resumed in another process picks the same kernels, and they
         can be built ahead."""
+        return self.first_pick_ranking(shape, db, gpu, top=1)[0]
+
+    def first_pick_ranking(self, shape: Shape, db=None, gpu: str | None = None, top: int | None = None) -> list[Candidate]:
+        """``first_pick``'s candidates on ``shape`` best first (the first ``top`` of them): what a
+        study of the rule's near misses measures (``scripts/first_picks.py --top``). Ties keep
+        ``first_pick_candidates``' order, so the first is ``first_pick``'s pick."""
         known = self.first_pick_candidates(shape)
         if known:
-            return known[int(np.argmax(self.first_pick_values(shape, known)))]
-        cands = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
-        return cands[int(np.argmax(self.predict(shape, cands)[0].max(axis=1)))]
+            values = self.first_pick_values(shape, known)
+        else:
+            known = self.pool(shape, db=db, gpu=gpu, seed=zlib.crc32(f"first-pick {shape.name}".encode()))
+            values = self.predict(shape, known)[0].max(axis=1)
+        order = np.argsort(-np.asarray(values), kind="stable")
+        return [known[i] for i in order[:top]]
 
     def explain(self, shape: Shape, cand: Candidate, layout: str, top: int = 8) -> list[tuple[str, float]]:
         """The model inputs that contribute most to this candidate's predicted reward."""
