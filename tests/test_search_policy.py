@@ -549,3 +549,42 @@ def test_paired_first_pick_compares_configs_on_the_same_shapes():
     assert first_pick_id("s", 10, pr) == "s-first-pick-pr1s1-lcb1-m2-c10"
     with pytest.raises(ValueError, match="paired"):
         Policy(FAMS, first_pick_paired_shrink=0)
+
+
+def test_geopaired_first_pick_weighs_evidence_by_how_alike_the_config_launches():
+    """Off the grid a shape's nearest measured shapes may launch a config differently. On
+    1536_1536_4096 the 128x128 tile ``a`` runs 144 CTAs (55 % of two waves); on the three nearest
+    measured shapes it fills one or two waves (97 %) and beats the 64x64 tile ``b`` by 0.1, while on
+    two shapes with the target's M and N (K 2x away), where both launch as on the target, ``b``
+    wins by 0.1. The paired rule reads distance only and ranks ``a`` first; the geometry-weighted
+    one trusts the alike launches and ranks ``b`` first. Where every shape launches both alike, the
+    two rules agree."""
+    from kernels_search.family import Family, Knob
+    from kernels_search.search.features import launch, launch_mismatch
+
+    sq = Family(name="sq", knobs=(Knob("tile_m", (64, 128), 64), Knob("tile_n", (64, 128), 64)))
+    a, b = {"tile_m": 128, "tile_n": 128}, {"tile_m": 64, "tile_n": 64}
+    target = Shape(1536, 1536, 4096)
+    unlike = [Shape(2048, 2048, 4096), Shape(2048, 1024, 4096), Shape(1024, 2048, 4096)]
+    alike = [Shape(1536, 1536, 2048), Shape(1536, 1536, 8192)]
+    assert launch_mismatch(launch(target, a), launch(unlike[0], a)) > 0.4
+    assert launch_mismatch(launch(target, a), launch(alike[0], a)) == 0.0
+    cands = [Candidate("sq", k, sq.spec(k)) for k in (a, b)]
+
+    def values(rule, rows):
+        pol = Policy({"sq": sq}, layouts=("nn",), seed=0, first_pick_rule=rule, elites=0)
+        for s, ra, rb in rows:
+            pol.observe(s, [Outcome(c, "nn", "ok", r, None, None) for c, r in zip(cands, (ra, rb))])
+        return pol.paired_values(target, cands, np.zeros(2), geometry=rule == "geopaired")
+
+    rows = [(s, 0.1, 0.0) for s in unlike] + [(s, -0.1, 0.0) for s in alike]
+    assert values("paired", rows)[0] > values("paired", rows)[1]
+    assert values("geopaired", rows)[1] > values("geopaired", rows)[0]
+    only_alike = [(s, -0.1, 0.0) for s in alike]
+    assert np.allclose(values("paired", only_alike), values("geopaired", only_alike))
+    from kernels_search.search.loop import first_pick_id
+
+    pol = Policy({"sq": sq}, first_pick_rule="geopaired")
+    assert first_pick_id("s", 10, pol) == "s-first-pick-gp0.3-pr1s1-lcb1-m2-c10"
+    with pytest.raises(ValueError, match="geometry"):
+        Policy({"sq": sq}, first_pick_geometry_scale=0)

@@ -93,6 +93,21 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
     64_256_16384 and 64_64_8192 picked splitk_tma_swap 64x128 (0.59x, 0.85x) over the 64x64 tile
     (0.87x, 1.10x).
     """
+    got = launch(shape, knobs, swap)
+    if got is None:
+        return None
+    m, n, k = (shape.n, shape.m, shape.k) if swap else (shape.m, shape.n, shape.k)
+    tm, tn, split, ctas, eff, fill = got
+    partials = (split - 1) * m * n * 8 / (2 * (m * k + k * n + m * n))  # fp32 write + read, per split
+    return (math.log2(ctas / SMS) / 8.0, eff, float(tm >= m and tn >= n), fill, math.log2(1 + partials))
+
+
+def launch(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tuple[int, int, int, int, float, float] | None:
+    """How a config with a tile launches on this shape, or None (no tile knobs): (tile_m, tile_n,
+    the split-K slice count that runs, CTAs, wave efficiency CTAs / (waves x 132), tile fill), on
+    the kernel's own problem (N x M for a ``swap`` family). The slice count is the knob's where it
+    is fixed, the one-wave count (-1) resolved as the kernel resolves it, and 1 for the automatic
+    count (0), which is decided at run time."""
     for km, kn in TILE_KNOBS:
         if km in knobs and kn in knobs:
             tm, tn = int(knobs[km]), int(knobs[kn])
@@ -100,7 +115,7 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
     else:
         return None
     m, n, k = shape.m, shape.n, shape.k
-    if swap:  # the kernel's problem is N x M (read as M x N before the eighteenth session: docstring)
+    if swap:  # the kernel's problem is N x M (read as M x N before the eighteenth session: geometry's docstring)
         m, n = n, m
     split = 1
     for s in SPLIT_KNOBS:
@@ -111,11 +126,7 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
             split = one_wave_slices(m, n, k, tm, tn, int(knobs.get("tile_k", 64)), SMS)
     tiles = _tiles(m, n, tm, tn)
     ctas = tiles * split
-    waves = math.ceil(ctas / SMS)
-    fill = m * n / (tiles * tm * tn)
-    partials = (split - 1) * m * n * 8 / (2 * (m * k + k * n + m * n))  # fp32 write + read, per split
-    return (math.log2(ctas / SMS) / 8.0, ctas / (waves * SMS), float(tm >= m and tn >= n), fill,
-            math.log2(1 + partials))
+    return tm, tn, split, ctas, ctas / (math.ceil(ctas / SMS) * SMS), m * n / (tiles * tm * tn)
 
 
 class FeatureSpace:
@@ -167,3 +178,14 @@ class FeatureSpace:
         g = ["geom", "geom_log_waves", "geom_wave_eff", "geom_covers", "geom_tile_fill", "geom_partials"]
         return [f"{a}*{b}" if a != "1" else b for a in s for b in self.vocab] + \
                [f"{a}*{b}" if a != "1" else b for a in s for b in g]
+
+
+def launch_mismatch(a: tuple | None, b: tuple | None) -> float:
+    """How differently one config launches on two shapes (``launch``'s tuples; 0 where either has
+    no tile): the differences in wave efficiency and tile fill (each 0..1) and in log2 of the slice
+    count (a half per doubling), as one Euclidean length. A 128-tile config on M = 1536 (12 tiles)
+    and M = 2048 (16 tiles) fills its tiles alike; on 144 CTAs it uses 55 % of two waves where 128
+    CTAs used 97 % of one."""
+    if a is None or b is None:
+        return 0.0
+    return math.sqrt((a[4] - b[4]) ** 2 + (a[5] - b[5]) ** 2 + (math.log2(a[2] / b[2]) / 2) ** 2)

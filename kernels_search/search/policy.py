@@ -163,11 +163,11 @@ import numpy as np
 from harness.problem import Problem, Shape
 from harness.shapes import parse_shape
 from kernels_search.family import KnobError
-from kernels_search.search.features import FeatureSpace, shape_distance, shape_features
+from kernels_search.search.features import FeatureSpace, launch, launch_mismatch, shape_distance, shape_features
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
 CHECKPOINT_VERSION = 5  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features; 5: swap families' geometry along N x M
-FIRST_PICK_RULES = ("neighbours", "model", "cautious", "paired")
+FIRST_PICK_RULES = ("neighbours", "model", "cautious", "paired", "geopaired")
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
 
@@ -258,7 +258,7 @@ class Policy:
                  first_pick_bandwidth: float = 1.5, first_pick_min_weight: float = 0.2,
                  first_pick_caution: float = 1.0, first_pick_min_near: int = 0, first_pick_near_distance: float = 2.0,
                  first_pick_paired_bandwidth: float = 1.0, first_pick_paired_shrink: float = 1.0,
-                 local_share: float = 0.75, local_elites: int = 2):
+                 first_pick_geometry_scale: float = 0.3, local_share: float = 0.75, local_elites: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -289,6 +289,9 @@ class Policy:
             raise ValueError("first_pick_paired_bandwidth and first_pick_paired_shrink must be > 0")
         self.first_pick_paired_bandwidth = first_pick_paired_bandwidth
         self.first_pick_paired_shrink = first_pick_paired_shrink
+        if first_pick_geometry_scale <= 0:
+            raise ValueError("first_pick_geometry_scale must be > 0")
+        self.first_pick_geometry_scale = first_pick_geometry_scale
         # spec -> {shape it ran correctly on: its best reward there over layouts}
         self.measured_on: dict[str, dict[str, float]] = {}
         # family -> its presets as full knob dicts (the initial design)
@@ -454,9 +457,11 @@ class Policy:
         below every config with enough, in the model's order; under the paired rule
         ``paired_values`` over the cautious values; the model's values otherwise."""
         mu, sd = self.predict(shape, cands)
-        if self.first_pick_rule in ("cautious", "paired"):  # a lower bound: mean - caution x posterior std, best layout
+        if self.first_pick_rule in ("cautious", "paired", "geopaired"):  # a lower bound: mean - caution x posterior std, best layout
             bound = (mu - self.first_pick_caution * sd).max(axis=1)
-            return bound if self.first_pick_rule == "cautious" else self.paired_values(shape, cands, bound)
+            if self.first_pick_rule == "cautious":
+                return bound
+            return self.paired_values(shape, cands, bound, geometry=self.first_pick_rule == "geopaired")
         mean = mu.max(axis=1)
         if self.first_pick_rule == "model":
             return mean
@@ -467,7 +472,8 @@ class Policy:
             out[i] = v if weight >= self.first_pick_min_weight else -10.0 + mean[i]
         return out
 
-    def paired_values(self, shape: Shape, cands: Sequence[Candidate], prior: np.ndarray) -> np.ndarray:
+    def paired_values(self, shape: Shape, cands: Sequence[Candidate], prior: np.ndarray,
+                      geometry: bool = False) -> np.ndarray:
         """The paired rule's values of ``cands`` on ``shape``: each config's effect in a two-way
         (shape + config) least-squares fit of the rewards ``measured_on`` holds for them on other
         shapes, each shape weighted exp(-(distance / ``first_pick_paired_bandwidth``)^2), every
@@ -480,9 +486,16 @@ class Policy:
         rewards measured on different shapes. A shape where one candidate ran says nothing about
         the others and drops out; with no shape left, the values are ``prior``.
 
-        The fit: minimise sum_j w_j sum_{a in S_j} (r_ja - mu_j - v_a)^2 + shrink sum_a (v_a - prior_a)^2.
-        Eliminating mu_j leaves (sum_j w_j P_j + shrink I) v = sum_j w_j P_j r_j + shrink prior, P_j
-        centring over the candidates S_j measured on shape j: one small solve per pick."""
+        The fit: minimise sum_j sum_{a in S_j} w_ja (r_ja - mu_j - v_a)^2 + shrink sum_a (v_a - prior_a)^2,
+        w_ja = w_j here. Eliminating mu_j leaves (sum_j L_j + shrink I) v = sum_j L_j r_j + shrink prior,
+        L_j = W_j - w_j w_j^T / sum(w_j) over the candidates S_j measured on shape j (W_j = diag(w_j);
+        with equal weights, w_j times the centring over S_j): one small solve per pick.
+
+        ``geometry`` (the ``geopaired`` rule, twenty-second session): each row also weighs by how
+        alike the config launches on shape j and on ``shape`` (``launch_mismatch``): w_ja = w_j
+        exp(-(mismatch / ``first_pick_geometry_scale``)^2). Off the grid the distance in log2 M, N, K
+        calls a grid shape near whose tile, wave and slice counts differ from the target's: a
+        split-K config's one-wave count ran 2 slices on a neighbour and runs 1 on the target."""
         index = {c.spec: i for i, c in enumerate(cands)}
         by_shape: dict[str, list[tuple[int, float]]] = {}
         for c in cands:
@@ -491,15 +504,24 @@ class Policy:
                     by_shape.setdefault(nm, []).append((index[c.spec], r))
         n = len(cands)
         lhs, rhs = self.first_pick_paired_shrink * np.eye(n), self.first_pick_paired_shrink * np.asarray(prior, float)
+        here = [launch(shape, c.knobs, c.family in self.space.swapped) for c in cands] if geometry else None
         for nm, got in by_shape.items():
             if len(got) < 2:
                 continue
-            w = math.exp(-((shape_distance(shape, parse_shape(nm)) / self.first_pick_paired_bandwidth) ** 2))
+            other = parse_shape(nm)
+            w0 = math.exp(-((shape_distance(shape, other) / self.first_pick_paired_bandwidth) ** 2))
+            if here is not None and w0 < 1e-6:  # (the plain rule keeps every shape, as it always has)
+                continue
             idx = np.array([i for i, _ in got])
             r = np.array([x for _, x in got])
-            centre = np.eye(len(got)) - 1.0 / len(got)
-            lhs[np.ix_(idx, idx)] += w * centre
-            rhs[idx] += w * (centre @ r)
+            if here is None:
+                w = np.full(len(got), w0)
+            else:
+                w = w0 * np.exp(-(np.array([launch_mismatch(here[i], launch(other, cands[i].knobs, cands[i].family in self.space.swapped))
+                                             for i in idx]) / self.first_pick_geometry_scale) ** 2)
+            lap = np.diag(w) - np.outer(w, w) / w.sum()
+            lhs[np.ix_(idx, idx)] += lap
+            rhs[idx] += lap @ r
         return np.linalg.solve(lhs, rhs)
 
     def candidate_for(self, spec: str) -> Candidate | None:
