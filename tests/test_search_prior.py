@@ -138,10 +138,14 @@ def test_the_committed_h200_prior_lists_readable_compare_results():
         df = read_prior(p)
         assert (~df["is_baseline"]).any() and (df["method"] == "cublaslt-autotune").any(), p
     # every prior shape is one a fresh check must avoid: a grid shape in seen_shapes.txt, or one of
-    # the off-grid check's shapes (twenty-first session), which a later off-grid check excludes
+    # an off-grid file's (studies/offgrid-*shapes.txt: the checks and the study since the
+    # twenty-first session), which a later off-grid draw excludes
+    from harness.shapes import read_shape_file
+
     seen = set((root / "kernels_search/search/seen_shapes.txt").read_text().split())
-    offgrid = root / "kernels_search/search/studies/offgrid-shapes.txt"
-    seen |= {ln.strip() for ln in offgrid.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+    offgrid = sorted((root / "kernels_search/search/studies").glob("offgrid-*shapes.txt"))
+    assert len(offgrid) >= 2
+    seen |= {s.name for f in offgrid for s in read_shape_file(f)}
     assert prior_shapes(paths) <= seen
 
 
