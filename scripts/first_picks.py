@@ -345,26 +345,29 @@ class RuleSpec(NamedTuple):
     prior: bool  # /prior: the policy with the prior folded in
     near: int = 0  # first_pick_min_near (/nK; 0 without)
     prior_list: str = ""  # /prior=LIST: that prior list (or Parquet) instead of --prior's
+    decline_one_slice: bool = False  # /d: first_pick_decline_one_slice
 
     def apply(self, pol) -> None:
         """Set the policy's first-pick settings to this rule's (the prior is the caller's choice of policy)."""
         pol.first_pick_rule, pol.first_pick_min_shapes, pol.first_pick_min_near = self.rule, self.min_shapes, self.near
+        pol.first_pick_decline_one_slice = self.decline_one_slice
 
 
 def parse_rule(spec: str) -> RuleSpec:
-    """``RULE[/mN][/nK][/prior[=LIST]]`` -> ``RuleSpec``; a named error otherwise. ``LIST`` (a path,
-    slashes allowed: it ends the spec) names the prior for this rule alone, so one call can measure
-    the same rule with two priors side by side."""
+    """``RULE[/mN][/nK][/d][/prior[=LIST]]`` -> ``RuleSpec``; a named error otherwise. ``LIST`` (a
+    path, slashes allowed: it ends the spec) names the prior for this rule alone, so one call can
+    measure the same rule with two priors side by side. ``/d`` declines one-slice split-K
+    (``Policy.first_pick_decline_one_slice``)."""
     from kernels_search.search.policy import FIRST_PICK_RULES
 
     import re
 
-    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/prior(?:=([^,\s]+))?)?", spec.strip())
-    rule, need, near, prior, plist = got.groups() if got else ("", None, None, None, None)
+    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/d)?(/prior(?:=([^,\s]+))?)?", spec.strip())
+    rule, need, near, decline, prior, plist = got.groups() if got else ("", None, None, None, None, None)
     if rule not in FIRST_PICK_RULES or any(x is not None and int(x) < 1 for x in (need, near)):
-        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/prior[=LIST]] (e.g. cautious/m10/n2/prior), RULE one of "
+        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/d][/prior[=LIST]] (e.g. cautious/m10/n2/prior), RULE one of "
                          f"{', '.join(FIRST_PICK_RULES)}, N and K >= 1")
-    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0, plist or "")
+    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0, plist or "", bool(decline))
 
 
 def with_prior_policy(pol, specs, holdout, gpu: str | None = None):

@@ -288,10 +288,13 @@ def test_a_rule_spec_names_the_evidence_its_picks_need():
     assert first_picks.parse_rule("cautious/m10/n2/prior") == ("cautious", 10, True, 2, "")
     assert first_picks.parse_rule("cautious/n3") == ("cautious", 2, False, 3, "")
     assert first_picks.parse_rule("cautious/m10/n2/prior=results/a_b.txt") == ("cautious", 10, True, 2, "results/a_b.txt")
+    assert first_picks.parse_rule("paired/m10/n2/d/prior") == ("paired", 10, True, 2, "", True)
+    assert first_picks.parse_rule("geopaired/d") == ("geopaired", 2, False, 0, "", True)
+    assert not first_picks.parse_rule("paired/m10").decline_one_slice
     for bad in ("cautious/20", "cautious/m0", "best", "model/mx", "cautious/prior/m10", "cautious/m2/m3",
                 "model/priors", "cautious/n2/m10", "cautious/n0", "cautious//prior", "cautious/x1", "cautious/prior=",
-                "cautious/prior=a,x"):
-        with pytest.raises(ValueError, match=r"RULE\[/mN\]\[/nK\]\[/prior\[=LIST\]\]"):
+                "cautious/prior=a,x", "paired/d/m10", "paired/prior/d", "paired/dd"):
+        with pytest.raises(ValueError, match=r"RULE\[/mN\]\[/nK\]\[/d\]\[/prior\[=LIST\]\]"):
             first_picks.parse_rule(bad)
     with pytest.raises(ValueError, match="needs the policy with the prior"):
         first_picks.picks_by_rule(pol, SimpleNamespace(df=pd.DataFrame()), held, ["cautious/prior"])

@@ -588,3 +588,32 @@ def test_geopaired_first_pick_weighs_evidence_by_how_alike_the_config_launches()
     assert first_pick_id("s", 10, pol) == "s-first-pick-gp0.3-pr1s1-lcb1-m2-c10"
     with pytest.raises(ValueError, match="geometry"):
         Policy({"sq": sq}, first_pick_geometry_scale=0)
+
+
+def test_first_pick_can_decline_a_split_k_config_left_with_one_slice():
+    """``first_pick_decline_one_slice``: a config asking for the one-wave slice count where the
+    shape's tiles already fill a wave (so it would run one slice through split-K's workspace) is no
+    candidate; where the count resolves to several slices it still is, and without the setting
+    nothing changes."""
+    from kernels_search.families import ALL
+    from kernels_search.families.hopper import ONE_WAVE
+    from kernels_search.search.features import one_slice_split_k
+
+    fam = ALL["splitk_tma_swap"]
+    sk = dict(fam.defaults(), tile_m=64, tile_n=128, slices=ONE_WAVE)
+    plain = dict(sk, slices=4)
+    wide, few = Shape(320, 3072, 14336), Shape(64, 1024, 16384)  # 144 tiles of the swapped problem; 8
+    assert one_slice_split_k(wide, sk, swap=True) and not one_slice_split_k(few, sk, swap=True)
+    assert not one_slice_split_k(wide, plain, swap=True)
+    pol = Policy({"splitk_tma_swap": fam}, layouts=("nn",), seed=0, first_pick_rule="paired", elites=0)
+    for i, s in enumerate([Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)]):
+        pol.observe(s, [Outcome(Candidate("splitk_tma_swap", k, fam.spec(k)), "nn", "ok", r, None, None)
+                        for k, r in ((sk, 0.2), (plain, 0.0))])
+    specs = lambda shape: {c.spec for c in pol.first_pick_candidates(shape)}
+    assert specs(wide) == specs(few) == {fam.spec(sk), fam.spec(plain)}
+    pol.first_pick_decline_one_slice = True
+    assert specs(wide) == {fam.spec(plain)} and specs(few) == {fam.spec(sk), fam.spec(plain)}
+    assert pol.first_pick(wide).spec == fam.spec(plain)
+    from kernels_search.search.loop import first_pick_id
+
+    assert first_pick_id("s", 10, pol).endswith("-m2-d-c10")

@@ -189,3 +189,16 @@ def launch_mismatch(a: tuple | None, b: tuple | None) -> float:
     if a is None or b is None:
         return 0.0
     return math.sqrt((a[4] - b[4]) ** 2 + (a[5] - b[5]) ** 2 + (math.log2(a[2] / b[2]) / 2) ** 2)
+
+
+def one_slice_split_k(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> bool:
+    """Whether a config asks for the one-wave slice count (-1) and it resolves to a single slice on
+    this shape: its tiles alone fill a wave, so the split-K kernel runs one slice through its fp32
+    workspace and the reduction for nothing. Twentieth session's study: 198 such rows measured
+    0.595x of cuBLASLt autotune (geomean), against 0.69-0.93x with 2-24 slices; off the grid the
+    default picked it twice (1536_768_14336 0.498x; 320_3072_14336 0.464x, where the same tile
+    without split-K measured 1.18x)."""
+    if not any(knobs.get(s) == ONE_WAVE for s in SPLIT_KNOBS):
+        return False
+    got = launch(shape, knobs, swap)
+    return got is not None and got[2] == 1

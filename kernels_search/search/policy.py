@@ -163,7 +163,8 @@ import numpy as np
 from harness.problem import Problem, Shape
 from harness.shapes import parse_shape
 from kernels_search.family import KnobError
-from kernels_search.search.features import FeatureSpace, launch, launch_mismatch, shape_distance, shape_features
+from kernels_search.search.features import (FeatureSpace, launch, launch_mismatch, one_slice_split_k, shape_distance,
+                                             shape_features)
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
 CHECKPOINT_VERSION = 5  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features; 5: swap families' geometry along N x M
@@ -258,7 +259,7 @@ class Policy:
                  first_pick_bandwidth: float = 1.5, first_pick_min_weight: float = 0.2,
                  first_pick_caution: float = 1.0, first_pick_min_near: int = 0, first_pick_near_distance: float = 2.0,
                  first_pick_paired_bandwidth: float = 1.0, first_pick_paired_shrink: float = 1.0,
-                 first_pick_geometry_scale: float = 0.3, local_share: float = 0.75, local_elites: int = 2):
+                 first_pick_geometry_scale: float = 0.3, first_pick_decline_one_slice: bool = False, local_share: float = 0.75, local_elites: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)
@@ -292,6 +293,7 @@ class Policy:
         if first_pick_geometry_scale <= 0:
             raise ValueError("first_pick_geometry_scale must be > 0")
         self.first_pick_geometry_scale = first_pick_geometry_scale
+        self.first_pick_decline_one_slice = first_pick_decline_one_slice
         # spec -> {shape it ran correctly on: its best reward there over layouts}
         self.measured_on: dict[str, dict[str, float]] = {}
         # family -> its presets as full knob dicts (the initial design)
@@ -547,7 +549,9 @@ class Policy:
         default every measured config, in spec order), those supported here and measured correctly
         on >= ``first_pick_min_shapes`` other shapes (or on every other shape the policy measured,
         where it measured fewer), and of those, with ``first_pick_min_near`` N > 0, the ones
-        measured on >= N shapes near this one while any is."""
+        measured on >= N shapes near this one while any is. With ``first_pick_decline_one_slice``
+        (``RULE/d`` in ``scripts/first_picks.py``), a config whose one-wave slice count resolves to
+        a single slice on ``shape`` is left out (``features.one_slice_split_k``)."""
         # a search of few shapes cannot give N others: then a config measured on every other shape
         need = min(self.first_pick_min_shapes, max(1, len(self.history.keys() - {shape.name})))
         known = []
@@ -555,8 +559,11 @@ class Policy:
             if len(self.measured_on.get(spec, {}).keys() - {shape.name}) < need:
                 continue
             cand = self.candidate_for(spec)
-            if cand is not None and self._supported(cand.family, cand.knobs, shape):
-                known.append(cand)
+            if cand is None or not self._supported(cand.family, cand.knobs, shape):
+                continue
+            if self.first_pick_decline_one_slice and one_slice_split_k(shape, cand.knobs, cand.family in self.space.swapped):
+                continue  # a split-K kernel left with one slice here (features.one_slice_split_k)
+            known.append(cand)
         if self.first_pick_min_near:  # evidence near the shape if any config has it, else the rest
             known = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near] or known
         return known
