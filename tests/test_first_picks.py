@@ -17,8 +17,10 @@ import first_picks  # noqa: E402
 @pytest.mark.slow
 def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, capsys, monkeypatch):
     """A tiny CPU search with a held-out check; the script, run afterwards in this process (its
-    random state untouched by the search), names the same pick for every held-out shape, each a
-    config the search measured on at least 2 shapes."""
+    random state untouched by the search), names the same pick for every held-out shape, each one
+    of the configs with the evidence the default rule asks for, where any has it (two rounds of
+    CPU timings do not always measure one config on every searched shape: then the model's pool
+    decides, as in the search)."""
     from kernels_search.search.run import search_main
 
     shapes = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 32)]
@@ -32,10 +34,13 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert first_picks.main([str(tmp_path / "s"), "--all", "--device", "cpu", "--plugin", "test_search_plugin"]) == 0
     out = capsys.readouterr().out
     pol, _ = first_picks.policy_for(tmp_path / "s", device="cpu", plugins=["test_search_plugin"])
+    first_picks.parse_rule("paired/m10/n2").apply(pol)  # the default, without a prior (none for the CPU)
     for s in held:
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(s.name))
         assert "measured" in line and line.rstrip().endswith(made[s.name])
-        assert len(pol.measured_on[made[s.name]]) >= 2
+        known = {c.spec for c in pol.first_pick_candidates(s)}
+        assert made[s.name] in known or not known
+        assert not known or min(len(pol.measured_on[spec]) for spec in known) >= 2
     assert "2 of 2 held-out shapes measured" in out
     # fresh held-out shapes: none of them measured, each listed with a pick
     assert first_picks.main([str(tmp_path / "s"), "--holdout-seed", "4", "--device", "cpu",
@@ -77,11 +82,11 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert first_picks.main(args + ["--plan-out", str(tmp_path / "p2.txt")]) == 2  # no --compare-args: nothing to write
     assert "--plan-out needs --rules and --compare-args" in capsys.readouterr().err and not (tmp_path / "p2.txt").exists()
     # --top 3: each shape's plan holds the rule's pick first, then its runners-up, as the policy ranks them
-    assert first_picks.main([str(tmp_path / "s"), "--rules", "model", "--device", "cpu", "--plugin",
+    assert first_picks.main([str(tmp_path / "s"), "--rules", "model/m1", "--device", "cpu", "--plugin",
                              "test_search_plugin", "--compare-args", "--top", "3", "--plan-out", str(tmp_path / "top.txt")]) == 0
     capsys.readouterr()
     ranked = {shape.name: _split_methods([text]) for shape, text in read_plan(tmp_path / "top.txt")}
-    pol.first_pick_rule = "model"
+    first_picks.parse_rule("model/m1").apply(pol)  # evidence on one other searched shape: several configs have it
     for name, specs in ranked.items():
         assert specs == [c.spec for c in pol.first_pick_ranking(parse_shape(name), top=3)]
         assert 1 < len(specs) <= 3
