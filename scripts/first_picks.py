@@ -52,8 +52,15 @@ call can measure a rule with and without that knowledge side by side. ``RULE[...
 in the list (or Parquet) LIST instead, so one call can measure two priors side by side. A held-out
 shape named in the prior is refused: it would not be fresh.
 
-The default rule, ``paired/m10/n2/prior``, is what ``search --holdout`` picks with by default; it
-won its registered test on fresh seeds 32-37 (120 shapes: 0.981x over the 118 measured, against
+``RULE[...]/d`` declines a config whose one-wave split-K slice count resolves to one slice on the
+shape (``Policy.first_pick_decline_one_slice``); ``geopaired`` weighs the paired rule's evidence by
+how alike a config launches there (``Policy.paired_values``). ``--top K`` with ``--rules
+--compare-args --plan-out`` plans each rule's K best-ranked configs per shape, a study of its near
+misses (twenty-second session, off the grid).
+
+The default rule, ``paired/m10/n2/d/prior``, is what ``search --holdout`` picks with by default:
+``paired/m10/n2/prior`` with one-slice split-K declined (its registered test: 100 fresh off-grid
+shapes, twenty-second session, paired 1.004x, 1.000-1.008). ``paired/m10/n2/prior`` won its registered test on fresh seeds 32-37 (120 shapes: 0.981x over the 118 measured, against
 0.964x for ``cautious/m10/n2/prior``, paired 1.017x, 95 % CI 1.003-1.033; BENCHMARKS.md,
 nineteenth session). ``cautious/m10/n2/prior`` had been the default since its own test on seeds
 17-18 (seventeenth session).
@@ -222,8 +229,8 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="paired/m10/n2/prior", help="first-pick rule: paired, cautious, model or neighbours, "
-                    "optionally /mN, /nK and /prior (see above); default paired/m10/n2/prior, as the search's "
+    ap.add_argument("--rule", default="paired/m10/n2/d/prior", help="first-pick rule: paired, geopaired, cautious, model "
+                    "or neighbours, optionally /mN, /nK, /d and /prior (see above); default paired/m10/n2/d/prior, as the search's "
                     "--holdout on an H200")
     ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")

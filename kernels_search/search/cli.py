@@ -63,6 +63,10 @@ def search(
     first_pick_min_near: int = typer.Option(2, min=0, help="--holdout picks, among those, only configs measured on at "
                                                             "least this many shapes near the held-out one (log2 M, N, K "
                                                             "within 2.0) while any config is; 0 = off."),
+    first_pick_decline_one_slice: bool = typer.Option(True, "--first-pick-decline-one-slice/--first-pick-keep-one-slice",
+                                                      help="--holdout leaves out configs whose one-wave split-K slice count "
+                                                           "is a single slice on the held-out shape (the default since the "
+                                                           "twenty-second session's off-grid test)."),
     first_pick_prior: List[str] = typer.Option(["auto"], "--first-pick-prior",
                                                help="Compare Parquets (or .txt lists) that only the --holdout pick "
                                                     "learns from, on top of the finished search: auto (this GPU "
@@ -167,7 +171,8 @@ def search(
                     max_rounds=max_rounds, anticheat=not no_anticheat, lookahead=lookahead,
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
                     first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes,
-                    first_pick_min_near=first_pick_min_near, first_pick_prior=pick_prior, local_share=local_share,
+                    first_pick_min_near=first_pick_min_near, first_pick_decline_one_slice=first_pick_decline_one_slice,
+                    first_pick_prior=pick_prior, local_share=local_share,
                     prior=prior_files, print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")
