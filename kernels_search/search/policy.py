@@ -120,6 +120,15 @@ stricter two-part rule. Over all 120, ``paired/m10/n2/prior`` over ``cautious/m1
 it by default (``--first-pick-rule paired``); this class's default rule stays ``cautious``, which the
 paired rule takes as its prior, for library use.
 
+Off the grid (twenty-second session). On shapes whose sides are 3, 5 or 7 x 2^k the default
+measured 0.875x-0.877x: its grid neighbours tile, fill waves and resolve the one-wave slice count
+differently. Two changes, each a registered test on fresh off-grid shapes (BENCHMARKS.md):
+off-grid studies in the prior (paired 1.040x), and ``first_pick_decline_one_slice`` (``RULE/d``,
+``search``'s default since): a config whose one-wave split-K count is one slice on the shape is no
+candidate (paired 1.004x, better on all 5 shapes it changed). The ``geopaired`` rule, the paired
+fit with each row weighted by how alike the config launches there and on the target
+(``paired_values(geometry=True)``), measured 0.995x against the default and is not the default.
+
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
 configs (a trust region around the incumbents), the first by the posterior mean, the others by
