@@ -269,7 +269,8 @@ class Policy:
                  first_pick_bandwidth: float = 1.5, first_pick_min_weight: float = 0.2,
                  first_pick_caution: float = 1.0, first_pick_min_near: int = 0, first_pick_near_distance: float = 2.0,
                  first_pick_paired_bandwidth: float = 1.0, first_pick_paired_shrink: float = 1.0,
-                 first_pick_geometry_scale: float = 0.3, first_pick_decline_one_slice: bool = False, local_share: float = 0.75, local_elites: int = 2):
+                 first_pick_geometry_scale: float = 0.3, first_pick_decline_one_slice: bool = False,
+                 local_share: float = 0.75, local_elites: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
         self.families = dict(families)

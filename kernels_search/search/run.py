@@ -68,7 +68,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
                 max_rounds: int | None = None, anticheat: bool = True, lookahead: int | None = None,
                 max_new_builds: int | None = None, run_limit_s: str | float | None = None, design: bool = True,
                 first_pick_rule: str = "paired", first_pick_min_shapes: int = 10, first_pick_min_near: int = 2,
-                first_pick_decline_one_slice: bool = True, first_pick_prior: Sequence[Path] | str = "auto", local_share: float = 0.75,
+                first_pick_decline_one_slice: bool = True, first_pick_prior: Sequence[Path] | str = "auto",
+                local_share: float = 0.75,
                 prior: Sequence[Path] = (), print_fn: Callable[[str], None] = print, console=None) -> dict:
     """Run (or resume) a search; returns the summary dict also written to ``out/summary.json``.
 
