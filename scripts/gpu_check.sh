@@ -57,10 +57,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 # a build cache may also travel packed (.hbstate/cache*.tar.xz: xz shrinks the CUTLASS binaries ~4x,
 # so more fit the carry limit; packed together with a large dictionary, `tar -cf - . | xz -9e
-# --lzma2=dict=192MiB`, they share most of their bytes and take half that again: the 153 binaries of
-# .hbstate/cache-all.tar.xz are 5.4 MB (148 of them were 10.6 MB as two packs; the 5 epi_n builds
-# added 80 KB, against 350 KB as a pack of their own); .hbstate/cache*.tgz: a search call's
-# cache-new.tgz): unpacked into .hbcache
+# --lzma2=dict=192MiB`, they share most of their bytes and take half that again: the twenty-first
+# session's 153 binaries were 5.4 MB (148 of them 10.6 MB as two packs). Ignored files do not always
+# reach a new session's checkout: that pack did not, and the twenty-second session rebuilt the 41
+# its calls needed (1.3 MB) from their plans (first_picks.py --prebuild, about 1 a minute on 2 cores);
+# .hbstate/cache*.tgz: a search call's cache-new.tgz): unpacked into .hbcache
 for pack in .hbstate/cache*.tar.xz .hbstate/cache*.tgz; do
   [ -f "$pack" ] || continue
   mkdir -p .hbcache && tar xf "$pack" -C .hbcache && echo "unpacked $pack into .hbcache ($(find .hbcache -name '*.so' | wc -l) binaries)"
