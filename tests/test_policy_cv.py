@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 import test_search_plugin  # noqa: F401  (the cpuk family)
+from kernels_search.search.policy import FIRST_PICK_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("policy_cv", ROOT / "scripts" / "policy_cv.py")
@@ -42,8 +43,8 @@ def test_a_rule_that_holds_across_shapes_is_ranked_right_on_unseen_shapes():
     fams = {"cpuk": test_search_plugin.FAMILY}
     cv = policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",), families=fams)
     s = policy_cv.summarize(cv)
-    assert set(s.index) == {"model", "neighbours", "cautious", "paired"} and (s["shapes"] == len(SHAPES)).all()
-    for rule in ("model", "neighbours", "cautious", "paired"):
+    assert set(s.index) == set(FIRST_PICK_RULES) and (s["shapes"] == len(SHAPES)).all()
+    for rule in FIRST_PICK_RULES:
         assert s.loc[rule, "top1"] == s.loc[rule, "oracle"] == round(math.exp(0.3), 3)
         assert s.loc[rule, "top1"] > s.loc[rule, "random"]
         assert s.loc[rule, "spearman"] > 0.8
@@ -90,5 +91,5 @@ def test_rows_recorded_before_the_family_gained_a_knob_still_count():
     new = policy_cv.summarize(policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",),
                                                        families=fams))
     s = policy_cv.summarize(policy_cv.cross_validate(old, layouts=("nn",), families=fams))
-    assert s["configs"].tolist() == new["configs"].tolist() == [12.0] * 4  # per rule
+    assert s["configs"].tolist() == new["configs"].tolist() == [12.0] * len(FIRST_PICK_RULES)  # per rule
     assert s.loc["neighbours", "top1"] == new.loc["neighbours", "top1"]
