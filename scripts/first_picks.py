@@ -60,7 +60,8 @@ misses (twenty-second session, off the grid).
 
 The default rule, ``paired/m10/n2/d/prior``, is what ``search --holdout`` picks with by default:
 ``paired/m10/n2/prior`` with one-slice split-K declined (its registered test: 100 fresh off-grid
-shapes, twenty-second session, paired 1.004x, 1.000-1.008). ``paired/m10/n2/prior`` won its registered test on fresh seeds 32-37 (120 shapes: 0.981x over the 118 measured, against
+shapes, twenty-second session, paired 1.004x, 1.000-1.008). ``paired/m10/n2/prior`` won its
+registered test on fresh seeds 32-37 (120 shapes: 0.981x over the 118 measured, against
 0.964x for ``cautious/m10/n2/prior``, paired 1.017x, 95 % CI 1.003-1.033; BENCHMARKS.md,
 nineteenth session). ``cautious/m10/n2/prior`` had been the default since its own test on seeds
 17-18 (seventeenth session).
@@ -232,7 +233,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rule", default="paired/m10/n2/d/prior", help="first-pick rule: paired, geopaired, cautious, model "
                     "or neighbours, optionally /mN, /nK, /d and /prior (see above); default paired/m10/n2/d/prior, as the search's "
                     "--holdout on an H200")
-    ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/prior]), with --compare-args or --report")
+    ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/d][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--plan-out", type=Path, help="with --rules --compare-args: also write a `compare --plan` file "
                                                   "of each shape's own picks (harness/plan.py), for measuring those "
@@ -259,7 +260,7 @@ def main(argv=None) -> int:
     if a.plan_out and not (a.rules and a.compare_args):
         print("--plan-out needs --rules and --compare-args (it writes the picks they print)", file=sys.stderr)
         return 2
-    if a.top != 1 and not (a.rules and a.compare_args and a.top > 1):
+    if a.top < 1 or (a.top > 1 and not (a.rules and a.compare_args)):
         print(f"--top {a.top}: a count above 1, with --rules and --compare-args (a study's plan, not a report)", file=sys.stderr)
         return 2
     from kernels_search.search.loop import auto_prebuild, first_pick_id

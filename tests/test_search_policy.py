@@ -606,7 +606,7 @@ def test_first_pick_can_decline_a_split_k_config_left_with_one_slice():
     assert one_slice_split_k(wide, sk, swap=True) and not one_slice_split_k(few, sk, swap=True)
     assert not one_slice_split_k(wide, plain, swap=True)
     pol = Policy({"splitk_tma_swap": fam}, layouts=("nn",), seed=0, first_pick_rule="paired", elites=0)
-    for i, s in enumerate([Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)]):
+    for s in (Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)):
         pol.observe(s, [Outcome(Candidate("splitk_tma_swap", k, fam.spec(k)), "nn", "ok", r, None, None)
                         for k, r in ((sk, 0.2), (plain, 0.0))])
     specs = lambda shape: {c.spec for c in pol.first_pick_candidates(shape)}

@@ -517,7 +517,8 @@ class Policy:
                     by_shape.setdefault(nm, []).append((index[c.spec], r))
         n = len(cands)
         lhs, rhs = self.first_pick_paired_shrink * np.eye(n), self.first_pick_paired_shrink * np.asarray(prior, float)
-        here = [launch(shape, c.knobs, c.family in self.space.swapped) for c in cands] if geometry else None
+        swapped = [c.family in self.space.swapped for c in cands]
+        here = [launch(shape, c.knobs, sw) for c, sw in zip(cands, swapped)] if geometry else None
         for nm, got in by_shape.items():
             if len(got) < 2:
                 continue
@@ -530,8 +531,8 @@ class Policy:
             if here is None:
                 w = np.full(len(got), w0)
             else:
-                w = w0 * np.exp(-(np.array([launch_mismatch(here[i], launch(other, cands[i].knobs, cands[i].family in self.space.swapped))
-                                             for i in idx]) / self.first_pick_geometry_scale) ** 2)
+                mismatch = np.array([launch_mismatch(here[i], launch(other, cands[i].knobs, swapped[i])) for i in idx])
+                w = w0 * np.exp(-(mismatch / self.first_pick_geometry_scale) ** 2)
             lap = np.diag(w) - np.outer(w, w) / w.sum()
             lhs[np.ix_(idx, idx)] += lap
             rhs[idx] += lap @ r
