@@ -38,6 +38,11 @@
 #            file of shapes an earlier call finished (the rest of a draw its time limit stopped); PICK_PLAN=1
 #            measures each shape's own picks only (compare --plan), not every pick on every shape; with it,
 #            PICK_TOP=K measures each rule's K best-ranked configs per shape (a study of its near misses)
+#   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. studies/*.txt)
+#            with cuBLASLt autotune, each stopped by SIGINT after PLAN_LIMIT (240) s keeping the shapes it
+#            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
+#            then scripts/study_table.py (PLAN_NEW: a file of specs set apart from the rest). What it built
+#            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
 # fetched here once (name .whl in the call's carry):
@@ -124,6 +129,26 @@ for stage in $STAGES; do
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" --layouts "${SWEEP_LAYOUTS:-nn,tn}" --budget "${SWEEP_BUDGET:-1.5}" --out "$sweep" --seed 5 > "$OUT/sweep.txt" 2>&1
       tail -5 "$OUT/sweep.txt"
       python3 scripts/best_family.py "$sweep" 2>&1 | tee "$OUT/best_family.md" ;;
+    plans)
+      export HGEMM_BUILD_CACHE=${HGEMM_BUILD_CACHE:-$PWD/.hbcache}
+      mkdir -p "$HGEMM_BUILD_CACHE"
+      for plan in ${PLAN_FILES:?PLAN_FILES names the plan files}; do
+        name=$(basename "$plan" .txt)
+        log "plan $plan"
+        stamp=/tmp/hb/plan-$name.stamp
+        touch "$stamp"
+        python3 scripts/plan_prebuild.py "$plan" 2>&1 | tail -3
+        # what this call built comes back, to carry into the next (.hbstate/cache-new-*.tgz)
+        python3 scripts/cache_pack.py "$OUT/cache-new-$name.tgz" --cache "$HGEMM_BUILD_CACHE" --newer "$stamp" \
+          --limit-mib 15 2>&1 | tail -1
+        [ "${PLAN_BUILD_ONLY:-0}" = 1 ] && continue
+        timeout -s INT -k 20 "${PLAN_LIMIT:-240}" $HB compare --plan "$plan" --methods cublaslt-autotune \
+          --budget "${PLAN_BUDGET:-0.3}" --out "$OUT/$name.parquet" --fresh --seed 7 > "$OUT/$name.txt" 2>&1
+        tail -3 "$OUT/$name.txt"
+        python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} \
+          --per-shape > "$OUT/$name.md" 2>&1
+        head -7 "$OUT/$name.md"
+      done ;;
     ncu)
       log "ncu: ${NCU_SPECS:-splitk} on ${NCU_SHAPES:-256_128_16384}"
       mkdir -p /tmp/hb/ncu

@@ -542,6 +542,57 @@ def test_hopper_epilogue_sub_tile_is_one_substituted_line_with_its_rules():
         assert "epi_n" not in v.parse("") and EPI_AUTO in v.render(v.parse(""))
 
 
+def test_odd_tile_sizes_are_valid_and_take_the_extended_wgmma_shapes_flag():
+    """ODD_TILE_N (cuBLAS's tile sizes off the powers of two) are knob values of the hopper family
+    and its views, under the same rules; a tile N CUTE's standard WGMMA list does not hold adds the
+    define that lets it pick one atom that wide, and every standard tile keeps the flags (and build
+    keys) it had. The study's spec file holds only valid configs with an odd tile."""
+    from kernels_search import make_method
+    from kernels_search.families.hopper import ODD_TILE_N, STANDARD_MMA_N
+
+    flag = "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"
+    fam = FAMILIES["hopper"]
+    for tn in ODD_TILE_N:
+        k = fam.parse(f"tile_m=128,tile_n={tn},cluster_m=2,schedule=pingpong")
+        assert (flag in fam.extra_flags(k)) == (tn not in STANDARD_MMA_N)
+        assert f"#define HG_TILE_N {tn}" in fam.render(k)
+        swap = FAMILIES["hopper_swap"]
+        ks = swap.parse(f"tile_m=128,tile_n={tn},cluster_m=2,schedule=pingpong")
+        assert (flag in swap.extra_flags(ks)) == (tn not in STANDARD_MMA_N)
+    assert 96 in ODD_TILE_N and 96 in STANDARD_MMA_N and 160 not in STANDARD_MMA_N
+    for preset in fam.presets:  # no earlier config gains the define
+        assert flag not in fam.extra_flags(fam.parse(preset))
+    with pytest.raises(KnobError, match="at most 128x128"):  # single: one warpgroup's accumulators
+        fam.parse("tile_m=128,tile_n=160,cluster_m=1,schedule=single")
+    with pytest.raises(KnobError, match="shared memory"):
+        fam.parse("tile_m=64,tile_n=224,cluster_m=1,schedule=single,stages=6")
+    with pytest.raises(KnobError):
+        fam.parse("tile_n=100")  # not a knob value
+    study = Path(__file__).resolve().parents[1] / "kernels_search/search/studies/odd-tile-specs.txt"
+    specs = [ln.strip() for ln in study.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(specs) == 14
+    for spec in specs:
+        m = make_method(*spec.split(":", 1))
+        assert m.name == spec and (m.knobs["tile_n"] in ODD_TILE_N), spec
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_odd_tile_compiles_to_one_wgmma_atom_as_wide_as_the_tile(cache):
+    """128x160: without the extended-shapes define CUTE computes the tile in 64x32 atoms (five
+    WGMMAs per k-step, each re-reading A from shared memory); with it, one 64x160 atom, for both B
+    layouts, without spills."""
+    fam = FAMILIES["hopper"]
+    k = fam.parse("tile_m=128,tile_n=160,cluster_m=2,schedule=pingpong")
+    res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+    assert res.ok, res.log[-5000:]
+    assert res.spill_bytes == 0, res.kernels
+    names = [kn["name"] for kn in res.kernels]
+    assert len(names) == 2 and all("MMA_64x160x16" in n for n in names), names
+    assert "HGMMA.64x160x16" in _sass(res.lib_path)
+
+
 def test_one_wave_slice_count_fills_one_wave_with_deep_enough_slices():
     """``sk_splits=-1`` (``slices=-1``): the most slices with tiles x slices within the SMs and slices
     of >= 8 k-tiles, resolved per problem and device, passed to the kernel as a count; the binary

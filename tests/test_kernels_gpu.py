@@ -269,6 +269,18 @@ def test_epilogue_sub_tile_matches_reference(spec, shape, layout):
     assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["1000_200_64", "130_1032_512", "448_320_1792"])
+@pytest.mark.parametrize("spec", [line.strip() for line in open(Path(__file__).resolve().parents[1]
+                                  / "kernels_search/search/studies/odd-tile-specs.txt")
+                                  if line.strip() and not line.startswith("#")])
+def test_odd_tiles_match_reference(spec, shape, layout):
+    """The odd tile sizes (hopper.ODD_TILE_N, wide WGMMA atoms through CUTE's extended shapes) store
+    every output element: ragged tiles along M and N, partial clusters, K of one k-tile, one-wave
+    split-K slices, on repeated calls."""
+    assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["4096_128_2048", "1000_72_1024", "100_200_304", "72_136_64"])

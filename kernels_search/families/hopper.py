@@ -52,6 +52,29 @@ def epilogue_tile(k: Mapping) -> tuple[int, int] | None:
     return min(128 if k["schedule"] == "cooperative" else 64, k["tile_m"]), n
 
 
+# Tile N sizes off the powers of two. Why: on 280 off-grid shapes (sides 3, 5 or 7 x 2^k; H200,
+# twenty-second session) cuBLASLt autotune's winning nvjet kernels had tiles such as 128x160,
+# 176x128, 144x128, 112x128, 224x64 and 96x64 (cuBLAS's m x n: our N x M), chosen so that the tile
+# count fills whole waves of the 132 SMs or a side of 3, 5 or 7 x 2^k splits into whole tiles;
+# where they won, the best config measured here was 0.82-0.96x. WGMMA's N is any multiple of 8,
+# TMA's box any multiple of 8 elements; with B N-major ("nn") a tile N that is not a multiple of
+# 64 takes a narrower shared-memory swizzle (CUTLASS's ss_smem_selector: 32 -> 64 B, 16 -> 32 B).
+# CUTLASS's automatic epilogue sub-tile is gcd(32, tile N) wide, so every size here divides evenly.
+ODD_TILE_N = (80, 96, 112, 144, 160, 176, 224)
+
+
+# The WGMMA N sizes CUTE selects without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (cute/arch/mma_sm90.hpp,
+# ss_op_selector: the largest of these dividing the tile N). Any other tile N would be computed in
+# narrow atoms (160 as five 64x32x16 instructions, each re-reading the A tile from shared memory).
+STANDARD_MMA_N = (256, 192, 128, 96, 64, 32, 16, 8)
+
+
+def extended_mma_flag(k: Mapping) -> tuple[str, ...]:
+    """The define that lets CUTE pick one WGMMA atom as wide as an odd tile N (ODD_TILE_N); empty
+    for the standard sizes, so their builds keep the flags (and build-cache keys) they had."""
+    return () if k["tile_n"] in STANDARD_MMA_N else ("-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",)
+
+
 # swap_ab: the template's kernel computes the transposed problem C^T = B^T A^T. C^T, N x M in
 # column-major order, is the same memory as C, M x N row-major; operand A is B (N x K: column-major
 # for "nn", row-major for "tn") and operand B is A (K x M column-major: the same memory as A, M x K
@@ -211,7 +234,7 @@ class Hopper(Family):
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
         inc = tuple(f"-I{d}" for d in toolchain.cutlass_include_dirs())
-        return (*inc, "--expt-relaxed-constexpr", "-DNDEBUG")
+        return (*inc, "--expt-relaxed-constexpr", "-DNDEBUG", *extended_mma_flag(k))
 
     def extra_key(self, k: Mapping) -> str:
         return f"cutlass {toolchain.cutlass_version()}"
@@ -306,7 +329,9 @@ FAMILY = Hopper(
              "tile_m=128:tile_n=192:cluster_m=2:schedule=pingpong"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
-        Knob("tile_n", (256, 64, 128, 192), 256),
+        Knob("tile_n", (256, 64, 128, 192, *ODD_TILE_N), 256,
+             help="CTA tile along N (the WGMMA instruction's N: any multiple of 8 up to 256); "
+                  "ODD_TILE_N are the sizes cuBLAS picks off the power-of-two grid"),
         Knob("tile_k", (64, 32, 128), 64),
         Knob("cluster_m", (2, 1, 4), 2),
         Knob("cluster_n", (1, 2, 4), 1),

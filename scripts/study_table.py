@@ -1,0 +1,101 @@
+"""What a study's ``compare --plan`` measured, per shape and pooled: every ratio is cuBLASLt autotune's
+time over a config's, both in their faster layout, from the same run (rows whose status is ok: measured and correct).
+
+With the plan: its first config per shape (the rank-1 pick the plan was made from) and the best of the
+shape's planned configs. With ``--new FILE`` (specs, one per line): the best of those against the best
+of the shape's other configs, and which new config won. Geomeans carry a 95 % bootstrap interval over
+shapes, as first_pick_record.py computes it.
+
+    python3 scripts/study_table.py RESULTS.parquet --plan PLAN [--new SPECS] [--per-shape]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+BASELINE = "cublaslt-autotune"
+
+
+def ratios(df) -> dict[str, dict[str, float]]:
+    """{shape: {method: baseline us / method us}}, each at its faster layout (rows with status ok,
+    as first_picks.speedups takes them), for the shapes where the baseline has such a row."""
+    ok = df[(df["status"] == "ok") & df["device_us_median"].notna()]
+    best = ok.groupby(["shape", "method"])["device_us_median"].min()
+    out: dict[str, dict[str, float]] = {}
+    for shape, per in best.groupby(level=0):
+        per = per.droplevel(0)
+        if BASELINE in per.index:
+            out[shape] = {m: per[BASELINE] / us for m, us in per.items() if m != BASELINE}
+    return out
+
+
+def geo(values) -> str:
+    """Geomean with its 95 % bootstrap interval over shapes (first_pick_record.pooled, seeded)."""
+    from first_pick_record import pooled
+
+    vals = [v for v in values if math.isfinite(v)]
+    if not vals:
+        return "-"
+    n, g, lo, hi = pooled([[(str(i), v) for i, v in enumerate(vals)]])
+    return f"{g:.3f}x ({lo:.3f}-{hi:.3f}) over {n}"
+
+
+def summarize(df, planned: dict[str, list[str]], new: set[str] | None = None, per_shape: bool = False) -> list[str]:
+    """The report's lines from one run's rows and its plan ({shape: method names in plan order});
+    a config with no correct row on a shape is left out of that shape's best, not counted as 0."""
+    nan = float("nan")
+    r = ratios(df)
+    rows = []
+    for shape, names in planned.items():
+        got = r.get(shape)
+        if got is None:
+            continue
+        mine = [n for n in names if n in got]
+        best_new = max(((got[n], n) for n in mine if new and n in new), default=(nan, ""))
+        rows.append((shape, got.get(names[0], nan), max((got[n] for n in mine), default=nan),
+                     best_new[0], max((got[n] for n in mine if not (new and n in new)), default=nan), best_new[1]))
+    lines = [f"{len(rows)} of {len(planned)} planned shapes measured with {BASELINE}",
+             f"- rank-1 (first planned config): {geo(x[1] for x in rows)}",
+             f"- best planned config: {geo(x[2] for x in rows)}"]
+    if new:
+        both = [x for x in rows if math.isfinite(x[3]) and math.isfinite(x[4])]
+        lines += [f"- best new config: {geo(x[3] for x in both)}",
+                  f"- best other config: {geo(x[4] for x in both)}",
+                  f"- best new over best other, per shape: {geo(x[3] / x[4] for x in both)}; "
+                  f"new faster on {sum(x[3] > x[4] for x in both)} of {len(both)}"]
+    if per_shape:
+        lines += ["", "| shape | rank-1 | best | best new | best other | best new config |", "|---|---|---|---|---|---|"]
+        lines += [f"| {s} | {f:.3f} | {b:.3f} | {n:.3f} | {o:.3f} | {name} |"
+                  for s, f, b, n, o, name in sorted(rows, key=lambda x: x[2])]
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--plan", required=True, help="the compare --plan file the run measured")
+    ap.add_argument("--new", help="a file of specs to set apart from the rest")
+    ap.add_argument("--per-shape", action="store_true")
+    a = ap.parse_args(argv)
+    from harness.cli import _split_methods
+    from harness.plan import read_plan
+    from harness.registry import resolve
+    from harness.results import read_results
+
+    planned = {s.name: [m.name for m in resolve(_split_methods([t]))] for s, t in read_plan(Path(a.plan))}
+    new = None
+    if a.new:
+        new = {m.name for m in resolve([ln.strip() for ln in Path(a.new).read_text().splitlines()
+                                        if ln.strip() and not ln.startswith("#")])}
+    print("\n".join(summarize(read_results(a.results).to_pandas(), planned, new, a.per_shape)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
