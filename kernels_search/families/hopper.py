@@ -60,6 +60,11 @@ def epilogue_tile(k: Mapping) -> tuple[int, int] | None:
 # TMA's box any multiple of 8 elements; with B N-major ("nn") a tile N that is not a multiple of
 # 64 takes a narrower shared-memory swizzle (CUTLASS's ss_smem_selector: 32 -> 64 B, 16 -> 32 B).
 # CUTLASS's automatic epilogue sub-tile is gcd(32, tile N) wide, so every size here divides evenly.
+# Measured side by side (twenty-third session, H200, studies/odd-tile-specs.txt's 14 configs): the
+# best of them over the best config measured before on the shape, 1.080x on 48 off-grid shapes (the
+# 24 worst for the power-of-two tiles and 24 random; 160_1536_7168 0.695x -> 1.079x with 128x80
+# split-K on the transposed problem, 448_2560_3584 0.664x -> 1.017x with 64x160), but 0.927x on 60
+# random ones: they win where a power-of-two tile leaves a wave or a tile partly empty.
 ODD_TILE_N = (80, 96, 112, 144, 160, 176, 224)
 
 
