@@ -1,5 +1,6 @@
 """What a study's ``compare --plan`` measured, per shape and pooled: every ratio is cuBLASLt autotune's
-time over a config's, both in their faster layout, from the same run (rows whose status is ok: measured and correct).
+time over a config's, both in their faster layout, from the same run (rows whose status is ok:
+measured and correct).
 
 With the plan: its first config per shape (the rank-1 pick the plan was made from) and the best of the
 shape's planned configs. With ``--new FILE`` (specs, one per line): the best of those against the best
