@@ -71,7 +71,8 @@ def summarize(df, planned: dict[str, list[str]], new: set[str] | None = None, pe
                   f"- best new over best other, per shape: {geo(x[3] / x[4] for x in both)}; "
                   f"new faster on {sum(x[3] > x[4] for x in both)} of {len(both)}"]
     if per_shape:
-        lines += ["", "| shape | rank-1 | best | best new | best other | best new config |", "|---|---|---|---|---|---|"]
+        lines += ["", "| shape | rank-1 | best | best new | best other | best new config |",
+                  "|---|---|---|---|---|---|"]
         lines += [f"| {s} | {f:.3f} | {b:.3f} | {n:.3f} | {o:.3f} | {name} |"
                   for s, f, b, n, o, name in sorted(rows, key=lambda x: x[2])]
     return lines
