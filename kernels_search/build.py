@@ -76,6 +76,18 @@ def cache_key(source: str, flags: Sequence[str], extra_key: str = "", nvcc: str 
     return h.hexdigest()
 
 
+def entry_path(key: str) -> Path:
+    """The cache folder of a build key (``<key[:2]>/<key>`` under ``cache_dir()``)."""
+    return cache_dir() / key[:2] / key
+
+
+def cache_entry(source: str, extra_flags: Sequence[str] = (), extra_key: str = "", nvcc: str | None = None) -> Path:
+    """The cache folder ``build`` uses for these arguments, without building: its ``LIB`` exists once
+    a build of them succeeded. Raises what ``cache_key`` raises for a broken toolchain."""
+    nvcc = nvcc or toolchain.find_nvcc()
+    return entry_path(cache_key(source, [*toolchain.BASE_FLAGS, *extra_flags], extra_key, nvcc))
+
+
 def _load_cached(entry: Path) -> tuple[BuildResult | None, str]:
     """The entry as a result, or None and why not ("" when there is no entry at all)."""
     if not entry.exists():
@@ -139,7 +151,7 @@ def build(
     except (toolchain.ToolchainError, OSError, subprocess.SubprocessError) as e:
         return BuildResult(False, "", shash, log=f"toolchain error: {e}", flags=flags)
     root = cache_dir()
-    entry = root / key[:2] / key
+    entry = entry_path(key)
     if use_cache:
         hit, why = _load_cached(entry)
         if hit is not None:

@@ -110,10 +110,14 @@ class CudaKernelMethod(FamilyMethod):
             return unsupported("fp16 only")
         return self._family.supports(self.knobs, problem)
 
+    def build_job(self) -> build_mod.BuildJob:
+        """What building this config takes: configs with equal jobs share one binary (runtime options)."""
+        return build_mod.BuildJob(self.source, tuple(self._family.extra_flags(self.knobs)),
+                                  self._family.extra_key(self.knobs))
+
     def build(self) -> build_mod.BuildResult:
-        return build_mod.build(
-            self.source, self._family.extra_flags(self.knobs), extra_key=self._family.extra_key(self.knobs)
-        )
+        job = self.build_job()
+        return build_mod.build(job.source, job.extra_flags, extra_key=job.extra_key)
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         import torch
@@ -162,8 +166,4 @@ def prebuild(methods, workers: int | None = None) -> list[build_mod.BuildResult]
 
     Returns one BuildResult per method, in order; failures are results, not exceptions.
     """
-    jobs = [
-        build_mod.BuildJob(m.source, tuple(m._family.extra_flags(m.knobs)), m._family.extra_key(m.knobs))
-        for m in methods
-    ]
-    return build_mod.build_many(jobs, workers=workers)
+    return build_mod.build_many([m.build_job() for m in methods], workers=workers)

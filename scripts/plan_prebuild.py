@@ -19,35 +19,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def plan_methods(paths) -> list:
-    """The CUDA-family methods the plans name, one per binary (runtime-option variants share it)."""
+def plan_methods(paths) -> dict[Path, object]:
+    """{binary path in the build cache: a CUDA-family method the plans name that it serves}, one entry
+    per binary (runtime-option variants share it; kernels_search.build.cache_entry)."""
     from harness.cli import _split_methods
     from harness.plan import read_plan
     from harness.registry import resolve
+    from kernels_search import build
     from kernels_search.cuda_method import CudaKernelMethod
 
-    by_key: dict[str, object] = {}
+    by_binary: dict[Path, object] = {}
     for path in paths:
         for _, text in read_plan(Path(path)):
             for m in resolve(_split_methods([text])):
                 if isinstance(m, CudaKernelMethod):
-                    by_key.setdefault(binary_key(m), m)
-    return list(by_key.values())
-
-
-def binary_key(m) -> str:
-    """The build-cache key of a method's binary (kernels_search.build.cache_key)."""
-    from kernels_search import build, toolchain
-
-    flags = [*toolchain.BASE_FLAGS, *m._family.extra_flags(m.knobs)]
-    return build.cache_key(m.source, flags, m._family.extra_key(m.knobs), toolchain.find_nvcc())
-
-
-def is_built(m) -> bool:
-    from kernels_search import build
-
-    key = binary_key(m)
-    return (build.cache_dir() / key[:2] / key / "kernel.so").exists()
+                    job = m.build_job()
+                    by_binary.setdefault(build.cache_entry(job.source, job.extra_flags, job.extra_key) / build.LIB, m)
+    return by_binary
 
 
 def main(argv=None) -> int:
@@ -59,7 +47,7 @@ def main(argv=None) -> int:
     from kernels_search.cuda_method import prebuild
 
     methods = plan_methods(a.plans)
-    todo = [m for m in methods if not is_built(m)]
+    todo = [m for lib, m in methods.items() if not lib.exists()]
     print(f"{len(methods)} CUDA binaries in {len(a.plans)} plan(s), {len(todo)} not built yet", flush=True)
     if a.missing:
         for m in todo:
