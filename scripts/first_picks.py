@@ -414,13 +414,19 @@ def picks_by_rule(pol, db, holdout, rules, prior_pols=None, top: int = 1) -> dic
     return out
 
 
+def best_of_layouts(results):
+    """Each (shape, method)'s device time in its faster layout, over one compare's correct rows
+    (status ok, a time measured): the time every ratio to the reference is taken from."""
+    ok = results[(results["status"] == "ok") & results["device_us_median"].notna()]
+    return ok.groupby(["shape", "method"])["device_us_median"].min()
+
+
 def speedups(results, picks: dict[str, str], reference: str = "cublaslt-autotune") -> dict[str, float]:
     """{shape: reference's best-of-layouts device time / the pick's} from one compare's rows;
     exp(-1) where the pick has no correct row (its search reward)."""
     import math
 
-    ok = results[(results["status"] == "ok") & results["device_us_median"].notna()]
-    best = ok.groupby(["shape", "method"])["device_us_median"].min()
+    best = best_of_layouts(results)
     out = {}
     for shape, spec in picks.items():
         ref, mine = best.get((shape, reference)), best.get((shape, spec))

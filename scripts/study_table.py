@@ -24,10 +24,11 @@ BASELINE = "cublaslt-autotune"
 
 
 def ratios(df) -> dict[str, dict[str, float]]:
-    """{shape: {method: baseline us / method us}}, each at its faster layout (rows with status ok,
-    as first_picks.speedups takes them), for the shapes where the baseline has such a row."""
-    ok = df[(df["status"] == "ok") & df["device_us_median"].notna()]
-    best = ok.groupby(["shape", "method"])["device_us_median"].min()
+    """{shape: {method: baseline us / method us}}, each at its faster layout (first_picks.best_of_layouts,
+    as its speedups take them), for the shapes where the baseline has a correct row."""
+    from first_picks import best_of_layouts
+
+    best = best_of_layouts(df)
     out: dict[str, dict[str, float]] = {}
     for shape, per in best.groupby(level=0):
         per = per.droplevel(0)
