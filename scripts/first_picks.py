@@ -52,6 +52,12 @@ call can measure a rule with and without that knowledge side by side. ``RULE[...
 in the list (or Parquet) LIST instead, so one call can measure two priors side by side. A held-out
 shape named in the prior is refused: it would not be fresh.
 
+``--leave-out`` accepts such shapes and drops every row of them from each prior instead: a
+leave-shapes-out check, for the cuda-l2 grid, which has no unmeasured shape left since the
+twenty-first session. The rule never sees those shapes' measurements, but they are not fresh (rule
+choices were made with them in view), so its figures are reported apart from fresh ones; the plan
+file's header says so.
+
 ``RULE[...]/d`` declines a config whose one-wave split-K slice count resolves to one slice on the
 shape (``Policy.first_pick_decline_one_slice``); ``geopaired`` weighs the paired rule's evidence by
 how alike a config launches there (``Policy.paired_values``). ``--top K`` with ``--rules
@@ -245,6 +251,9 @@ def main(argv=None) -> int:
                     "with --holdout-shapes: shapes it must not hold")
     ap.add_argument("--holdout-shapes", type=Path, help="held-out shapes from this file (one a line) instead of a "
                     "grid draw (see above)")
+    ap.add_argument("--leave-out", action="store_true",
+                    help="held-out shapes the prior measured are dropped from it instead of refused (a "
+                         "leave-shapes-out check on measured shapes, not a fresh one; see above)")
     ap.add_argument("--prior", action="append", type=Path, default=None,
                     help="compare Parquets or .txt lists of them for the /prior rules (default: the "
                          "committed list of the search's GPU model, kernels_search/search/prior_h200.txt on an H200)")
@@ -316,7 +325,7 @@ def main(argv=None) -> int:
 
             specs = [Path(plist)] if plist else a.prior or prior_for_gpu(gpu)
             if specs:
-                prior_pols[plist] = with_prior_policy(pol, specs, holdout, gpu=gpu)
+                prior_pols[plist] = with_prior_policy(pol, specs, holdout, gpu=gpu, leave_out=a.leave_out)
             else:  # as search --first-pick-prior auto does there
                 print(f"/prior: no committed prior list for {gpu or 'this search'}'s GPU model: "
                       "picking without one (--prior names one)", file=sys.stderr)
@@ -378,19 +387,20 @@ def parse_rule(spec: str) -> RuleSpec:
     return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0, plist or "", bool(decline))
 
 
-def with_prior_policy(pol, specs, holdout, gpu: str | None = None):
+def with_prior_policy(pol, specs, holdout, gpu: str | None = None, leave_out: bool = False):
     """A copy of ``pol`` that has also learnt from the prior files ``specs`` names
     (``search.prior``; with ``gpu``, only their rows of that GPU model); ValueError when a
-    held-out shape is among the prior's shapes."""
+    held-out shape is among the prior's shapes, unless ``leave_out``: then their rows are dropped."""
     from kernels_search.search.prior import prior_paths, prior_shapes, with_prior
 
     paths = prior_paths(specs)
     stale = sorted({s.name for s in holdout} & prior_shapes(paths))
-    if stale:
+    if stale and not leave_out:
         raise ValueError(f"held-out shapes {', '.join(stale)} are in the prior: they are not fresh "
-                         "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt)")
-    out, folded = with_prior(pol, paths, gpu=gpu)
-    print(folded.line(), file=sys.stderr)
+                         "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt, or "
+                         "--leave-out to drop their rows)")
+    out, folded = with_prior(pol, paths, exclude_shapes=stale, gpu=gpu)
+    print(folded.line() + (f"; {len(stale)} held-out shapes' rows left out" if stale else ""), file=sys.stderr)
     return out
 
 
@@ -464,13 +474,13 @@ def read_picks(path: Path, holdout) -> dict[str, str]:
     return {s.name: picks[s.name] for s in holdout}
 
 
-def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]]) -> None:
+def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]], note: str = "") -> None:
     """A ``compare --plan`` file (harness/plan.py): each held-out shape with the distinct picks
     every rule (or picks file) made on it, in rule order. The reference goes on every shape through
     ``--methods``. Measured so, the report has each rule's pick and the reference on each shape,
     all it reads, in a fifth of the cross product's time."""
     lines = [f"# {len(holdout)} held-out shapes, each with its picks under {len(picks)} rule(s): "
-             + ", ".join(picks)]
+             + ", ".join(picks) + (f" ({note})" if note else "")]
     for s in holdout:
         specs = dict.fromkeys(by_shape[s.name] for by_shape in picks.values() if s.name in by_shape)
         lines.append(f"{s.name} {','.join(specs)}")
@@ -493,7 +503,8 @@ def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pols=None) -> int
         print(f"PICK_SHAPES={','.join(s.name for s in holdout)}")
         print(f"PICK_METHODS={','.join(methods)}")
         if a.plan_out:
-            write_plan(a.plan_out, holdout, picks)
+            write_plan(a.plan_out, holdout, picks,
+                       "--leave-out: their rows left out of the prior, not fresh" if a.leave_out else "")
         if a.prebuild:  # compiled in parallel now, so the compare's prepares only load them
             from kernels_search.search.loop import auto_prebuild
 

@@ -142,9 +142,12 @@ for stage in $STAGES; do
         python3 scripts/cache_pack.py "$OUT/cache-new-$name.tgz" --cache "$HGEMM_BUILD_CACHE" --newer "$stamp" \
           --limit-mib 15 2>&1 | tail -1
         [ "${PLAN_BUILD_ONLY:-0}" = 1 ] && continue
+        # results and per-shape samples under /tmp/hb (packed into results.tgz): only the Parquet and the
+        # table go to $OUT itself, so two plans' files stay within the 8 that come back
         timeout -s INT -k 20 "${PLAN_LIMIT:-240}" $HB compare --plan "$plan" --methods cublaslt-autotune \
-          --budget "${PLAN_BUDGET:-0.3}" --out "$OUT/$name.parquet" --fresh --seed 7 > "$OUT/$name.txt" 2>&1
-        tail -3 "$OUT/$name.txt"
+          --budget "${PLAN_BUDGET:-0.3}" --out "/tmp/hb/$name.parquet" --fresh --seed 7 > "/tmp/hb/$name.txt" 2>&1
+        tail -3 "/tmp/hb/$name.txt"
+        cp "/tmp/hb/$name.parquet" "$OUT/"
         python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} \
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"

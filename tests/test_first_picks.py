@@ -97,7 +97,7 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert f"short.tsv: no pick for held-out shapes {held_names[1]}" in capsys.readouterr().err
     # the prior lists folded in: /prior=LIST's alone, also for the single --rule; none for rules without /prior
     folded = []
-    monkeypatch.setattr(first_picks, "with_prior_policy", lambda pol, specs, holdout, gpu=None: folded.append(specs) or pol)
+    monkeypatch.setattr(first_picks, "with_prior_policy", lambda pol, specs, holdout, gpu=None, leave_out=False: folded.append(specs) or pol)
     base = [str(tmp_path / "s"), "--device", "cpu", "--plugin", "test_search_plugin"]
     assert first_picks.main(base + ["--rule", "model/prior=x.txt"]) == 0
     assert first_picks.main(base + ["--rules", "model/prior=x.txt,neighbours", "--compare-args"]) == 0

@@ -127,6 +127,10 @@ def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_pa
         first_picks.picks_by_rule(pol, empty, held, ["cautious/prior=other.txt"], {"": with_prior, str(f): with_prior})
     with pytest.raises(ValueError, match="1024_1024_2048 are in the prior: they are not fresh"):
         first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)])
+    # --leave-out: such a shape is accepted and every row of it is dropped from the prior, the rest kept
+    left = first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)], leave_out=True)
+    assert set(left.measured_on[B]) == {"2048_2048_2048", "4096_4096_2048"}
+    assert set(with_prior.measured_on[B]) == {"1024_1024_2048", "2048_2048_2048", "4096_4096_2048"}
 
 
 def test_the_committed_h200_prior_lists_readable_compare_results():
