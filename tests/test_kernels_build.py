@@ -576,6 +576,48 @@ def test_odd_tile_sizes_are_valid_and_take_the_extended_wgmma_shapes_flag():
         assert m.name == spec and (m.knobs["tile_n"] in ODD_TILE_N), spec
 
 
+def test_narrow_tile_sizes_are_valid_without_the_extended_shapes_flag():
+    """NARROW_TILE_N (tile N of 32 and 16, what cuBLAS runs on the grid's narrow outputs) are knob
+    values of the hopper family and of hopper_swap (along M there), standard WGMMA widths that need
+    no define; the narrow study's spec file holds only valid configs, each with a narrow tile or the
+    64x192 tile clustered along M."""
+    from kernels_search import make_method
+    from kernels_search.families.hopper import NARROW_TILE_N, STANDARD_MMA_N
+
+    flag = "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"
+    for name in ("hopper", "hopper_swap"):
+        fam = FAMILIES[name]
+        for tn in NARROW_TILE_N:
+            k = fam.parse(f"tile_m=64,tile_n={tn},cluster_m=1,cluster_n=2,schedule=single,stages=12")
+            assert tn in STANDARD_MMA_N and flag not in fam.extra_flags(k)
+            assert f"#define HG_TILE_N {tn}" in fam.render(k)
+    with pytest.raises(KnobError):
+        FAMILIES["splitk_tma_swap"].parse("tile_n=32")  # not offered there
+    study = Path(__file__).resolve().parents[1] / "kernels_search/search/studies/narrow-tile-specs.txt"
+    specs = [ln.strip() for ln in study.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(specs) == 14
+    for spec in specs:
+        m = make_method(*spec.split(":", 1))
+        narrow = m.knobs["tile_n"] in NARROW_TILE_N
+        assert narrow or (m.knobs["tile_m"], m.knobs["tile_n"], m.knobs["cluster_m"]) == (64, 192, 2), spec
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_narrow_tile_compiles_to_one_narrow_wgmma_atom(cache):
+    """64x16 in a cluster of two along N: one 64x16x16 WGMMA atom for both B layouts (with B
+    N-major the 32-byte rows take a narrower shared-memory swizzle), without spills."""
+    fam = FAMILIES["hopper"]
+    k = fam.parse("tile_m=64,tile_n=16,cluster_m=1,cluster_n=2,schedule=single,stages=12")
+    res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+    assert res.ok, res.log[-5000:]
+    assert res.spill_bytes == 0, res.kernels
+    names = [kn["name"] for kn in res.kernels]
+    assert len(names) == 2 and all("MMA_64x16x16" in n for n in names), names
+    assert "HGMMA.64x16x16" in _sass(res.lib_path)
+
+
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")

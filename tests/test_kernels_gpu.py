@@ -281,6 +281,17 @@ def test_odd_tiles_match_reference(spec, shape, layout):
     assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["1000_72_1024", "72_1032_512", "136_200_64"])
+@pytest.mark.parametrize("spec", [line.strip() for line in open(Path(__file__).resolve().parents[1]
+                                  / "kernels_search/search/studies/narrow-tile-specs.txt")
+                                  if line.strip() and not line.startswith("#")])
+def test_narrow_tiles_match_reference(spec, shape, layout):
+    """The narrow tiles (hopper.NARROW_TILE_N, in clusters of two along the narrow side) store every
+    output element: ragged tiles along M and N, partial clusters, K of one k-tile, on repeated calls."""
+    assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["4096_128_2048", "1000_72_1024", "100_200_304", "72_136_64"])

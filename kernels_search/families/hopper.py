@@ -67,6 +67,15 @@ def epilogue_tile(k: Mapping) -> tuple[int, int] | None:
 # random ones: they win where a power-of-two tile leaves a wave or a tile partly empty.
 ODD_TILE_N = (80, 96, 112, 144, 160, 176, 224)
 
+# Tile N sizes below 64. Why: on the cuda-l2 grid's shapes with N of 64-256 and a long M (or the
+# transposed case), where the best config measured here was 0.82-0.92x of cuBLASLt autotune
+# (4096_64_4096, 4096_128_4096, 2048_64_2048, 512_256_2048; H200, prior Parquets read in the
+# twenty-fourth session), the nvjet kernels autotune chose had tiles 32x64 and 16x64 (cuBLAS's
+# m x n: our tile N of 32 or 16) in a cluster of two along N: twice or four times the CTAs of a
+# 64-wide tile on a narrow output, the pair sharing each A tile by TMA multicast, so the SMs that
+# stream the large operand are not half idle. Standard WGMMA widths: no extended-shapes define.
+NARROW_TILE_N = (32, 16)
+
 
 # The WGMMA N sizes CUTE selects without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (cute/arch/mma_sm90.hpp,
 # ss_op_selector: the largest of these dividing the tile N). Any other tile N would be computed in
@@ -334,9 +343,10 @@ FAMILY = Hopper(
              "tile_m=128:tile_n=192:cluster_m=2:schedule=pingpong"),
     knobs=(
         Knob("tile_m", (128, 64, 256), 128),
-        Knob("tile_n", (256, 64, 128, 192, *ODD_TILE_N), 256,
+        Knob("tile_n", (256, 64, 128, 192, *ODD_TILE_N, *NARROW_TILE_N), 256,
              help="CTA tile along N (the WGMMA instruction's N: any multiple of 8 up to 256); "
-                  "ODD_TILE_N are the sizes cuBLAS picks off the power-of-two grid"),
+                  "ODD_TILE_N are the sizes cuBLAS picks off the power-of-two grid, NARROW_TILE_N "
+                  "those it picks on narrow outputs"),
         Knob("tile_k", (64, 32, 128), 64),
         Knob("cluster_m", (2, 1, 4), 2),
         Knob("cluster_n", (1, 2, 4), 1),

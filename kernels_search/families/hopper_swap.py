@@ -50,8 +50,8 @@ FAMILY = HopperSwap(
              "tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:schedule=single:stages=8"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help="CTA tile along N (the transposed problem's M)"),
-        Knob("tile_n", (64, 128, 192, 256, *hopper.ODD_TILE_N), 128,
-             help="CTA tile along M (the transposed problem's N; hopper.ODD_TILE_N as there)"),
+        Knob("tile_n", (64, 128, 192, 256, *hopper.ODD_TILE_N, *hopper.NARROW_TILE_N), 128,
+             help="CTA tile along M (the transposed problem's N; hopper.ODD_TILE_N and NARROW_TILE_N as there)"),
         Knob("cluster_m", (2, 1), 2, help="CTAs along N sharing each A tile (TMA multicast)"),
         Knob("cluster_n", (1, 2), 1, help="CTAs along M sharing each B tile"),
         Knob("schedule", ("pingpong", "single", "cooperative"), "pingpong",
