@@ -251,6 +251,9 @@ def main(argv=None) -> int:
                     "with --holdout-shapes: shapes it must not hold")
     ap.add_argument("--holdout-shapes", type=Path, help="held-out shapes from this file (one a line) instead of a "
                     "grid draw (see above)")
+    ap.add_argument("--differing", action="store_true",
+                    help="with --plan-out: plan only the shapes where the rules pick differently (where they "
+                         "agree, both rules' ratio comes from one row: the paired ratio there is exactly 1)")
     ap.add_argument("--leave-out", action="store_true",
                     help="held-out shapes the prior measured are dropped from it instead of refused (a "
                          "leave-shapes-out check on measured shapes, not a fresh one; see above)")
@@ -474,16 +477,22 @@ def read_picks(path: Path, holdout) -> dict[str, str]:
     return {s.name: picks[s.name] for s in holdout}
 
 
-def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]], note: str = "") -> None:
+def write_plan(path: Path, holdout, picks: dict[str, dict[str, str]], note: str = "",
+               differing: bool = False) -> None:
     """A ``compare --plan`` file (harness/plan.py): each held-out shape with the distinct picks
     every rule (or picks file) made on it, in rule order. The reference goes on every shape through
     ``--methods``. Measured so, the report has each rule's pick and the reference on each shape,
-    all it reads, in a fifth of the cross product's time."""
-    lines = [f"# {len(holdout)} held-out shapes, each with its picks under {len(picks)} rule(s): "
-             + ", ".join(picks) + (f" ({note})" if note else "")]
+    all it reads, in a fifth of the cross product's time. ``differing``: only the shapes with more
+    than one distinct pick (a paired test's; the header says how many of the held-out shapes)."""
+    rows = []
     for s in holdout:
         specs = dict.fromkeys(by_shape[s.name] for by_shape in picks.values() if s.name in by_shape)
-        lines.append(f"{s.name} {','.join(specs)}")
+        if len(specs) > 1 or not differing:
+            rows.append(f"{s.name} {','.join(specs)}")
+    head = (f"# {len(rows)} of {len(holdout)} held-out shapes, those where the rules pick differently"
+            if differing else f"# {len(holdout)} held-out shapes")
+    lines = [head + f", each with its picks under {len(picks)} rule(s): "
+             + ", ".join(picks) + (f" ({note})" if note else "")] + rows
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -504,7 +513,8 @@ def side_by_side(pol, db, holdout, rules, a, draws=None, prior_pols=None) -> int
         print(f"PICK_METHODS={','.join(methods)}")
         if a.plan_out:
             write_plan(a.plan_out, holdout, picks,
-                       "--leave-out: their rows left out of the prior, not fresh" if a.leave_out else "")
+                       "--leave-out: their rows left out of the prior, not fresh" if a.leave_out else "",
+                       differing=a.differing)
         if a.prebuild:  # compiled in parallel now, so the compare's prepares only load them
             from kernels_search.search.loop import auto_prebuild
 

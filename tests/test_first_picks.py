@@ -382,3 +382,20 @@ def test_held_out_shapes_from_a_file_refuse_measured_repeated_and_malformed_shap
     f.write_text("3072_96_1536\n")
     assert first_picks.main([str(tmp_path), "--holdout-shapes", str(f), "--holdout-seed", "3"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_a_differing_plan_holds_only_the_shapes_where_the_rules_disagree(tmp_path):
+    """``--differing``: a paired test's plan measures only the shapes with more than one distinct
+    pick, and its header says of how many; without it every shape is planned."""
+    from harness.plan import read_plan
+    from harness.problem import Shape
+
+    held = [Shape(64, 64, 64), Shape(128, 128, 128), Shape(256, 256, 256)]
+    picks = {"a": {"64_64_64": "x:1", "128_128_128": "x:1", "256_256_256": "x:2"},
+             "b": {"64_64_64": "x:1", "128_128_128": "x:3", "256_256_256": "x:2"}}
+    first_picks.write_plan(tmp_path / "d.txt", held, picks, differing=True)
+    assert [s.name for s, _ in read_plan(tmp_path / "d.txt")] == ["128_128_128"]
+    assert (tmp_path / "d.txt").read_text().startswith("# 1 of 3 held-out shapes, those where the rules pick differently")
+    first_picks.write_plan(tmp_path / "all.txt", held, picks, note="n")
+    assert [s.name for s, _ in read_plan(tmp_path / "all.txt")] == [s.name for s in held]
+    assert "(n)" in (tmp_path / "all.txt").read_text().splitlines()[0]
