@@ -74,6 +74,11 @@ ODD_TILE_N = (80, 96, 112, 144, 160, 176, 224)
 # m x n: our tile N of 32 or 16) in a cluster of two along N: twice or four times the CTAs of a
 # 64-wide tile on a narrow output, the pair sharing each A tile by TMA multicast, so the SMs that
 # stream the large operand are not half idle. Standard WGMMA widths: no extended-shapes define.
+# Measured side by side (twenty-fourth session, H200, studies/narrow-tile-specs.txt): on the 40
+# narrow grid shapes where the best config measured lost most, 64x32 / 64x16 in a 1x2 cluster beat it
+# only where N = 64 (4096_64_4096 0.984x -> 1.049x, 2048_64_2048 0.903x -> 1.016x) and lost with N of
+# 128-256 (4096_128_4096 0.829x -> 0.741x); over 44 more N = 64 shapes they won on 10 (M of 1024-4096,
+# K <= 1024). The first pick learns where from those rows.
 NARROW_TILE_N = (32, 16)
 
 
