@@ -269,6 +269,9 @@ def main(argv=None) -> int:
     ap.add_argument("--unfinished", action="store_true",
                     help="with --rules: accept a search stopped by a run limit (a mid-search policy)")
     a = ap.parse_args(argv)
+    if a.differing and not a.plan_out:
+        print("--differing chooses the shapes --plan-out writes: it needs --plan-out", file=sys.stderr)
+        return 2
     if a.plan_out and not (a.rules and a.compare_args):
         print("--plan-out needs --rules and --compare-args (it writes the picks they print)", file=sys.stderr)
         return 2

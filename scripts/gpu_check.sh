@@ -147,7 +147,7 @@ for stage in $STAGES; do
         timeout -s INT -k 20 "${PLAN_LIMIT:-240}" $HB compare --plan "$plan" --methods cublaslt-autotune \
           --budget "${PLAN_BUDGET:-0.3}" --out "/tmp/hb/$name.parquet" --fresh --seed 7 > "/tmp/hb/$name.txt" 2>&1
         tail -3 "/tmp/hb/$name.txt"
-        cp "/tmp/hb/$name.parquet" "$OUT/"
+        [ -f "/tmp/hb/$name.parquet" ] && cp "/tmp/hb/$name.parquet" "$OUT/"  # none when no shape finished
         python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} \
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"

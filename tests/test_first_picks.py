@@ -81,6 +81,8 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert set().union(*map(set, planned.values())) == set(_split_methods([methods]))
     assert first_picks.main(args + ["--plan-out", str(tmp_path / "p2.txt")]) == 2  # no --compare-args: nothing to write
     assert "--plan-out needs --rules and --compare-args" in capsys.readouterr().err and not (tmp_path / "p2.txt").exists()
+    assert first_picks.main(args + ["--compare-args", "--differing"]) == 2  # nothing to choose shapes for
+    assert "--differing chooses the shapes --plan-out writes" in capsys.readouterr().err
     # --top 3: each shape's plan holds the rule's pick first, then its runners-up, as the policy ranks them
     assert first_picks.main([str(tmp_path / "s"), "--rules", "model/m1", "--device", "cpu", "--plugin",
                              "test_search_plugin", "--compare-args", "--top", "3", "--plan-out", str(tmp_path / "top.txt")]) == 0
