@@ -70,3 +70,71 @@ def test_study_table_takes_best_layouts_the_plans_first_config_and_sets_new_spec
     assert lines[5].startswith(f"- best new over best other, per shape: {math.sqrt(1.25 / 0.8 * 0.5):.3f}x")
     assert lines[5].endswith("new faster on 1 of 2")
     assert "| 128_64_64 | nan | 1.000 | 0.500 | 1.000 | k:new |" in lines
+
+
+def _compare_rows(rows, path):
+    """A compare Parquet with the columns the prior reader needs, from (shape, method, layout, us)."""
+    from kernels_search.search.prior import NEEDED
+
+    df = pd.DataFrame(rows, columns=["shape", "method", "layout", "device_us_median"])
+    df["status"] = "ok"
+    for col in NEEDED:
+        if col not in df.columns:
+            df[col] = {"m": 64, "n": 64, "k": 64}.get(col, "")
+    df.to_parquet(path)
+    return path
+
+
+def test_class_plan_selects_the_class_less_exclusions_and_anchors_each_shape_on_its_best_ratio(tmp_path, capsys):
+    """The where-expression picks the class, excluded shape files and a search's shapes drop out, the
+    anchor is the config with the best ratio to autotune in any one file (not the fastest time across
+    files), a spec is not repeated as its own anchor, and a shape with no prior row has none."""
+    import class_plan
+
+    spec = "splitk:bm=32,bn=64,bk=64,warps_m=2,warps_n=2,kslices=1,stages=4,splits=2,reduce=2,spread=0"
+    grid = tmp_path / "grid.txt"
+    grid.write_text("# grid\n64_128_64\n2048_128_64\n4096_256_64\n4096_512_64\n8192_128_64\n16384_128_64\n12288_128_64\n")
+    (tmp_path / "ex.txt").write_text("8192_128_64\n")
+    search = tmp_path / "search"
+    search.mkdir()
+    (search / "shapes.txt").write_text("16384_128_64\n")
+    (search / "holdout.txt").write_text("")
+    # file a: 2048_128_64's best ratio is k:a (2/1); 4096_256_64's is the spec itself.
+    a = _compare_rows([("2048_128_64", "cublaslt-autotune", "nn", 2.0), ("2048_128_64", "k:a", "tn", 1.0),
+                       ("2048_128_64", "k:b", "nn", 1.5),
+                       ("4096_256_64", "cublaslt-autotune", "nn", 1.0), ("4096_256_64", spec, "nn", 0.9)],
+                      tmp_path / "a.parquet")
+    # file b: k:b is faster in time on 2048_128_64 (0.8 us) but against a faster autotune (1.0): ratio 1.25 < 2.
+    b = _compare_rows([("2048_128_64", "cublaslt-autotune", "nn", 1.0), ("2048_128_64", "k:b", "tn", 0.8)],
+                      tmp_path / "b.parquet")
+    specs = tmp_path / "specs.txt"
+    specs.write_text("# under study, canonicalised by the registry\nsplitk:bm=32,bn=64,bk=64,warps_m=2,warps_n=2,splits=2\n")
+    out = tmp_path / "plan.txt"
+    rc = class_plan.main(["--where", "n in (128, 256) and m >= 2048", "--specs", str(specs), "--prior", str(a), str(b),
+                          "--shapes", str(grid), "--exclude", str(tmp_path / "ex.txt"), "--exclude-search", str(search),
+                          "--note", "a test study", "--out", str(out)])
+    assert rc == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "# a test study" and "class_plan.py --where" in lines[1]
+    assert "3 shapes, 1 configs each, then the anchor (2 shapes have one)" in lines[1]
+    assert lines[2:] == [f"2048_128_64 {spec},k:a", f"4096_256_64 {spec}", f"12288_128_64 {spec}"]
+
+
+def test_class_plan_names_a_bad_where_and_an_unknown_spec(tmp_path, capsys):
+    """A --where that is not Python, one that fails on a shape, and a spec the registry does not know are
+    errors (exit 2) that name the problem; no plan is written."""
+    import class_plan
+
+    grid = tmp_path / "grid.txt"
+    grid.write_text("2048_128_64\n")
+    specs = tmp_path / "specs.txt"
+    specs.write_text("splitk:bm=32,bn=64,bk=64,warps_m=2,warps_n=2,splits=2\n")
+    out = tmp_path / "plan.txt"
+    common = ["--prior", str(tmp_path / "none.parquet"), "--shapes", str(grid), "--out", str(out)]
+    assert class_plan.main(["--where", "n in (128,", "--specs", str(specs), *common]) == 2
+    assert "not a Python expression" in capsys.readouterr().err
+    assert class_plan.main(["--where", "q > 1", "--specs", str(specs), *common]) == 2
+    assert "on 2048_128_64: NameError" in capsys.readouterr().err
+    specs.write_text("nosuchfamily:x=1\n")
+    assert class_plan.main(["--where", "m > 1", "--specs", str(specs), *common]) == 2
+    assert "nosuchfamily" in capsys.readouterr().err and not out.exists()

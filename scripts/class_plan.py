@@ -1,0 +1,135 @@
+"""A study plan for one class of grid shapes: on each, the configs under study, then the best config
+measured there before (the anchor).
+
+Why: every class study so far (narrow tiles, the narrow study's winners, twenty-fourth session) had
+its plan written by a throw-away script whose rules lived only in the plan's header. This one makes
+the plan from its arguments, and the header records the command, so a reader can remake it.
+
+    python3 scripts/class_plan.py --where "n in (128, 256) and m >= 2048" --specs SPECS \
+        --prior kernels_search/search/prior_h200.txt --exclude FILE [--exclude FILE] \
+        [--exclude-search FOLDER] --note "..." --out PLAN
+
+- The shapes: every shape of ``--shapes`` (default ``kernels_search/search/seen_shapes.txt``, the
+  cuda-l2 grid) for which ``--where`` (a Python expression over the ints ``m``, ``n``, ``k``) holds,
+  less the shapes of each ``--exclude`` shape file and the searched and held-out shapes of each
+  ``--exclude-search`` folder; in the shape file's order.
+- The anchor: over the ``--prior`` Parquets, the config with the highest ratio on the shape, each
+  ratio cuBLASLt autotune's time over the config's, both in their faster layout, from the same
+  Parquet (``study_table.ratios``); no anchor where no prior file measured the shape.
+- ``--specs``: a file of method specs, one a line (``#`` comments), canonicalised and checked by the
+  method registry: an unknown family or knob is an error before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+GRID = Path("kernels_search/search/seen_shapes.txt")
+
+
+class ClassPlanError(ValueError):
+    """A bad --where expression or specs file, named in the message."""
+
+
+def class_shapes(shapes: list[str], where: str, exclude: set[str]) -> list[str]:
+    """The shapes (``M_N_K`` names) for which ``where`` holds over m, n, k, less ``exclude``."""
+    try:
+        code = compile(where, "--where", "eval")
+    except SyntaxError as e:
+        raise ClassPlanError(f"--where {where!r}: not a Python expression ({e.msg})") from e
+    out = []
+    for s in shapes:
+        m, n, k = (int(x) for x in s.split("_"))
+        try:
+            hit = eval(code, {"__builtins__": {}}, {"m": m, "n": n, "k": k})
+        except Exception as e:
+            raise ClassPlanError(f"--where {where!r} on {s}: {type(e).__name__}: {e}") from e
+        if hit and s not in exclude:
+            out.append(s)
+    return out
+
+
+def read_specs(path: Path) -> list[str]:
+    """The specs of a specs file, canonical (``registry.resolve``), in file order."""
+    from harness.cli import _split_methods
+    from harness.registry import resolve
+
+    texts = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ClassPlanError(f"{path}: no specs")
+    try:
+        return [m.name for m in resolve(_split_methods(texts))]
+    except Exception as e:
+        raise ClassPlanError(f"{path}: {e}") from e
+
+
+def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
+    """{shape: the config with the best ratio to cuBLASLt autotune in any one prior file}."""
+    from kernels_search.search.prior import read_prior
+    from study_table import ratios
+
+    best: dict[str, tuple[float, str]] = {}
+    for path in prior_files:
+        df = read_prior(path)
+        df = df[df["shape"].isin(shapes)]
+        for shape, per in ratios(df).items():
+            for method, r in per.items():
+                if shape not in best or r > best[shape][0]:
+                    best[shape] = (r, method)
+    return {s: m for s, (_, m) in best.items()}
+
+
+def plan_lines(shapes: list[str], specs: list[str], anchor: dict[str, str]) -> list[str]:
+    """One plan row per shape: the specs, then its anchor where it has one and it is not a spec."""
+    rows = []
+    for s in shapes:
+        methods = list(specs) + ([anchor[s]] if s in anchor and anchor[s] not in specs else [])
+        rows.append(f"{s} {','.join(methods)}")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--where", required=True, help="Python expression over m, n, k")
+    ap.add_argument("--specs", required=True, type=Path, help="the configs under study, one a line")
+    ap.add_argument("--prior", nargs="+", required=True, help="prior list(s) or Parquet(s) for the anchors")
+    ap.add_argument("--shapes", type=Path, default=GRID, help="shape file (default: the cuda-l2 grid)")
+    ap.add_argument("--exclude", type=Path, action="append", default=[], help="a shape file to leave out")
+    ap.add_argument("--exclude-search", type=Path, action="append", default=[],
+                    help="a search folder whose searched and held-out shapes are left out")
+    ap.add_argument("--note", default="", help="what the study is, for the plan's header")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    from harness.shapes import parse_shapes
+    from kernels_search.search.prior import prior_paths
+
+    try:
+        exclude = {s.name for f in a.exclude for s in parse_shapes(str(f))}
+        for folder in a.exclude_search:
+            for name in ("shapes.txt", "holdout.txt"):
+                exclude |= set((folder / name).read_text().split())
+        shapes = class_shapes([s.name for s in parse_shapes(str(a.shapes))], a.where, exclude)
+        if not shapes:
+            raise ClassPlanError(f"--where {a.where!r}: no shape of {a.shapes} left")
+        specs = read_specs(a.specs)
+    except (ClassPlanError, OSError, ValueError) as e:
+        print(f"class_plan: {e}", file=sys.stderr)
+        return 2
+    anchor = anchors(prior_paths(a.prior), set(shapes))
+    head = [f"# {a.note}" if a.note else "# a class study",
+            f"# {len(shapes)} shapes, {len(specs)} configs each, then the anchor ({len(anchor)} shapes have one);"
+            " made by: python3 scripts/class_plan.py " + shlex.join(argv if argv is not None else sys.argv[1:])]
+    a.out.write_text("\n".join(head + plan_lines(shapes, specs, anchor)) + "\n")
+    print(f"{a.out}: {len(shapes)} shapes, {len(specs)} configs, {len(anchor)} anchors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
