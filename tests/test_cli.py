@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 

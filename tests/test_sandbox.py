@@ -1,6 +1,5 @@
 """The evaluator sandbox on the CPU: hangs and crashes cost one method, never the run."""
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
