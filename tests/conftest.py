@@ -1,6 +1,16 @@
 """Shared test setup: GPU tests are marked ``gpu`` and skipped where CUDA is absent."""
 
+from pathlib import Path
+
 import pytest
+
+STUDIES = Path(__file__).resolve().parents[1] / "kernels_search/search/studies"
+
+
+def study_specs(name: str) -> list[str]:
+    """The specs in a study's file under kernels_search/search/studies/ (one a line, ``#`` comments),
+    in order: the tests of a study's configs check exactly the configs the study measured."""
+    return [ln.strip() for ln in (STUDIES / name).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 def _cuda_available() -> bool:

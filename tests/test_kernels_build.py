@@ -21,6 +21,8 @@ from kernels_search import build, ptxas, toolchain
 from kernels_search.families import ALL as FAMILIES
 from kernels_search.family import KnobError
 
+from conftest import study_specs
+
 NVCC = toolchain.find_nvcc()
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 
@@ -568,8 +570,7 @@ def test_odd_tile_sizes_are_valid_and_take_the_extended_wgmma_shapes_flag():
         fam.parse("tile_m=64,tile_n=224,cluster_m=1,schedule=single,stages=6")
     with pytest.raises(KnobError):
         fam.parse("tile_n=100")  # not a knob value
-    study = Path(__file__).resolve().parents[1] / "kernels_search/search/studies/odd-tile-specs.txt"
-    specs = [ln.strip() for ln in study.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    specs = study_specs("odd-tile-specs.txt")
     assert len(specs) == 14
     for spec in specs:
         m = make_method(*spec.split(":", 1))
@@ -593,8 +594,7 @@ def test_narrow_tile_sizes_are_valid_without_the_extended_shapes_flag():
             assert f"#define HG_TILE_N {tn}" in fam.render(k)
     with pytest.raises(KnobError):
         FAMILIES["splitk_tma_swap"].parse("tile_n=32")  # not offered there
-    study = Path(__file__).resolve().parents[1] / "kernels_search/search/studies/narrow-tile-specs.txt"
-    specs = [ln.strip() for ln in study.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    specs = study_specs("narrow-tile-specs.txt")
     assert len(specs) == 14
     for spec in specs:
         m = make_method(*spec.split(":", 1))
@@ -605,34 +605,23 @@ def test_narrow_tile_sizes_are_valid_without_the_extended_shapes_flag():
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
-def test_narrow_tile_compiles_to_one_narrow_wgmma_atom(cache):
-    """64x16 in a cluster of two along N: one 64x16x16 WGMMA atom for both B layouts (with B
-    N-major the 32-byte rows take a narrower shared-memory swizzle), without spills."""
-    fam = FAMILIES["hopper"]
-    k = fam.parse("tile_m=64,tile_n=16,cluster_m=1,cluster_n=2,schedule=single,stages=12")
-    res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
-    assert res.ok, res.log[-5000:]
-    assert res.spill_bytes == 0, res.kernels
-    names = [kn["name"] for kn in res.kernels]
-    assert len(names) == 2 and all("MMA_64x16x16" in n for n in names), names
-    assert "HGMMA.64x16x16" in _sass(res.lib_path)
-
-
-@needs_nvcc
-@pytest.mark.slow
-@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
-def test_odd_tile_compiles_to_one_wgmma_atom_as_wide_as_the_tile(cache):
+@pytest.mark.parametrize("knobs, atom", [
+    ("tile_m=128,tile_n=160,cluster_m=2,schedule=pingpong", "64x160x16"),
+    ("tile_m=64,tile_n=16,cluster_m=1,cluster_n=2,schedule=single,stages=12", "64x16x16"),
+])
+def test_odd_and_narrow_tiles_compile_to_one_wgmma_atom_as_wide_as_the_tile(cache, knobs, atom):
     """128x160: without the extended-shapes define CUTE computes the tile in 64x32 atoms (five
-    WGMMAs per k-step, each re-reading A from shared memory); with it, one 64x160 atom, for both B
-    layouts, without spills."""
+    WGMMAs per k-step, each re-reading A from shared memory); with it, one 64x160 atom. 64x16 in a
+    cluster of two along N: one 64x16 atom (with B N-major the 32-byte rows take a narrower
+    shared-memory swizzle). Both for both B layouts, without spills."""
     fam = FAMILIES["hopper"]
-    k = fam.parse("tile_m=128,tile_n=160,cluster_m=2,schedule=pingpong")
+    k = fam.parse(knobs)
     res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
     assert res.ok, res.log[-5000:]
     assert res.spill_bytes == 0, res.kernels
     names = [kn["name"] for kn in res.kernels]
-    assert len(names) == 2 and all("MMA_64x160x16" in n for n in names), names
-    assert "HGMMA.64x160x16" in _sass(res.lib_path)
+    assert len(names) == 2 and all(f"MMA_{atom}" in n for n in names), names
+    assert f"HGMMA.{atom}" in _sass(res.lib_path)
 
 
 def test_one_wave_slice_count_fills_one_wave_with_deep_enough_slices():

@@ -10,7 +10,6 @@ graph whose replay must track new input values (no caching, no host work in the 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +18,7 @@ torch = pytest.importorskip("torch")
 from harness.method import PrepareContext  # noqa: E402
 from harness.problem import Problem, Shape  # noqa: E402
 from kernels_search import make_method  # noqa: E402
+from conftest import study_specs  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -261,8 +261,7 @@ def test_one_wave_slices_match_reference_and_record_the_count(family, shape, lay
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["2048_4096_256", "1000_200_64", "130_1032_512"])
-@pytest.mark.parametrize("spec", [line.strip() for line in open(Path(__file__).resolve().parents[1]
-                                  / "kernels_search/search/studies/epilogue-specs.txt") if line.strip()])
+@pytest.mark.parametrize("spec", study_specs("epilogue-specs.txt"))
 def test_epilogue_sub_tile_matches_reference(spec, shape, layout):
     """``epi_n``: the wider epilogue sub-tiles of the twenty-first session's study store every
     output element, ragged tiles along M and N and partial clusters included, on repeated calls."""
@@ -271,9 +270,7 @@ def test_epilogue_sub_tile_matches_reference(spec, shape, layout):
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["1000_200_64", "130_1032_512", "448_320_1792"])
-@pytest.mark.parametrize("spec", [line.strip() for line in open(Path(__file__).resolve().parents[1]
-                                  / "kernels_search/search/studies/odd-tile-specs.txt")
-                                  if line.strip() and not line.startswith("#")])
+@pytest.mark.parametrize("spec", study_specs("odd-tile-specs.txt"))
 def test_odd_tiles_match_reference(spec, shape, layout):
     """The odd tile sizes (hopper.ODD_TILE_N, wide WGMMA atoms through CUTE's extended shapes) store
     every output element: ragged tiles along M and N, partial clusters, K of one k-tile, one-wave
@@ -283,9 +280,7 @@ def test_odd_tiles_match_reference(spec, shape, layout):
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["1000_72_1024", "72_1032_512", "136_200_64"])
-@pytest.mark.parametrize("spec", [line.strip() for line in open(Path(__file__).resolve().parents[1]
-                                  / "kernels_search/search/studies/narrow-tile-specs.txt")
-                                  if line.strip() and not line.startswith("#")])
+@pytest.mark.parametrize("spec", study_specs("narrow-tile-specs.txt"))
 def test_narrow_tiles_match_reference(spec, shape, layout):
     """The narrow tiles (hopper.NARROW_TILE_N, in clusters of two along the narrow side) store every
     output element: ragged tiles along M and N, partial clusters, K of one k-tile, on repeated calls."""
