@@ -59,7 +59,8 @@ choices were made with them in view), so its figures are reported apart from fre
 file's header says so.
 
 ``RULE[...]/d`` declines a config whose one-wave split-K slice count resolves to one slice on the
-shape (``Policy.first_pick_decline_one_slice``); ``geopaired`` weighs the paired rule's evidence by
+shape (``Policy.first_pick_decline_one_slice``); ``RULE[...]/d/c`` (or ``/c``) also one whose tile
+count leaves a cluster partly empty there (``Policy.first_pick_decline_partial_cluster``); ``geopaired`` weighs the paired rule's evidence by
 how alike a config launches there (``Policy.paired_values``). ``--top K`` with ``--rules
 --compare-args --plan-out`` plans each rule's K best-ranked configs per shape, a study of its near
 misses (twenty-second session, off the grid).
@@ -237,9 +238,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
     ap.add_argument("--rule", default="paired/m10/n2/d/prior", help="first-pick rule: paired, geopaired, cautious, model "
-                    "or neighbours, optionally /mN, /nK, /d and /prior (see above); default paired/m10/n2/d/prior, as the search's "
+                    "or neighbours, optionally /mN, /nK, /d, /c and /prior (see above); default paired/m10/n2/d/prior, as the search's "
                     "--holdout on an H200")
-    ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/d][/prior]), with --compare-args or --report")
+    ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/d][/c][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")
     ap.add_argument("--plan-out", type=Path, help="with --rules --compare-args: also write a `compare --plan` file "
                                                   "of each shape's own picks (harness/plan.py), for measuring those "
@@ -369,28 +370,32 @@ class RuleSpec(NamedTuple):
     near: int = 0  # first_pick_min_near (/nK; 0 without)
     prior_list: str = ""  # /prior=LIST: that prior list (or Parquet) instead of --prior's
     decline_one_slice: bool = False  # /d: first_pick_decline_one_slice
+    decline_partial_cluster: bool = False  # /c: first_pick_decline_partial_cluster
 
     def apply(self, pol) -> None:
         """Set the policy's first-pick settings to this rule's (the prior is the caller's choice of policy)."""
         pol.first_pick_rule, pol.first_pick_min_shapes, pol.first_pick_min_near = self.rule, self.min_shapes, self.near
         pol.first_pick_decline_one_slice = self.decline_one_slice
+        pol.first_pick_decline_partial_cluster = self.decline_partial_cluster
 
 
 def parse_rule(spec: str) -> RuleSpec:
-    """``RULE[/mN][/nK][/d][/prior[=LIST]]`` -> ``RuleSpec``; a named error otherwise. ``LIST`` (a
+    """``RULE[/mN][/nK][/d][/c][/prior[=LIST]]`` -> ``RuleSpec``; a named error otherwise. ``LIST`` (a
     path, slashes allowed: it ends the spec) names the prior for this rule alone, so one call can
     measure the same rule with two priors side by side. ``/d`` declines one-slice split-K
-    (``Policy.first_pick_decline_one_slice``)."""
+    (``Policy.first_pick_decline_one_slice``), ``/c`` partly empty clusters
+    (``Policy.first_pick_decline_partial_cluster``)."""
     from kernels_search.search.policy import FIRST_PICK_RULES
 
     import re
 
-    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/d)?(/prior(?:=([^,\s]+))?)?", spec.strip())
-    rule, need, near, decline, prior, plist = got.groups() if got else ("", None, None, None, None, None)
+    got = re.fullmatch(r"([a-z]+)(?:/m(\d+))?(?:/n(\d+))?(/d)?(/c)?(/prior(?:=([^,\s]+))?)?", spec.strip())
+    rule, need, near, decline, cluster, prior, plist = got.groups() if got else ("", None, None, None, None, None, None)
     if rule not in FIRST_PICK_RULES or any(x is not None and int(x) < 1 for x in (need, near)):
-        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/d][/prior[=LIST]] (e.g. cautious/m10/n2/prior), RULE one of "
+        raise ValueError(f"rule {spec!r}: RULE[/mN][/nK][/d][/c][/prior[=LIST]] (e.g. cautious/m10/n2/prior), RULE one of "
                          f"{', '.join(FIRST_PICK_RULES)}, N and K >= 1")
-    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0, plist or "", bool(decline))
+    return RuleSpec(rule, int(need) if need else 2, bool(prior), int(near) if near else 0, plist or "", bool(decline),
+                    bool(cluster))
 
 
 def with_prior_policy(pol, specs, holdout, gpu: str | None = None, leave_out: bool = False):

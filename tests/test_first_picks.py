@@ -288,20 +288,23 @@ def test_a_rule_spec_names_the_evidence_its_picks_need():
     picks = first_picks.picks_by_rule(pol, SimpleNamespace(df=pd.DataFrame()), held, ["cautious", "cautious/m5"])
     assert picks["cautious"][held[0].name] == fam.spec(few)
     assert picks["cautious/m5"][held[0].name] == fam.spec(wide)
-    assert first_picks.parse_rule("model/m20") == ("model", 20, False, 0, "", False)
-    assert first_picks.parse_rule("neighbours") == ("neighbours", 2, False, 0, "", False)
-    assert first_picks.parse_rule("cautious/m10/prior") == ("cautious", 10, True, 0, "", False)
-    assert first_picks.parse_rule("model/prior") == ("model", 2, True, 0, "", False)
-    assert first_picks.parse_rule("cautious/m10/n2/prior") == ("cautious", 10, True, 2, "", False)
-    assert first_picks.parse_rule("cautious/n3") == ("cautious", 2, False, 3, "", False)
-    assert first_picks.parse_rule("cautious/m10/n2/prior=results/a_b.txt") == ("cautious", 10, True, 2, "results/a_b.txt", False)
-    assert first_picks.parse_rule("paired/m10/n2/d/prior") == ("paired", 10, True, 2, "", True)
-    assert first_picks.parse_rule("geopaired/d") == ("geopaired", 2, False, 0, "", True)
+    assert first_picks.parse_rule("model/m20") == ("model", 20, False, 0, "", False, False)
+    assert first_picks.parse_rule("neighbours") == ("neighbours", 2, False, 0, "", False, False)
+    assert first_picks.parse_rule("cautious/m10/prior") == ("cautious", 10, True, 0, "", False, False)
+    assert first_picks.parse_rule("model/prior") == ("model", 2, True, 0, "", False, False)
+    assert first_picks.parse_rule("cautious/m10/n2/prior") == ("cautious", 10, True, 2, "", False, False)
+    assert first_picks.parse_rule("cautious/n3") == ("cautious", 2, False, 3, "", False, False)
+    assert first_picks.parse_rule("cautious/m10/n2/prior=results/a_b.txt") == ("cautious", 10, True, 2, "results/a_b.txt", False, False)
+    assert first_picks.parse_rule("paired/m10/n2/d/prior") == ("paired", 10, True, 2, "", True, False)
+    assert first_picks.parse_rule("geopaired/d") == ("geopaired", 2, False, 0, "", True, False)
     assert not first_picks.parse_rule("paired/m10").decline_one_slice
+    assert first_picks.parse_rule("paired/m10/n2/d/c/prior") == ("paired", 10, True, 2, "", True, True)
+    assert first_picks.parse_rule("paired/c") == ("paired", 2, False, 0, "", False, True)
     for bad in ("cautious/20", "cautious/m0", "best", "model/mx", "cautious/prior/m10", "cautious/m2/m3",
-                "model/priors", "cautious/n2/m10", "cautious/n0", "cautious//prior", "cautious/x1", "cautious/prior=",
+                "model/priors", "paired/c/d", "paired/prior/c", "paired/cc", "cautious/n2/m10", "cautious/n0",
+                "cautious//prior", "cautious/x1", "cautious/prior=",
                 "cautious/prior=a,x", "paired/d/m10", "paired/prior/d", "paired/dd"):
-        with pytest.raises(ValueError, match=r"RULE\[/mN\]\[/nK\]\[/d\]\[/prior\[=LIST\]\]"):
+        with pytest.raises(ValueError, match=r"RULE\[/mN\]\[/nK\]\[/d\]\[/c\]\[/prior\[=LIST\]\]"):
             first_picks.parse_rule(bad)
     with pytest.raises(ValueError, match="needs the policy with the prior"):
         first_picks.picks_by_rule(pol, SimpleNamespace(df=pd.DataFrame()), held, ["cautious/prior"])

@@ -590,6 +590,40 @@ def test_geopaired_first_pick_weighs_evidence_by_how_alike_the_config_launches()
         Policy({"sq": sq}, first_pick_geometry_scale=0)
 
 
+def test_first_pick_can_decline_a_config_that_leaves_a_cluster_partly_empty():
+    """``first_pick_decline_partial_cluster``: a clustered config whose tile count along the cluster's
+    axis is not a multiple of the cluster size on the shape (64x192 in a 2x1 cluster on M = 192: three
+    64-row tiles, so the second cluster has one CTA with no tile) is no candidate; where the tiles
+    fill whole clusters it still is; a transposed family counts along its own problem (N x M); and
+    without the setting nothing changes."""
+    from kernels_search.families import ALL
+    from kernels_search.search.features import partial_cluster
+
+    fam = ALL["hopper"]
+    tall = dict(fam.defaults(), tile_m=64, tile_n=192, cluster_m=2, cluster_n=1, schedule="pingpong")
+    flat = dict(tall, cluster_m=1)
+    odd, even = Shape(192, 7168, 10240), Shape(256, 7168, 10240)  # 3 and 4 tiles along M
+    assert partial_cluster(odd, tall) and not partial_cluster(even, tall) and not partial_cluster(odd, flat)
+    narrow = dict(tall, tile_n=32, cluster_m=1, cluster_n=2)  # along N: 3 tiles of 32 on N = 96, 2 on N = 64
+    assert partial_cluster(Shape(128, 96, 64), narrow) and not partial_cluster(Shape(128, 64, 64), narrow)
+    swap = dict(ALL["hopper_swap"].defaults(), tile_m=64, tile_n=64, cluster_m=2, cluster_n=1)
+    assert partial_cluster(Shape(1024, 192, 64), swap, swap=True)  # the kernel's M is N = 192: 3 tiles
+    assert not partial_cluster(Shape(192, 1024, 64), swap, swap=True)
+    pol = Policy({"hopper": fam}, layouts=("nn",), seed=0, first_pick_rule="paired", elites=0)
+    for s in (Shape(256, 4096, 8192), Shape(512, 8192, 4096), Shape(256, 2048, 16384)):
+        pol.observe(s, [Outcome(Candidate("hopper", k, fam.spec(k)), "nn", "ok", r, None, None)
+                        for k, r in ((tall, 0.2), (flat, 0.0))])
+    specs = lambda shape: {c.spec for c in pol.first_pick_candidates(shape)}
+    assert specs(odd) == specs(even) == {fam.spec(tall), fam.spec(flat)}
+    assert pol.first_pick(odd).spec == fam.spec(tall)
+    pol.first_pick_decline_partial_cluster = True
+    assert specs(odd) == {fam.spec(flat)} and specs(even) == {fam.spec(tall), fam.spec(flat)}
+    assert pol.first_pick(odd).spec == fam.spec(flat) and pol.first_pick(even).spec == fam.spec(tall)
+    from kernels_search.search.loop import first_pick_id
+
+    assert first_pick_id("s", 10, pol).endswith("-m2-pc-c10")
+
+
 def test_first_pick_can_decline_a_split_k_config_left_with_one_slice():
     """``first_pick_decline_one_slice``: a config asking for the one-wave slice count where the
     shape's tiles already fill a wave (so it would run one slice through split-K's workspace) is no

@@ -191,6 +191,22 @@ def launch_mismatch(a: tuple | None, b: tuple | None) -> float:
     return math.sqrt((a[4] - b[4]) ** 2 + (a[5] - b[5]) ** 2 + (math.log2(a[2] / b[2]) / 2) ** 2)
 
 
+def partial_cluster(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> bool:
+    """Whether a clustered config leaves a cluster partly empty on this shape: its tile count along M
+    (or N) is not a multiple of the cluster's size there, so the grid, rounded up to whole clusters,
+    launches CTAs with no tile (on the kernel's own problem, N x M for a ``swap`` family). Twenty-fifth
+    session, over every H200 Parquet: such a config measured 0.818x of the same config in a 1x1
+    cluster on the same shape in the same call (128 pairs, slower on 94 %), where a full cluster
+    measured 1.027x (708 pairs); the default first pick took 64x192 in a 2x1 cluster on M = 192 (three
+    64-row tiles) twice off the grid, at 0.632x and 0.479x."""
+    cm, cn = int(knobs.get("cluster_m", 1)), int(knobs.get("cluster_n", 1))
+    got = launch(shape, knobs, swap)
+    if got is None or cm * cn == 1:
+        return False
+    m, n = (shape.n, shape.m) if swap else (shape.m, shape.n)
+    return -(-m // got[0]) % cm != 0 or -(-n // got[1]) % cn != 0
+
+
 def one_slice_split_k(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> bool:
     """Whether a config asks for the one-wave slice count (-1) and it resolves to a single slice on
     this shape: its tiles alone fill a wave, so the split-K kernel runs one slice through its fp32

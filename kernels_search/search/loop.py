@@ -281,7 +281,8 @@ def first_pick_id(search_id: str, candidates: int, policy) -> str:
     ``lcb<caution>-`` for the cautious one, ``pr<bandwidth>s<shrink>-lcb<caution>-`` for the paired one,
     ``gp<scale>-`` before that for the geometry-weighted paired one,
     nothing for the model's argmax; ``m<first_pick_min_shapes>``;
-    ``-n<N>`` for the near evidence it asks for, ``-d`` when it declines one-slice split-K), how many candidates the policy had seen and
+    ``-n<N>`` for the near evidence it asks for, ``-d`` when it declines one-slice split-K, ``-pc`` when it
+    declines partly empty clusters), how many candidates the policy had seen and
     (``-p<rows>``) how many prior rows it learnt (``search.prior``), so that a check is read back only
     by a policy that would pick the same kernels."""
     lcb = f"lcb{policy.first_pick_caution:g}-"
@@ -291,7 +292,8 @@ def first_pick_id(search_id: str, candidates: int, policy) -> str:
     prior = sum(1 for r in policy.seen if r.startswith("prior:"))  # rows folded in by search.prior
     near = policy.first_pick_min_near
     return (f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}" + (f"-n{near}" if near else "")
-            + ("-d" if policy.first_pick_decline_one_slice else "") + f"-c{candidates}" + (f"-p{prior}" if prior else ""))
+            + ("-d" if policy.first_pick_decline_one_slice else "")
+            + ("-pc" if policy.first_pick_decline_partial_cluster else "") + f"-c{candidates}" + (f"-p{prior}" if prior else ""))
 
 
 def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,

@@ -173,7 +173,7 @@ import numpy as np
 from harness.problem import Problem, Shape
 from harness.shapes import parse_shape
 from kernels_search.family import KnobError
-from kernels_search.search.features import (FeatureSpace, launch, launch_mismatch, one_slice_split_k, shape_distance,
+from kernels_search.search.features import (FeatureSpace, launch, launch_mismatch, one_slice_split_k, partial_cluster, shape_distance,
                                              shape_features)
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
@@ -270,6 +270,7 @@ class Policy:
                  first_pick_caution: float = 1.0, first_pick_min_near: int = 0, first_pick_near_distance: float = 2.0,
                  first_pick_paired_bandwidth: float = 1.0, first_pick_paired_shrink: float = 1.0,
                  first_pick_geometry_scale: float = 0.3, first_pick_decline_one_slice: bool = False,
+                 first_pick_decline_partial_cluster: bool = False,
                  local_share: float = 0.75, local_elites: int = 2):
         if not families:
             raise ValueError("the policy needs at least one kernel family")
@@ -305,6 +306,7 @@ class Policy:
             raise ValueError("first_pick_geometry_scale must be > 0")
         self.first_pick_geometry_scale = first_pick_geometry_scale
         self.first_pick_decline_one_slice = first_pick_decline_one_slice
+        self.first_pick_decline_partial_cluster = first_pick_decline_partial_cluster
         # spec -> {shape it ran correctly on: its best reward there over layouts}
         self.measured_on: dict[str, dict[str, float]] = {}
         # family -> its presets as full knob dicts (the initial design)
@@ -563,7 +565,9 @@ class Policy:
         where it measured fewer), and of those, with ``first_pick_min_near`` N > 0, the ones
         measured on >= N shapes near this one while any is. With ``first_pick_decline_one_slice``
         (``RULE/d`` in ``scripts/first_picks.py``), a config whose one-wave slice count resolves to
-        a single slice on ``shape`` is left out (``features.one_slice_split_k``)."""
+        a single slice on ``shape`` is left out (``features.one_slice_split_k``); with
+        ``first_pick_decline_partial_cluster`` (``RULE/c``), a clustered config whose tile count on
+        ``shape`` leaves a cluster partly empty (``features.partial_cluster``)."""
         # a search of few shapes cannot give N others: then a config measured on every other shape
         need = min(self.first_pick_min_shapes, max(1, len(self.history.keys() - {shape.name})))
         known = []
@@ -575,6 +579,8 @@ class Policy:
                 continue
             if self.first_pick_decline_one_slice and one_slice_split_k(shape, cand.knobs, cand.family in self.space.swapped):
                 continue  # a split-K kernel left with one slice here (features.one_slice_split_k)
+            if self.first_pick_decline_partial_cluster and partial_cluster(shape, cand.knobs, cand.family in self.space.swapped):
+                continue  # a cluster left partly empty here (features.partial_cluster)
             known.append(cand)
         if self.first_pick_min_near:  # evidence near the shape if any config has it, else the rest
             known = [c for c in known if self.near_evidence(c.spec, shape) >= self.first_pick_min_near] or known
