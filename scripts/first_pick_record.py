@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 # the default's column header, as each session's tables name it
-DEFAULT_COLUMNS = ("paired/m10/n2/d/prior", "paired/m10/n2/prior", "with the study (default)")  # newest default first
+DEFAULT_COLUMNS = ("paired/m10/n2/d/c/prior", "paired/m10/n2/d/prior", "paired/m10/n2/prior", "with the study (default)")  # newest default first
 ROW = re.compile(r"\| (\d+_\d+_\d+) \|")
 
 

@@ -67,6 +67,10 @@ def search(
                                                       help="--holdout leaves out configs whose one-wave split-K slice count "
                                                            "is a single slice on the held-out shape (the default since the "
                                                            "twenty-second session's off-grid test)."),
+    first_pick_decline_partial_cluster: bool = typer.Option(
+        True, "--first-pick-decline-partial-cluster/--first-pick-keep-partial-cluster",
+        help="--holdout leaves out clustered configs whose tile count leaves a cluster partly empty on the "
+             "held-out shape (the default since the twenty-fifth session's off-grid test)."),
     first_pick_prior: List[str] = typer.Option(["auto"], "--first-pick-prior",
                                                help="Compare Parquets (or .txt lists) that only the --holdout pick "
                                                     "learns from, on top of the finished search: auto (this GPU "
@@ -172,7 +176,7 @@ def search(
                     max_new_builds=max_new_builds, run_limit_s=run_limit, design=design,
                     first_pick_rule=first_pick_rule, first_pick_min_shapes=first_pick_min_shapes,
                     first_pick_min_near=first_pick_min_near, first_pick_decline_one_slice=first_pick_decline_one_slice,
-                    first_pick_prior=pick_prior, local_share=local_share,
+                    first_pick_decline_partial_cluster=first_pick_decline_partial_cluster, first_pick_prior=pick_prior, local_share=local_share,
                     prior=prior_files, print_fn=lambda line: console.print(line, markup=False), console=console)
     except ImportError as e:
         fail(f"--plugin: {e}")

@@ -125,7 +125,11 @@ measured 0.875x-0.877x: its grid neighbours tile, fill waves and resolve the one
 differently. Two changes, each a registered test on fresh off-grid shapes (BENCHMARKS.md):
 off-grid studies in the prior (paired 1.040x), and ``first_pick_decline_one_slice`` (``RULE/d``,
 ``search``'s default since): a config whose one-wave split-K count is one slice on the shape is no
-candidate (paired 1.004x, better on all 5 shapes it changed). The ``geopaired`` rule, the paired
+candidate (paired 1.004x, better on all 5 shapes it changed). ``first_pick_decline_partial_cluster``
+(``RULE/c``, the default since the twenty-fifth session): a clustered config whose tile count leaves
+a cluster partly empty on the shape is no candidate (such configs measured 0.818x of themselves
+unclustered, over 128 pairs; its test, paired 1.008x, 0.884-1.132, over the 4 picks it changed).
+The ``geopaired`` rule, the paired
 fit with each row weighted by how alike the config launches there and on the target
 (``paired_values(geometry=True)``), measured a paired 1.005x over the default (0.976-1.040), short of
 its registered bar (an interval wholly above 1), and is not the default.
