@@ -590,6 +590,19 @@ def test_geopaired_first_pick_weighs_evidence_by_how_alike_the_config_launches()
         Policy({"sq": sq}, first_pick_geometry_scale=0)
 
 
+def _paired_on_two(family: str, better: dict, worse: dict, shapes):
+    """A paired-rule policy of one family that measured two configs on ``shapes`` (``better`` 0.2 above
+    ``worse`` on each), and the set of specs its first pick chooses among on a shape."""
+    from kernels_search.families import ALL
+
+    fam = ALL[family]
+    pol = Policy({family: fam}, layouts=("nn",), seed=0, first_pick_rule="paired", elites=0)
+    for s in shapes:
+        pol.observe(s, [Outcome(Candidate(family, k, fam.spec(k)), "nn", "ok", r, None, None)
+                        for k, r in ((better, 0.2), (worse, 0.0))])
+    return pol, lambda shape: {c.spec for c in pol.first_pick_candidates(shape)}
+
+
 def test_first_pick_can_decline_a_config_that_leaves_a_cluster_partly_empty():
     """``first_pick_decline_partial_cluster``: a clustered config whose tile count along the cluster's
     axis is not a multiple of the cluster size on the shape (64x192 in a 2x1 cluster on M = 192: three
@@ -609,11 +622,7 @@ def test_first_pick_can_decline_a_config_that_leaves_a_cluster_partly_empty():
     swap = dict(ALL["hopper_swap"].defaults(), tile_m=64, tile_n=64, cluster_m=2, cluster_n=1)
     assert partial_cluster(Shape(1024, 192, 64), swap, swap=True)  # the kernel's M is N = 192: 3 tiles
     assert not partial_cluster(Shape(192, 1024, 64), swap, swap=True)
-    pol = Policy({"hopper": fam}, layouts=("nn",), seed=0, first_pick_rule="paired", elites=0)
-    for s in (Shape(256, 4096, 8192), Shape(512, 8192, 4096), Shape(256, 2048, 16384)):
-        pol.observe(s, [Outcome(Candidate("hopper", k, fam.spec(k)), "nn", "ok", r, None, None)
-                        for k, r in ((tall, 0.2), (flat, 0.0))])
-    specs = lambda shape: {c.spec for c in pol.first_pick_candidates(shape)}
+    pol, specs = _paired_on_two("hopper", tall, flat, (Shape(256, 4096, 8192), Shape(512, 8192, 4096), Shape(256, 2048, 16384)))
     assert specs(odd) == specs(even) == {fam.spec(tall), fam.spec(flat)}
     assert pol.first_pick(odd).spec == fam.spec(tall)
     pol.first_pick_decline_partial_cluster = True
@@ -639,11 +648,7 @@ def test_first_pick_can_decline_a_split_k_config_left_with_one_slice():
     wide, few = Shape(320, 3072, 14336), Shape(64, 1024, 16384)  # 144 tiles of the swapped problem; 8
     assert one_slice_split_k(wide, sk, swap=True) and not one_slice_split_k(few, sk, swap=True)
     assert not one_slice_split_k(wide, plain, swap=True)
-    pol = Policy({"splitk_tma_swap": fam}, layouts=("nn",), seed=0, first_pick_rule="paired", elites=0)
-    for s in (Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)):
-        pol.observe(s, [Outcome(Candidate("splitk_tma_swap", k, fam.spec(k)), "nn", "ok", r, None, None)
-                        for k, r in ((sk, 0.2), (plain, 0.0))])
-    specs = lambda shape: {c.spec for c in pol.first_pick_candidates(shape)}
+    pol, specs = _paired_on_two("splitk_tma_swap", sk, plain, (Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)))
     assert specs(wide) == specs(few) == {fam.spec(sk), fam.spec(plain)}
     pol.first_pick_decline_one_slice = True
     assert specs(wide) == {fam.spec(plain)} and specs(few) == {fam.spec(sk), fam.spec(plain)}
