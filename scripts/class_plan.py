@@ -16,7 +16,7 @@ the plan from its arguments, and the header records the command, so a reader can
 - The anchor: over the ``--prior`` Parquets, the config with the highest ratio on the shape, each
   ratio cuBLASLt autotune's time over the config's, both in their faster layout, from the same
   Parquet (``study_table.ratios``); no anchor where no prior file measured the shape.
-- ``--specs``: a file of method specs, one a line (``#`` comments), canonicalised and checked by the
+- ``--specs``: a file of method specs, one a line (``#`` comment lines), canonicalised and checked by the
   method registry: an unknown family or knob is an error before anything is written.
 """
 
@@ -56,18 +56,16 @@ def class_shapes(shapes: list[str], where: str, exclude: set[str]) -> list[str]:
 
 
 def read_specs(path: Path) -> list[str]:
-    """The specs of a specs file, canonical (``registry.resolve``), in file order."""
-    from harness.cli import _split_methods
-    from harness.registry import resolve
+    """``study_table.read_specs``, with an empty file or an unknown spec a ``ClassPlanError`` naming it."""
+    import study_table
 
-    texts = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
-    texts = [t for t in texts if t]
-    if not texts:
-        raise ClassPlanError(f"{path}: no specs")
     try:
-        return [m.name for m in resolve(_split_methods(texts))]
+        specs = study_table.read_specs(path)
     except Exception as e:
         raise ClassPlanError(f"{path}: {e}") from e
+    if not specs:
+        raise ClassPlanError(f"{path}: no specs")
+    return specs
 
 
 def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
@@ -107,14 +105,14 @@ def main(argv=None) -> int:
     ap.add_argument("--note", default="", help="what the study is, for the plan's header")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
+    from first_picks import read_shapes
     from harness.shapes import parse_shapes
     from kernels_search.search.prior import prior_paths
 
     try:
         exclude = {s.name for f in a.exclude for s in parse_shapes(str(f))}
         for folder in a.exclude_search:
-            for name in ("shapes.txt", "holdout.txt"):
-                exclude |= set((folder / name).read_text().split())
+            exclude |= {s.name for name in ("shapes.txt", "holdout.txt") for s in read_shapes(folder, name)}
         shapes = class_shapes([s.name for s in parse_shapes(str(a.shapes))], a.where, exclude)
         if not shapes:
             raise ClassPlanError(f"--where {a.where!r}: no shape of {a.shapes} left")

@@ -37,6 +37,15 @@ def ratios(df) -> dict[str, dict[str, float]]:
     return out
 
 
+def read_specs(path: Path) -> list[str]:
+    """The specs of a specs file (one a line, ``#`` lines are comments), canonical
+    (``registry.resolve``: an unknown family or knob raises), in file order."""
+    from harness.registry import resolve
+
+    return [m.name for m in resolve([ln.strip() for ln in path.read_text().splitlines()
+                                     if ln.strip() and not ln.startswith("#")])]
+
+
 def geo(values) -> str:
     """Geomean with its 95 % bootstrap interval over shapes (first_pick_record.pooled, seeded)."""
     from first_pick_record import pooled
@@ -92,10 +101,7 @@ def main(argv=None) -> int:
     from harness.results import read_results
 
     planned = {s.name: [m.name for m in resolve(_split_methods([t]))] for s, t in read_plan(Path(a.plan))}
-    new = None
-    if a.new:
-        new = {m.name for m in resolve([ln.strip() for ln in Path(a.new).read_text().splitlines()
-                                        if ln.strip() and not ln.startswith("#")])}
+    new = set(read_specs(Path(a.new))) if a.new else None
     print("\n".join(summarize(read_results(a.results).to_pandas(), planned, new, a.per_shape)))
     return 0
 

@@ -96,10 +96,25 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
     got = launch(shape, knobs, swap)
     if got is None:
         return None
-    m, n, k = (shape.n, shape.m, shape.k) if swap else (shape.m, shape.n, shape.k)
+    (m, n), k = kernel_mn(shape, swap), shape.k
     tm, tn, split, ctas, eff, fill = got
     partials = (split - 1) * m * n * 8 / (2 * (m * k + k * n + m * n))  # fp32 write + read, per split
     return (math.log2(ctas / SMS) / 8.0, eff, float(tm >= m and tn >= n), fill, math.log2(1 + partials))
+
+
+def tile_of(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
+    """A config's tile (M, N) along its kernel's own problem, from whichever family's knob names it
+    uses (``TILE_KNOBS``); None for a family without tile knobs."""
+    for km, kn in TILE_KNOBS:
+        if km in knobs and kn in knobs:
+            return int(knobs[km]), int(knobs[kn])
+    return None
+
+
+def kernel_mn(shape: Shape, swap: bool = False) -> tuple[int, int]:
+    """M and N of the kernel's own problem: N x M for a ``swap`` family (read as M x N before the
+    eighteenth session: geometry's docstring)."""
+    return (shape.n, shape.m) if swap else (shape.m, shape.n)
 
 
 def launch(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tuple[int, int, int, int, float, float] | None:
@@ -108,15 +123,10 @@ def launch(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tuple[
     the kernel's own problem (N x M for a ``swap`` family). The slice count is the knob's where it
     is fixed, the one-wave count (-1) resolved as the kernel resolves it, and 1 for the automatic
     count (0), which is decided at run time."""
-    for km, kn in TILE_KNOBS:
-        if km in knobs and kn in knobs:
-            tm, tn = int(knobs[km]), int(knobs[kn])
-            break
-    else:
+    tile = tile_of(knobs)
+    if tile is None:
         return None
-    m, n, k = shape.m, shape.n, shape.k
-    if swap:  # the kernel's problem is N x M (read as M x N before the eighteenth session: geometry's docstring)
-        m, n = n, m
+    (tm, tn), (m, n), k = tile, kernel_mn(shape, swap), shape.k
     split = 1
     for s in SPLIT_KNOBS:
         v = knobs.get(s)
@@ -200,11 +210,11 @@ def partial_cluster(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) 
     measured 1.027x (708 pairs); the default first pick took 64x192 in a 2x1 cluster on M = 192 (three
     64-row tiles) twice off the grid, at 0.632x and 0.479x."""
     cm, cn = int(knobs.get("cluster_m", 1)), int(knobs.get("cluster_n", 1))
-    got = launch(shape, knobs, swap)
-    if got is None or cm * cn == 1:
+    tile = tile_of(knobs)
+    if tile is None or cm * cn == 1:
         return False
-    m, n = (shape.n, shape.m) if swap else (shape.m, shape.n)
-    return -(-m // got[0]) % cm != 0 or -(-n // got[1]) % cn != 0
+    (tm, tn), (m, n) = tile, kernel_mn(shape, swap)
+    return -(-m // tm) % cm != 0 or -(-n // tn) % cn != 0
 
 
 def one_slice_split_k(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> bool:
