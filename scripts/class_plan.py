@@ -18,6 +18,9 @@ the plan from its arguments, and the header records the command, so a reader can
   Parquet (``study_table.ratios``); no anchor where no prior file measured the shape.
 - ``--specs``: a file of method specs, one a line (``#`` comment lines), canonicalised and checked by the
   method registry: an unknown family or knob is an error before anything is written.
+- ``--anchor-variant KNOB=VALUE`` (repeatable; all of them at once): after the anchor, the anchor
+  with those knobs set, where its family has them all (a knob study side by side with the best
+  config, e.g. ``l2_promo=256``); with it, ``--specs`` may be left out.
 """
 
 from __future__ import annotations
@@ -84,19 +87,51 @@ def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
     return {s: m for s, (_, m) in best.items()}
 
 
-def plan_lines(shapes: list[str], specs: list[str], anchor: dict[str, str]) -> list[str]:
-    """One plan row per shape: the specs, then its anchor where it has one and it is not a spec."""
+def variant(spec: str, knobs: dict[str, str]) -> str | None:
+    """``spec`` with ``knobs`` set, canonical; None where its family lacks one of them or the set
+    is invalid there. A bad value for a knob the family has is an error (``ClassPlanError``)."""
+    from harness.registry import resolve
+    from kernels_search import FAMILIES
+    from kernels_search.family import KnobError
+
+    family, _, rest = spec.partition(":")
+    fam = FAMILIES.get(family)
+    if fam is None or any(k not in fam.defaults() for k in knobs):
+        return None
+    try:
+        (v,) = resolve([f"{family}:{rest},{','.join(f'{k}={x}' for k, x in knobs.items())}"])
+    except KnobError as e:
+        if any(f"{k}=" in str(e) for k in knobs):
+            raise ClassPlanError(f"--anchor-variant on {spec}: {e}") from e
+        return None
+    return v.name
+
+
+def plan_lines(shapes: list[str], specs: list[str], anchor: dict[str, str],
+               variant_knobs: dict[str, str] | None = None) -> list[str]:
+    """One plan row per shape: the specs, then its anchor where it has one and it is not a spec,
+    then the anchor's variant (``variant_knobs``) where it has one; with no specs, only the shapes
+    whose anchor has the variant."""
     rows = []
     for s in shapes:
         methods = list(specs) + ([anchor[s]] if s in anchor and anchor[s] not in specs else [])
-        rows.append(f"{s} {','.join(methods)}")
+        if variant_knobs and s in anchor:
+            v = variant(anchor[s], variant_knobs)
+            if v and v not in methods:
+                methods.append(v)
+            elif not specs:  # a variant study: the anchor alone answers nothing
+                methods = []
+        if methods:
+            rows.append(f"{s} {','.join(methods)}")
     return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--where", required=True, help="Python expression over m, n, k")
-    ap.add_argument("--specs", required=True, type=Path, help="the configs under study, one a line")
+    ap.add_argument("--specs", type=Path, help="the configs under study, one a line")
+    ap.add_argument("--anchor-variant", action="append", default=[], metavar="KNOB=VALUE",
+                    help="also measure the anchor with this knob set (repeatable)")
     ap.add_argument("--prior", nargs="+", required=True, help="prior list(s) or Parquet(s) for the anchors")
     ap.add_argument("--shapes", type=Path, default=GRID, help="shape file (default: the cuda-l2 grid)")
     ap.add_argument("--exclude", type=Path, action="append", default=[], help="a shape file to leave out")
@@ -116,15 +151,23 @@ def main(argv=None) -> int:
         shapes = class_shapes([s.name for s in parse_shapes(str(a.shapes))], a.where, exclude)
         if not shapes:
             raise ClassPlanError(f"--where {a.where!r}: no shape of {a.shapes} left")
-        specs = read_specs(a.specs)
+        if a.specs is None and not a.anchor_variant:
+            raise ClassPlanError("nothing to measure: give --specs, --anchor-variant or both")
+        specs = read_specs(a.specs) if a.specs else []
+        knobs = dict(kv.partition("=")[::2] for kv in a.anchor_variant)
+        if any(not k or not v for k, v in knobs.items()):
+            raise ClassPlanError(f"--anchor-variant: expected KNOB=VALUE, got {a.anchor_variant}")
+        anchor = anchors(prior_paths(a.prior), set(shapes))
+        rows = plan_lines(shapes, specs, anchor, knobs)
     except (ClassPlanError, OSError, ValueError) as e:
         print(f"class_plan: {e}", file=sys.stderr)
         return 2
-    anchor = anchors(prior_paths(a.prior), set(shapes))
+    then = "then the anchor" + (f" and the anchor with {', '.join(a.anchor_variant)}" if knobs else "")
     head = [f"# {a.note}" if a.note else "# a class study",
-            f"# {len(shapes)} shapes, {len(specs)} configs each, then the anchor ({len(anchor)} shapes have one);"
-            " made by: python3 scripts/class_plan.py " + shlex.join(argv if argv is not None else sys.argv[1:])]
-    a.out.write_text("\n".join(head + plan_lines(shapes, specs, anchor)) + "\n")
+            f"# {len(shapes)} shapes ({len(rows)} with a config to measure), {len(specs)} configs each, {then}"
+            f" ({len(anchor)} shapes have an anchor); made by: python3 scripts/class_plan.py "
+            + shlex.join(argv if argv is not None else sys.argv[1:])]
+    a.out.write_text("\n".join(head + rows) + "\n")
     print(f"{a.out}: {len(shapes)} shapes, {len(specs)} configs, {len(anchor)} anchors")
     return 0
 

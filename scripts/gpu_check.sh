@@ -41,7 +41,7 @@
 #   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. studies/*.txt)
 #            with cuBLASLt autotune, each stopped by SIGINT after PLAN_LIMIT (240) s keeping the shapes it
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
-#            then scripts/study_table.py (PLAN_NEW: a file of specs set apart from the rest). What it built
+#            then scripts/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
@@ -148,7 +148,7 @@ for stage in $STAGES; do
           --budget "${PLAN_BUDGET:-0.3}" --out "/tmp/hb/$name.parquet" --fresh --seed 7 > "/tmp/hb/$name.txt" 2>&1
         tail -3 "/tmp/hb/$name.txt"
         [ -f "/tmp/hb/$name.parquet" ] && cp "/tmp/hb/$name.parquet" "$OUT/"  # none when no shape finished
-        python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} \
+        python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} ${PLAN_NEW_KNOB:+--new-knob "$PLAN_NEW_KNOB"} \
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"
       done ;;

@@ -3,11 +3,12 @@ time over a config's, both in their faster layout, from the same run (rows whose
 measured and correct).
 
 With the plan: its first config per shape (the rank-1 pick the plan was made from) and the best of the
-shape's planned configs. With ``--new FILE`` (specs, one per line): the best of those against the best
-of the shape's other configs, and which new config won. Geomeans carry a 95 % bootstrap interval over
+shape's planned configs. With ``--new FILE`` (specs, one per line), or ``--new-knob KNOB=VALUE`` (every
+planned config with that knob value, e.g. a variant study's ``l2_promo=256``): the best of those
+against the best of the shape's other configs, and which new config won. Geomeans carry a 95 % bootstrap interval over
 shapes, as first_pick_record.py computes it.
 
-    python3 scripts/study_table.py RESULTS.parquet --plan PLAN [--new SPECS] [--per-shape]
+    python3 scripts/study_table.py RESULTS.parquet --plan PLAN [--new SPECS | --new-knob KNOB=VALUE] [--per-shape]
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def read_specs(path: Path) -> list[str]:
 
     return [m.name for m in resolve([ln.strip() for ln in path.read_text().splitlines()
                                      if ln.strip() and not ln.startswith("#")])]
+
+
+def with_knob(planned: dict[str, list[str]], knob_value: str) -> set[str]:
+    """The planned configs (canonical names) whose knobs include ``knob_value`` (``KNOB=VALUE``)."""
+    return {n for names in planned.values() for n in names if knob_value in n.partition(":")[2].split(",")}
 
 
 def geo(values) -> str:
@@ -93,8 +99,11 @@ def main(argv=None) -> int:
     ap.add_argument("results")
     ap.add_argument("--plan", required=True, help="the compare --plan file the run measured")
     ap.add_argument("--new", help="a file of specs to set apart from the rest")
+    ap.add_argument("--new-knob", metavar="KNOB=VALUE", help="set apart every planned config with this knob value")
     ap.add_argument("--per-shape", action="store_true")
     a = ap.parse_args(argv)
+    if a.new and a.new_knob:
+        ap.error("--new and --new-knob: give one")
     from harness.cli import _split_methods
     from harness.plan import read_plan
     from harness.registry import resolve
@@ -102,6 +111,8 @@ def main(argv=None) -> int:
 
     planned = {s.name: [m.name for m in resolve(_split_methods([t]))] for s, t in read_plan(Path(a.plan))}
     new = set(read_specs(Path(a.new))) if a.new else None
+    if a.new_knob:
+        new = with_knob(planned, a.new_knob)
     print("\n".join(summarize(read_results(a.results).to_pandas(), planned, new, a.per_shape)))
     return 0
 

@@ -371,8 +371,8 @@ def test_hopper_swap_renders_the_transposed_one_pass_gemm():
     assert fam.opts(k, p) == [0, 1, 0, 1, 0, 0]
     assert fam.supports(k, p) and not fam.supports(k, Problem(Shape(4096, 36, 1024)))  # N % 8 (TMA)
     assert [fam.spec(c) for c in fam.preset_configs()] == [
-        "hopper_swap:tile_m=64,tile_n=192,cluster_m=1,cluster_n=1,schedule=single,stages=6",
-        "hopper_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=single,stages=8"]
+        "hopper_swap:tile_m=64,tile_n=192,cluster_m=1,cluster_n=1,schedule=single,stages=6,l2_promo=0",
+        "hopper_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=single,stages=8,l2_promo=0"]
     with pytest.raises(KnobError, match="tile_m must be 128 or 256"):
         fam.parse("schedule=cooperative,tile_m=64")
     with pytest.raises(KnobError, match="shared memory"):
@@ -542,6 +542,53 @@ def test_hopper_epilogue_sub_tile_is_one_substituted_line_with_its_rules():
     for view in ("splitk_tma", "hopper_swap"):
         v = FAMILIES[view]
         assert "epi_n" not in v.parse("") and EPI_AUTO in v.render(v.parse(""))
+
+
+def test_l2_promo_splices_the_descriptor_hook_in_only_when_set():
+    """l2_promo=0 renders the source it had before the knob (so every earlier config keeps its
+    build-cache entry); 256 splices hopper_l2_promo.cuh and its promotion define in once, before
+    CUTLASS's first header (so CUTLASS's direct driver call resolves to the hook), for the hopper
+    family and hopper_swap; the split-K views, which lack the knob, render without it."""
+    from kernels_search.families.hopper import L2_PROMO_ANCHOR, l2_promo_source
+    from kernels_search.family import template
+
+    body = template("hopper_cutlass.cu")
+    assert l2_promo_source(body, 0) == body
+    for name, spec in (("hopper", "tile_m=64,tile_n=128,schedule=single,stages=8"),
+                       ("hopper_swap", "tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=single,stages=6")):
+        fam = FAMILIES[name]
+        plain, promo = fam.render(fam.parse(spec)), fam.render(fam.parse(spec + ",l2_promo=256"))
+        assert fam.parse(spec)["l2_promo"] == 0 and "hg_encode_tiled" not in plain
+        assert promo.count("#define HG_L2_PROMOTION CU_TENSOR_MAP_L2_PROMOTION_L2_256B") == 1
+        hook = promo.index("#define cuTensorMapEncodeTiled hg_encode_tiled")
+        assert promo.index("#define CUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL 1") < hook < promo.index(L2_PROMO_ANCHOR)
+        # nothing else moves: removing the spliced block gives the plain source back
+        start = promo.index("#define HG_L2_PROMOTION")
+        assert promo[:start] + promo[promo.index(L2_PROMO_ANCHOR):] == plain
+    with pytest.raises(KnobError, match="l2_promo"):
+        FAMILIES["hopper"].parse("l2_promo=64")
+    for view in ("splitk_tma", "splitk_tma_swap"):
+        v = FAMILIES[view]
+        assert "l2_promo" not in v.parse("") and "hg_encode_tiled" not in v.render(v.parse(""))
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
+def test_l2_promo_build_routes_cutlass_descriptors_through_the_hook(cache):
+    """With l2_promo=256 the binary holds the hook (its cached driver pointer) and no spills: the
+    macro reached CUTLASS's descriptor call. Without the knob no hook is compiled in."""
+    import subprocess
+
+    fam = FAMILIES["hopper_swap"]
+    spec = "tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=single,stages=8"
+    for promo, hooked in ((256, True), (0, False)):
+        k = fam.parse(f"{spec},l2_promo={promo}")
+        res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+        assert res.ok, res.log[-5000:]
+        assert res.spill_bytes == 0, res.kernels
+        syms = subprocess.run(["nm", "-C", str(res.lib_path)], capture_output=True, text=True, check=True).stdout
+        assert ("hg_encode_tiled" in syms) == hooked
 
 
 def test_odd_tile_sizes_are_valid_and_take_the_extended_wgmma_shapes_flag():

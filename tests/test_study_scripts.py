@@ -116,8 +116,42 @@ def test_class_plan_selects_the_class_less_exclusions_and_anchors_each_shape_on_
     assert rc == 0
     lines = out.read_text().splitlines()
     assert lines[0] == "# a test study" and "class_plan.py --where" in lines[1]
-    assert "3 shapes, 1 configs each, then the anchor (2 shapes have one)" in lines[1]
+    assert "3 shapes (3 with a config to measure), 1 configs each, then the anchor (2 shapes have an anchor)" in lines[1]
     assert lines[2:] == [f"2048_128_64 {spec},k:a", f"4096_256_64 {spec}", f"12288_128_64 {spec}"]
+
+
+def test_class_plan_anchor_variant_pairs_each_anchor_with_its_variant(tmp_path, capsys):
+    """--anchor-variant without --specs: each shape's anchor, then the anchor with the knob set
+    (canonical), only where the anchor's family has the knob; a shape whose anchor lacks it is not
+    planned (the anchor alone answers nothing). A value outside the knob's space is an error, as is
+    a plan with neither specs nor a variant. study_table's --new-knob then sets the variants apart."""
+    import class_plan
+    from harness.registry import resolve
+
+    hop = "hopper:tile_m=64,tile_n=128,schedule=single,stages=8"
+    swap = "hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=single,stages=6"
+    tri = "triton:block_m=64,block_n=64,block_k=64"
+    grid = tmp_path / "grid.txt"
+    grid.write_text("2048_128_64\n4096_128_64\n8192_128_64\n16384_128_64\n")
+    prior = _compare_rows([(s, b, "nn", 2.0) for s in ("2048_128_64", "4096_128_64", "8192_128_64")
+                           for b in ("cublaslt-autotune",)]
+                          + [("2048_128_64", hop, "nn", 1.0), ("4096_128_64", swap, "tn", 1.0),
+                             ("8192_128_64", tri, "nn", 1.0)], tmp_path / "p.parquet")
+    out = tmp_path / "plan.txt"
+    common = ["--where", "m >= 2048", "--prior", str(prior), "--shapes", str(grid), "--out", str(out)]
+    assert class_plan.main([*common, "--anchor-variant", "l2_promo=256"]) == 0
+    lines = out.read_text().splitlines()
+    assert "4 shapes (2 with a config to measure), 0 configs each, then the anchor and the anchor with l2_promo=256" in lines[1]
+    (h256,) = resolve([hop + ",l2_promo=256"])
+    (s256,) = resolve([swap + ",l2_promo=256"])
+    assert lines[2:] == [f"2048_128_64 {hop},{h256.name}", f"4096_128_64 {swap},{s256.name}"]
+    planned = {"2048_128_64": [resolve([hop])[0].name, h256.name], "4096_128_64": [resolve([swap])[0].name, s256.name]}
+    assert study_table.with_knob(planned, "l2_promo=256") == {h256.name, s256.name}
+    assert study_table.with_knob(planned, "l2_promo=0") == {resolve([hop])[0].name, resolve([swap])[0].name}
+    assert class_plan.main([*common, "--anchor-variant", "l2_promo=64"]) == 2
+    assert "l2_promo" in capsys.readouterr().err
+    assert class_plan.main(common) == 2
+    assert "nothing to measure" in capsys.readouterr().err
 
 
 def test_class_plan_names_a_bad_where_and_an_unknown_spec(tmp_path, capsys):

@@ -67,6 +67,29 @@ def epilogue_tile(k: Mapping) -> tuple[int, int] | None:
 # random ones: they win where a power-of-two tile leaves a wave or a tile partly empty.
 ODD_TILE_N = (80, 96, 112, 144, 160, 176, 224)
 
+# TMA's L2 promotion (``l2_promo``): the request size an L2 miss of a TMA load is promoted to.
+# CUTLASS's descriptors ask for 128 B (cute's make_tma_copy_desc), which with a 64-element K tile is
+# exactly one row of a box, so every row of every k-tile is its own DRAM request; 256 B also brings
+# the row's next k-tile (DeepGEMM's descriptors ask for 256 B). Why it was tried (twenty-sixth
+# session): on the long narrow shapes (M >= 2048 with N <= 256, or the transpose) cuBLAS streams the
+# large operand at 4.0-4.3 TB/s (12288_64_12288 in 71.5 us, 12288_128_16384 in 102.8 us) where the
+# best config measured here, with cuBLAS's own tile and cluster, reached 0.86-0.93x of that: the
+# same bytes, less bandwidth. 0 keeps CUTLASS's descriptors (and the source and build-cache entry);
+# 256 substitutes hopper_l2_promo.cuh (L2_PROMO_VALUES names the driver's enum).
+L2_PROMO_VALUES = {256: "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}
+L2_PROMO_ANCHOR = '#include "cutlass/cutlass.h"\n'
+
+
+def l2_promo_source(body: str, promo: int) -> str:
+    """The template with the TMA-descriptor L2 promotion of ``promo`` bytes (``l2_promo``) spliced
+    in before CUTLASS's first header; the body unchanged for 0."""
+    if not promo:
+        return body
+    assert body.count(L2_PROMO_ANCHOR) == 1, "hopper_cutlass.cu changed its first CUTLASS include"
+    block = f"#define HG_L2_PROMOTION {L2_PROMO_VALUES[promo]}\n" + template("hopper_l2_promo.cuh")
+    return body.replace(L2_PROMO_ANCHOR, block + L2_PROMO_ANCHOR)
+
+
 # Tile N sizes below 64. Why: on the cuda-l2 grid's shapes with N of 64-256 and a long M (or the
 # transposed case), where the best config measured here was 0.82-0.92x of cuBLASLt autotune
 # (4096_64_4096, 4096_128_4096, 2048_64_2048, 512_256_2048; H200, prior Parquets read in the
@@ -234,6 +257,7 @@ class Hopper(Family):
             body = body.replace(EPI_AUTO, f"Shape<Int<{epi[0]}>, Int<{epi[1]}>>, float, float,")
         if k.get("swap_ab"):  # not a hopper knob: set by the views with HopperView.swap_ab
             body = swap_ab_source(body)
+        body = l2_promo_source(body, int(k["l2_promo"]))
         head, rest = body.split("// @@PER_LAYOUT_BEGIN@@", 1)
         per, tail = rest.split("// @@PER_LAYOUT_END@@", 1)
         per = per.split("\n", 1)[1]  # drop the marker line's comment
@@ -377,5 +401,8 @@ FAMILY = Hopper(
         Knob("epi_n", (0, 64, 128), 0,
              help="epilogue sub-tile N: 0 = CUTLASS's (32); 64 or 128 store the tile in fewer, larger TMA "
                   "stores (epilogue_tile)"),
+        Knob("l2_promo", (0, 256), 0,
+             help="L2 promotion of the TMA descriptors' misses: 0 = CUTLASS's (128 B), 256 = 256 B "
+                  "(L2_PROMO_VALUES)"),
     ),
 )

@@ -22,7 +22,7 @@ from kernels_search.family import Knob
 
 # the hopper knobs this family does not expose, fixed at what the H200 sweeps used
 FIXED = {"tile_k": 64, "stages": 0, "scheduler": "splitk", "raster": 0, "swizzle": 1, "sms": 0,
-         "sk_decomp": 0, "sk_reduction": 0, "epi_n": 0}
+         "sk_decomp": 0, "sk_reduction": 0, "epi_n": 0, "l2_promo": 0}
 
 
 def as_hopper(k: Mapping) -> dict:
