@@ -378,3 +378,18 @@ def test_triton_graph_capture(cfg):
     pytest.importorskip("triton")
     for layout in ("nn", "tn"):
         _graph_case(f"triton:{cfg}", Problem(Shape(256, 128, 4096), layout))
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", ["1000_200_1024", "4096_64_4096", "136_1032_64"])
+@pytest.mark.parametrize("spec", [
+    "hopper:tile_m=64,tile_n=64,cluster_m=1,schedule=single,stages=7,l2_promo=256",
+    "hopper:tile_m=64,tile_n=32,cluster_m=1,cluster_n=2,schedule=pingpong,l2_promo=256",
+    "hopper:tile_m=128,tile_n=128,cluster_m=1,schedule=cooperative,scheduler=streamk,l2_promo=256",
+    "hopper_swap:tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=pingpong,stages=8,l2_promo=256"])
+def test_l2_promotion_matches_reference(spec, shape, layout):
+    """``l2_promo=256`` (every TMA descriptor through hopper_l2_promo.cuh's hook): non-persistent,
+    multicast in a cluster, stream-K and the transposed kernel store every output element, ragged
+    tiles and K of one k-tile included, on repeated calls (the descriptors are encoded once and
+    reused)."""
+    assert _run_case(spec, Problem(_shape(shape), layout), calls=3)
