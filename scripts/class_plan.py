@@ -71,8 +71,8 @@ def read_specs(path: Path) -> list[str]:
     return specs
 
 
-def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
-    """{shape: the config with the best ratio to cuBLASLt autotune in any one prior file}."""
+def anchor_ratios(prior_files, shapes: set[str]) -> dict[str, tuple[float, str]]:
+    """{shape: (ratio, config)}: the config with the best ratio to cuBLASLt autotune in any one prior file."""
     from kernels_search.search.prior import read_prior
     from study_table import ratios
 
@@ -84,7 +84,12 @@ def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
             for method, r in per.items():
                 if shape not in best or r > best[shape][0]:
                     best[shape] = (r, method)
-    return {s: m for s, (_, m) in best.items()}
+    return best
+
+
+def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
+    """{shape: the config with the best ratio to cuBLASLt autotune in any one prior file}."""
+    return {s: m for s, (_, m) in anchor_ratios(prior_files, shapes).items()}
 
 
 def variant(spec: str, knobs: dict[str, str]) -> str | None:

@@ -3,6 +3,7 @@ plan's binaries ahead, list the missing ones) and scripts/study_table.py (what t
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -172,3 +173,77 @@ def test_class_plan_names_a_bad_where_and_an_unknown_spec(tmp_path, capsys):
     specs.write_text("nosuchfamily:x=1\n")
     assert class_plan.main(["--where", "m > 1", "--specs", str(specs), *common]) == 2
     assert "nosuchfamily" in capsys.readouterr().err and not out.exists()
+
+
+def test_mirror_configs_keep_cublas_tile_in_the_orientation_that_holds_it():
+    """Autotune's a x b tile runs a along our N and b along our M: a b that hopper's tile_m holds
+    gives hopper (cluster axes swapped to ours), any other b the transposed hopper_swap with the tile
+    as cuBLAS has it; each comes as the persistent schedule, single, and single without the cluster;
+    spellings a family declines are skipped (a 256-row tile has no pingpong and no single)."""
+    import mirror_plan
+    from harness.registry import resolve
+
+    def canon(*specs):
+        return [m.name for m in resolve(list(specs))]
+
+    assert mirror_plan.mirror_configs("64x192", "2x1x1") == canon(
+        "hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=pingpong",
+        "hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=single,stages=6",
+        "hopper_swap:tile_m=64,tile_n=192,cluster_m=1,cluster_n=1,schedule=single,stages=6")
+    assert mirror_plan.mirror_configs("32x128", "2x1x1") == canon(
+        "hopper:tile_m=128,tile_n=32,cluster_m=1,cluster_n=2,schedule=pingpong",
+        "hopper:tile_m=128,tile_n=32,cluster_m=1,cluster_n=2,schedule=single,stages=6",
+        "hopper:tile_m=128,tile_n=32,cluster_m=1,cluster_n=1,schedule=single,stages=6")
+    assert mirror_plan.mirror_configs("32x256", "2x1x1") == canon(
+        "hopper:tile_m=256,tile_n=32,cluster_m=1,cluster_n=2,schedule=cooperative")
+    assert mirror_plan.mirror_configs("64x64", "1x1x1") == canon(
+        "hopper:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1,schedule=pingpong",
+        "hopper:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1,schedule=single,stages=6")
+    assert mirror_plan.mirror_configs("UNDEFINED", "1x1x1") == []
+
+
+def test_mirror_plan_reads_autotunes_choice_and_plans_only_unmeasured_mirrors(tmp_path, capsys):
+    """Autotune's choice is its fastest row's algorithm across files; a shape whose anchor is at or
+    above --below is not planned, nor one whose mirrors were all measured; a measured mirror is
+    dropped (by today's canonical name, so a row without a newer knob still counts), the anchor ends
+    the row, and the header has the command."""
+    import mirror_plan
+    from harness.registry import resolve
+
+    def info(tile, cluster):
+        return json.dumps({"algo_tile_id": tile, "algo_cluster_shape_id": cluster})
+
+    single = "hopper_swap:tile_m=64,tile_n=192,cluster_m=2,cluster_n=1,schedule=single,stages=6"
+    old_name = single  # a row recorded before l2_promo existed
+    rows = [  # (shape, method, us, info): 116 = 64x192, 3 = 2x1x1; 15 = 64x64, 2 = 1x1x1
+        ("12288_128_2048", "cublaslt-autotune", 16.0, info(116, 3)),
+        ("12288_128_2048", "cublaslt-autotune", 17.0, info(15, 2)),  # slower: not the choice
+        ("12288_128_2048", "hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=pingpong,stages=6", 17.2, ""),
+        ("12288_128_2048", old_name, 30.0, ""),
+        ("8192_128_2048", "cublaslt-autotune", 8.0, info(15, 2)),
+        ("8192_128_2048", "hopper:tile_m=64,tile_n=128,cluster_m=1,schedule=single,stages=8", 8.0, ""),  # 1.0x
+        ("16384_128_2048", "cublaslt-autotune", 20.0, info(15, 2)),
+    ]
+    df = pd.DataFrame(rows, columns=["shape", "method", "device_us_median", "info"])
+    df["layout"], df["status"], df["run_id"] = "nn", "ok", "r1"
+    df["is_baseline"] = df["method"].str.startswith("cublaslt")
+    df["status_reason"] = ""
+    df.to_parquet(tmp_path / "p.parquet")
+    grid = tmp_path / "grid.txt"
+    grid.write_text("8192_128_2048\n12288_128_2048\n16384_128_2048\n")
+    out = tmp_path / "plan.txt"
+    rc = mirror_plan.main(["--where", "m >= 2048 and n <= 256", "--below", "0.97", "--prior", str(tmp_path / "p.parquet"),
+                           "--shapes", str(grid), "--out", str(out), "--specs-out", str(tmp_path / "new.txt")])
+    assert rc == 0
+    lines = out.read_text().splitlines()
+    assert "mirror_plan.py --where" in lines[1] and "2 shapes, 4 distinct new configs" in lines[1]
+    new = study_table.read_specs(tmp_path / "new.txt")
+    assert len(new) == 4 and all(n in out.read_text() for n in new)
+    pp, sg, s1 = (m.name for m in resolve([single.replace("single,stages=6", "pingpong"), single,
+                                           single.replace("cluster_m=2", "cluster_m=1")]))
+    anchor = "hopper:tile_m=128,tile_n=128,cluster_m=2,schedule=pingpong,stages=6"
+    assert lines[2] == f"12288_128_2048 {pp},{s1},{anchor}"  # the measured single 2x1 left out
+    p64, s64 = (m.name for m in resolve(["hopper:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1,schedule=pingpong",
+                                         "hopper:tile_m=64,tile_n=64,cluster_m=1,cluster_n=1,schedule=single,stages=6"]))
+    assert lines[3] == f"16384_128_2048 {p64},{s64}"  # no anchor: nothing measured there
+    assert len(lines) == 4  # 8192_128_2048's anchor is at 1.0x: not planned
