@@ -131,12 +131,10 @@ def plan_lines(shapes: list[str], specs: list[str], anchor: dict[str, str],
     return rows
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_class_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments that choose a study's shapes and its anchors, and name its plan (``class_shapes_of``);
+    mirror_plan.py takes them too."""
     ap.add_argument("--where", required=True, help="Python expression over m, n, k")
-    ap.add_argument("--specs", type=Path, help="the configs under study, one a line")
-    ap.add_argument("--anchor-variant", action="append", default=[], metavar="KNOB=VALUE",
-                    help="also measure the anchor with this knob set (repeatable)")
     ap.add_argument("--prior", nargs="+", required=True, help="prior list(s) or Parquet(s) for the anchors")
     ap.add_argument("--shapes", type=Path, default=GRID, help="shape file (default: the cuda-l2 grid)")
     ap.add_argument("--exclude", type=Path, action="append", default=[], help="a shape file to leave out")
@@ -144,18 +142,34 @@ def main(argv=None) -> int:
                     help="a search folder whose searched and held-out shapes are left out")
     ap.add_argument("--note", default="", help="what the study is, for the plan's header")
     ap.add_argument("--out", type=Path, required=True)
-    a = ap.parse_args(argv)
+
+
+def class_shapes_of(a: argparse.Namespace) -> list[str]:
+    """The shapes ``add_class_args``' arguments choose; ``ClassPlanError`` (or OSError / ValueError from
+    a shape file) naming the problem, also when none is left."""
     from first_picks import read_shapes
     from harness.shapes import parse_shapes
+
+    exclude = {s.name for f in a.exclude for s in parse_shapes(str(f))}
+    for folder in a.exclude_search:
+        exclude |= {s.name for name in ("shapes.txt", "holdout.txt") for s in read_shapes(folder, name)}
+    shapes = class_shapes([s.name for s in parse_shapes(str(a.shapes))], a.where, exclude)
+    if not shapes:
+        raise ClassPlanError(f"--where {a.where!r}: no shape of {a.shapes} left")
+    return shapes
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_class_args(ap)
+    ap.add_argument("--specs", type=Path, help="the configs under study, one a line")
+    ap.add_argument("--anchor-variant", action="append", default=[], metavar="KNOB=VALUE",
+                    help="also measure the anchor with this knob set (repeatable)")
+    a = ap.parse_args(argv)
     from kernels_search.search.prior import prior_paths
 
     try:
-        exclude = {s.name for f in a.exclude for s in parse_shapes(str(f))}
-        for folder in a.exclude_search:
-            exclude |= {s.name for name in ("shapes.txt", "holdout.txt") for s in read_shapes(folder, name)}
-        shapes = class_shapes([s.name for s in parse_shapes(str(a.shapes))], a.where, exclude)
-        if not shapes:
-            raise ClassPlanError(f"--where {a.where!r}: no shape of {a.shapes} left")
+        shapes = class_shapes_of(a)
         if a.specs is None and not a.anchor_variant:
             raise ClassPlanError("nothing to measure: give --specs, --anchor-variant or both")
         specs = read_specs(a.specs) if a.specs else []

@@ -125,30 +125,17 @@ def measured_configs(prior_files, shapes: set[str]) -> dict[str, set[str]]:
 
 
 def main(argv=None) -> int:
+    import class_plan
+    from kernels_search.search.prior import prior_paths
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--where", required=True, help="Python expression over m, n, k")
+    class_plan.add_class_args(ap)
     ap.add_argument("--below", type=float, default=None, help="only shapes whose anchor ratio is under this")
-    ap.add_argument("--prior", nargs="+", required=True, help="prior list(s) or Parquet(s)")
-    ap.add_argument("--shapes", type=Path, default=None, help="shape file (default: the cuda-l2 grid)")
-    ap.add_argument("--exclude", type=Path, action="append", default=[], help="a shape file to leave out")
-    ap.add_argument("--exclude-search", type=Path, action="append", default=[],
-                    help="a search folder whose searched and held-out shapes are left out")
-    ap.add_argument("--note", default="", help="what the study is, for the plan's header")
-    ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--specs-out", type=Path, help="also write the distinct new configs, one a line "
                     "(study_table.py --new, gpu_check.sh's PLAN_NEW)")
     a = ap.parse_args(argv)
-    import class_plan
-    from first_picks import read_shapes
-    from harness.shapes import parse_shapes
-    from kernels_search.search.prior import prior_paths
-
     try:
-        exclude = {s.name for f in a.exclude for s in parse_shapes(str(f))}
-        for folder in a.exclude_search:
-            exclude |= {s.name for name in ("shapes.txt", "holdout.txt") for s in read_shapes(folder, name)}
-        grid = a.shapes or class_plan.GRID
-        shapes = class_plan.class_shapes([s.name for s in parse_shapes(str(grid))], a.where, exclude)
+        shapes = class_plan.class_shapes_of(a)
         files = prior_paths(a.prior)
     except (class_plan.ClassPlanError, OSError, ValueError) as e:
         print(f"mirror_plan: {e}", file=sys.stderr)
