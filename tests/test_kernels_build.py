@@ -567,6 +567,18 @@ def test_l2_promo_splices_the_descriptor_hook_in_only_when_set():
         assert promo[:start] + promo[promo.index(L2_PROMO_ANCHOR):] == plain
     with pytest.raises(KnobError, match="l2_promo"):
         FAMILIES["hopper"].parse("l2_promo=64")
+
+
+def test_pingpong_tile_fits_one_warpgroups_accumulators():
+    """Pingpong gives each consumer warpgroup a whole tile, so 128x256 (256 fp32 a thread) is declined
+    (it built with spills and measured 0.06x); 128x192 and the cooperative 128x256 stay valid."""
+    fam = FAMILIES["hopper"]
+    with pytest.raises(KnobError, match="at most 128x192"):
+        fam.parse("tile_m=128,tile_n=256,cluster_m=2,schedule=pingpong")
+    assert fam.check(fam.parse("tile_m=128,tile_n=192,cluster_m=2,schedule=pingpong")) == ""
+    assert fam.check(fam.parse("tile_m=128,tile_n=256,cluster_m=2,schedule=cooperative")) == ""
+    with pytest.raises(KnobError, match="at most 128x192"):
+        FAMILIES["hopper_swap"].parse("tile_m=128,tile_n=256,cluster_m=2,schedule=pingpong")
     for view in ("splitk_tma", "splitk_tma_swap"):
         v = FAMILIES[view]
         assert "l2_promo" not in v.parse("") and "hg_encode_tiled" not in v.render(v.parse(""))
