@@ -396,7 +396,7 @@ def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
     from kernels_search.family import template
 
     assert template("hopper_cutlass.cu").split("// @@PER_LAYOUT_BEGIN@@")[0].split("using Half")[1] in pingpong
-    assert "one consumer warpgroup" in fam.check(fam.parse("schedule=pingpong,tile_m=128") | {"schedule": "single"})
+    assert "one consumer warpgroup" in fam.check(fam.parse("schedule=pingpong,tile_m=128,tile_n=192") | {"schedule": "single"})
     k = fam.parse("schedule=single,tile_m=64,tile_n=128,cluster_m=1")
     assert "no tile scheduler" in fam.check(k | {"scheduler": "splitk", "sk_splits": 0})
     assert fam.check(k) == ""
@@ -482,7 +482,7 @@ def test_hopper_streamk_rules():
     """Stream-K needs the cooperative kernel; its runtime options are refused elsewhere."""
     fam = FAMILIES["hopper"]
     with pytest.raises(KnobError, match="cooperative schedule only"):
-        fam.parse("scheduler=streamk,schedule=pingpong,tile_m=128")
+        fam.parse("scheduler=streamk,schedule=pingpong,tile_m=128,tile_n=128")
     with pytest.raises(KnobError, match="scheduler=streamk only"):
         fam.parse("sk_decomp=3")
     with pytest.raises(KnobError, match="sk_decomp 0 .heuristic. or 2"):
@@ -614,11 +614,12 @@ def test_odd_tile_sizes_are_valid_and_take_the_extended_wgmma_shapes_flag():
     flag = "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"
     fam = FAMILIES["hopper"]
     for tn in ODD_TILE_N:
-        k = fam.parse(f"tile_m=128,tile_n={tn},cluster_m=2,schedule=pingpong")
+        sched = "pingpong" if tn <= 192 else "cooperative"  # a pingpong tile is at most 128x192
+        k = fam.parse(f"tile_m=128,tile_n={tn},cluster_m=2,schedule={sched}")
         assert (flag in fam.extra_flags(k)) == (tn not in STANDARD_MMA_N)
         assert f"#define HG_TILE_N {tn}" in fam.render(k)
         swap = FAMILIES["hopper_swap"]
-        ks = swap.parse(f"tile_m=128,tile_n={tn},cluster_m=2,schedule=pingpong")
+        ks = swap.parse(f"tile_m=128,tile_n={tn},cluster_m=2,schedule={sched}")
         assert (flag in swap.extra_flags(ks)) == (tn not in STANDARD_MMA_N)
     assert 96 in ODD_TILE_N and 96 in STANDARD_MMA_N and 160 not in STANDARD_MMA_N
     for preset in fam.presets:  # no earlier config gains the define
