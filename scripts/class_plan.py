@@ -71,14 +71,13 @@ def read_specs(path: Path) -> list[str]:
     return specs
 
 
-def anchor_ratios(prior_files, shapes: set[str]) -> dict[str, tuple[float, str]]:
-    """{shape: (ratio, config)}: the config with the best ratio to cuBLASLt autotune in any one prior file."""
-    from kernels_search.search.prior import read_prior
+def anchor_ratios(frames, shapes: set[str]) -> dict[str, tuple[float, str]]:
+    """{shape: (ratio, config)}: the config with the best ratio to cuBLASLt autotune in any one prior
+    file (``frames``: each file's rows, ``prior.read_prior``)."""
     from study_table import ratios
 
     best: dict[str, tuple[float, str]] = {}
-    for path in prior_files:
-        df = read_prior(path)
+    for df in frames:
         df = df[df["shape"].isin(shapes)]
         for shape, per in ratios(df).items():
             for method, r in per.items():
@@ -89,13 +88,14 @@ def anchor_ratios(prior_files, shapes: set[str]) -> dict[str, tuple[float, str]]
 
 def anchors(prior_files, shapes: set[str]) -> dict[str, str]:
     """{shape: the config with the best ratio to cuBLASLt autotune in any one prior file}."""
-    return {s: m for s, (_, m) in anchor_ratios(prior_files, shapes).items()}
+    from kernels_search.search.prior import read_prior
+
+    return {s: m for s, (_, m) in anchor_ratios(map(read_prior, prior_files), shapes).items()}
 
 
 def variant(spec: str, knobs: dict[str, str]) -> str | None:
     """``spec`` with ``knobs`` set, canonical; None where its family lacks one of them or the set
     is invalid there. A bad value for a knob the family has is an error (``ClassPlanError``)."""
-    from harness.registry import resolve
     from kernels_search import FAMILIES
     from kernels_search.family import KnobError
 
@@ -104,12 +104,11 @@ def variant(spec: str, knobs: dict[str, str]) -> str | None:
     if fam is None or any(k not in fam.defaults() for k in knobs):
         return None
     try:
-        (v,) = resolve([f"{family}:{rest},{','.join(f'{k}={x}' for k, x in knobs.items())}"])
+        return fam.spec(fam.parse(f"{rest},{','.join(f'{k}={x}' for k, x in knobs.items())}"))
     except KnobError as e:
         if any(f"{k}=" in str(e) for k in knobs):
             raise ClassPlanError(f"--anchor-variant on {spec}: {e}") from e
         return None
-    return v.name
 
 
 def plan_lines(shapes: list[str], specs: list[str], anchor: dict[str, str],

@@ -44,16 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 HOPPER_TILE_M = (64, 128, 256)
 
 
-def autotune_choice(prior_files, shapes: set[str]) -> dict[str, tuple[str, str]]:
+def autotune_choice(frames, shapes: set[str]) -> dict[str, tuple[str, str]]:
     """{shape: (tile, cluster)} of the fastest ``cublaslt-autotune`` row of each shape in the prior
-    files, e.g. ("64x192", "2x1x1"); shapes whose rows carry no algorithm are left out."""
+    files' rows (``frames``), e.g. ("64x192", "2x1x1"); shapes whose rows carry no algorithm are left out."""
     import nvmath.bindings.cublasLt as lt
 
-    from kernels_search.search.prior import read_prior
-
     best: dict[str, tuple[float, str]] = {}
-    for path in prior_files:
-        df = read_prior(path)
+    for df in frames:
         if "info" not in df.columns:
             continue
         df = df[(df["method"] == "cublaslt-autotune") & (df["status"] == "ok") & df["shape"].isin(shapes)]
@@ -103,16 +100,14 @@ def mirror_configs(tile: str, cluster: str) -> list[str]:
     return out
 
 
-def measured_configs(prior_files, shapes: set[str]) -> dict[str, set[str]]:
-    """{shape: canonical configs with a row in the prior files}, by today's knobs (a row recorded
-    before a knob existed names its default)."""
+def measured_configs(frames, shapes: set[str]) -> dict[str, set[str]]:
+    """{shape: canonical configs with a row in the prior files' rows (``frames``)}, by today's knobs (a
+    row recorded before a knob existed names its default)."""
     from kernels_search.families import ALL
     from kernels_search.family import KnobError
-    from kernels_search.search.prior import read_prior
 
     out: dict[str, set[str]] = {}
-    for path in prior_files:
-        df = read_prior(path)
+    for df in frames:
         df = df[df["shape"].isin(shapes) & ~df["is_baseline"].astype(bool)]
         for shape, method in set(zip(df["shape"], df["method"])):
             fam, _, body = str(method).partition(":")
@@ -126,7 +121,7 @@ def measured_configs(prior_files, shapes: set[str]) -> dict[str, set[str]]:
 
 def main(argv=None) -> int:
     import class_plan
-    from kernels_search.search.prior import prior_paths
+    from kernels_search.search.prior import prior_paths, read_prior
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     class_plan.add_class_args(ap)
@@ -136,15 +131,15 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         shapes = class_plan.class_shapes_of(a)
-        files = prior_paths(a.prior)
+        frames = [read_prior(p) for p in prior_paths(a.prior)]  # read once, used three times
     except (class_plan.ClassPlanError, OSError, ValueError) as e:
         print(f"mirror_plan: {e}", file=sys.stderr)
         return 2
-    anchor = class_plan.anchor_ratios(files, set(shapes))
+    anchor = class_plan.anchor_ratios(frames, set(shapes))
     if a.below is not None:
         shapes = [s for s in shapes if s not in anchor or anchor[s][0] < a.below]
-    choice = autotune_choice(files, set(shapes))
-    seen = measured_configs(files, set(shapes))
+    choice = autotune_choice(frames, set(shapes))
+    seen = measured_configs(frames, set(shapes))
     rows, configs = [], set()
     for s in shapes:
         new = [c for c in mirror_configs(*choice[s]) if c not in seen.get(s, set())] if s in choice else []

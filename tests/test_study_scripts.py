@@ -151,6 +151,12 @@ def test_class_plan_anchor_variant_pairs_each_anchor_with_its_variant(tmp_path, 
     assert study_table.with_knob(planned, "l2_promo=0") == {resolve([hop])[0].name, resolve([swap])[0].name}
     assert class_plan.main([*common, "--anchor-variant", "l2_promo=64"]) == 2
     assert "l2_promo" in capsys.readouterr().err
+    # a valid value the anchor's other knobs rule out skips that anchor (epi_n 128 does not divide 192)
+    wide = "hopper:tile_m=128,tile_n=192,cluster_m=2,schedule=pingpong"
+    assert class_plan.variant(wide, {"epi_n": "128"}) is None
+    assert class_plan.variant(wide, {"epi_n": "64"}) == resolve([wide + ",epi_n=64"])[0].name
+    with pytest.raises(class_plan.ClassPlanError, match="epi_n"):
+        class_plan.variant(wide, {"epi_n": "32"})
     assert class_plan.main(common) == 2
     assert "nothing to measure" in capsys.readouterr().err
 

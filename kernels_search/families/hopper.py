@@ -405,7 +405,7 @@ FAMILY = Hopper(
         Knob("epi_n", (0, 64, 128), 0,
              help="epilogue sub-tile N: 0 = CUTLASS's (32); 64 or 128 store the tile in fewer, larger TMA "
                   "stores (epilogue_tile)"),
-        Knob("l2_promo", (0, 256), 0,
+        Knob("l2_promo", (0, *L2_PROMO_VALUES), 0,
              help="L2 promotion of the TMA descriptors' misses: 0 = CUTLASS's (128 B), 256 = 256 B "
                   "(L2_PROMO_VALUES)"),
     ),
