@@ -44,10 +44,11 @@
 #            then scripts/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
-# The GPU image lacks nvmath-python and the CUTLASS headers: carry them as wheels in .whl/ (ignored),
-# fetched here once (name .whl in the call's carry):
+# The GPU image lacks nvmath-python, the CUTLASS headers and LightGBM (the ranked first-pick rule):
+# carry them as wheels in .whl/ (ignored), fetched here once (name .whl in the call's carry):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl nvidia-cutlass==4.2.0.0 nvmath-python==1.0.0
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl nvidia-cutlass==4.2.0.0 nvmath-python==1.0.0 \
+#     lightgbm==4.7.0
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
 set -uo pipefail

@@ -279,8 +279,8 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
 def first_pick_id(search_id: str, candidates: int, policy) -> str:
     """The search id of a held-out check: the search, the pick rule (``nb-`` for the neighbour rule,
     ``lcb<caution>-`` for the cautious one, ``pr<bandwidth>s<shrink>-lcb<caution>-`` for the paired one,
-    ``gp<scale>-`` before that for the geometry-weighted paired one,
-    nothing for the model's argmax; ``m<first_pick_min_shapes>``;
+    ``gp<scale>-`` before that for the geometry-weighted paired one, ``rk-`` for the learned ranker
+    (``search.ranker``), nothing for the model's argmax; ``m<first_pick_min_shapes>``;
     ``-n<N>`` for the near evidence it asks for, ``-d`` when it declines one-slice split-K, ``-pc`` when it
     declines partly empty clusters), how many candidates the policy had seen and
     (``-p<rows>``) how many prior rows it learnt (``search.prior``), so that a check is read back only
@@ -288,7 +288,7 @@ def first_pick_id(search_id: str, candidates: int, policy) -> str:
     lcb = f"lcb{policy.first_pick_caution:g}-"
     paired = f"pr{policy.first_pick_paired_bandwidth:g}s{policy.first_pick_paired_shrink:g}-{lcb}"
     rule = {"neighbours": "nb-", "cautious": lcb, "paired": paired,
-            "geopaired": f"gp{policy.first_pick_geometry_scale:g}-{paired}"}.get(policy.first_pick_rule, "")
+            "geopaired": f"gp{policy.first_pick_geometry_scale:g}-{paired}", "ranked": "rk-"}.get(policy.first_pick_rule, "")
     prior = sum(1 for r in policy.seen if r.startswith("prior:"))  # rows folded in by search.prior
     near = policy.first_pick_min_near
     return (f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}" + (f"-n{near}" if near else "")

@@ -182,7 +182,7 @@ from kernels_search.search.features import (FeatureSpace, launch, launch_mismatc
 from kernels_search.search.proposer import Candidate, Outcome, SearchContext
 
 CHECKPOINT_VERSION = 5  # 2: measured_on (the first pick's evidence); 3: with each shape's best reward; 4: tile fill and split-K partials features; 5: swap families' geometry along N x M
-FIRST_PICK_RULES = ("neighbours", "model", "cautious", "paired", "geopaired")
+FIRST_PICK_RULES = ("neighbours", "model", "cautious", "paired", "geopaired", "ranked")
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
 
@@ -323,6 +323,8 @@ class Policy:
         self.built: set[str] = set()  # compile keys that built (any shape)
         self.broken: set[str] = set()  # compile keys that failed to build
         self._enumerated: dict[str, list[dict] | None] = {}  # family -> all valid configs (small spaces)
+        self._observed = 0  # correct rewards folded in so far: the ranked rule refits when it moves
+        self._ranker: tuple[tuple, Any] | None = None  # ((observed, excluded shape), fitted ranker.Ranker)
 
     # ------------------------------------------------------------------ helpers
     def compile_key(self, family: str, knobs: Mapping[str, Any]) -> str:
@@ -475,6 +477,8 @@ class Policy:
         neighbour rule a config whose evidence weighs less than ``first_pick_min_weight`` ranks
         below every config with enough, in the model's order; under the paired rule
         ``paired_values`` over the cautious values; the model's values otherwise."""
+        if self.first_pick_rule == "ranked":
+            return self.ranker_for(shape).score(shape, [(c.family, c.knobs) for c in cands])
         mu, sd = self.predict(shape, cands)
         if self.first_pick_rule in ("cautious", "paired", "geopaired"):  # a lower bound: mean - caution x posterior std, best layout
             bound = (mu - self.first_pick_caution * sd).max(axis=1)
@@ -543,6 +547,21 @@ class Policy:
             lhs[np.ix_(idx, idx)] += lap
             rhs[idx] += lap @ r
         return np.linalg.solve(lhs, rhs)
+
+    def ranker_for(self, shape: Shape):
+        """The ranked rule's model (``search.ranker``), fitted on every correct measurement but
+        ``shape``'s own, refitted only when rewards were folded in since or for a shape that has
+        measurements of its own (a fresh shape has none, so one fit serves a whole held-out draw)."""
+        from kernels_search.search.ranker import Ranker
+
+        own = shape.name if any(shape.name in d for d in self.measured_on.values()) else None
+        key = (self._observed, own)
+        if self._ranker is None or self._ranker[0] != key:
+            def config_of(spec: str):
+                c = self.candidate_for(spec)
+                return None if c is None else (c.family, c.knobs)
+            self._ranker = (key, Ranker(self.families, self.space.swapped).fit(self.measured_on, config_of, own))
+        return self._ranker[1]
 
     def candidate_for(self, spec: str) -> Candidate | None:
         """The candidate a measured spec names, under its canonical spec today (a DB row recorded
@@ -735,6 +754,7 @@ class Policy:
                 spec = self.families[c.family].spec(c.knobs)
                 best = self.measured_on.setdefault(spec, {})
                 best[shape.name] = max(o.reward, best.get(shape.name, -math.inf))
+                self._observed += 1
             X.append(self.space.features(shape, c.family, c.knobs, o.layout))
             r.append(o.reward)
             self._remember(shape, o.reward, c.family, c.knobs)
@@ -815,4 +835,5 @@ class Policy:
         self.history = {k: [tuple(t) for t in v] for k, v in meta["history"].items()}
         self.measured_on = {k: dict(v) for k, v in meta["measured_on"].items()}
         self.built, self.broken = set(meta["built"]), set(meta["broken"])
+        self._ranker = None  # fitted on what the policy held before
         return True
