@@ -65,8 +65,11 @@ how alike a config launches there (``Policy.paired_values``). ``--top K`` with `
 --compare-args --plan-out`` plans each rule's K best-ranked configs per shape, a study of its near
 misses (twenty-second session, off the grid).
 
-The default rule, ``paired/m10/n2/d/c/prior``, is what ``search --holdout`` picks with by default:
-``/c`` joined it after its registered test on 100 fresh off-grid shapes (twenty-fifth session,
+The default rule, ``ranked/m10/n2/d/c/prior``, is what ``search --holdout`` picks with by default:
+the learned ranker (``kernels_search/search/ranker.py``) under the paired rule's constraints, after its
+registered test (twenty-seventh session: paired 1.055x, 1.040-1.072, over the 154 of 200 picks it
+changed; grid check with ``--leave-out`` 1.010x against 0.988x, fresh off-grid 0.965x against 0.908x).
+Before it, ``paired/m10/n2/d/c/prior``: ``/c`` joined it after its registered test on 100 fresh off-grid shapes (twenty-fifth session,
 paired 1.008x, 0.884-1.132, over the 4 picks it changed); before that ``paired/m10/n2/d/prior``,
 ``paired/m10/n2/prior`` with one-slice split-K declined (its registered test: 100 fresh off-grid
 shapes, twenty-second session, paired 1.004x, 1.000-1.008). ``paired/m10/n2/prior`` won its
@@ -239,8 +242,8 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="also shapes whose pick is already measured")
     ap.add_argument("--device", default="cuda", help="the device the search ran on (its families)")
     ap.add_argument("--plugin", action="append", default=[], help="module registering search families")
-    ap.add_argument("--rule", default="paired/m10/n2/d/c/prior", help="first-pick rule: paired, geopaired, cautious, model "
-                    "or neighbours, optionally /mN, /nK, /d, /c and /prior (see above); default paired/m10/n2/d/c/prior, as the search's "
+    ap.add_argument("--rule", default="ranked/m10/n2/d/c/prior", help="first-pick rule: ranked, paired, geopaired, cautious, model "
+                    "or neighbours, optionally /mN, /nK, /d, /c and /prior (see above); default ranked/m10/n2/d/c/prior, as the search's "
                     "--holdout on an H200")
     ap.add_argument("--rules", default="", help="comma list of rules (RULE[/mN][/nK][/d][/c][/prior]), with --compare-args or --report")
     ap.add_argument("--compare-args", action="store_true", help="print PICK_SHAPES and PICK_METHODS for compare")

@@ -29,7 +29,7 @@
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json, or LIBRARY_PATH) with the baselines on the
 #            searched shapes (or LIBRARY_SHAPES), then scripts/library_check.py's per-shape table vs cuBLASLt autotune
-#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default paired/m10/n2/d/c/prior,paired/m10/n2/d/prior: the default and the one before it) of
+#   pickrules the held-out picks of two first-pick rules (PICK_RULES, default ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior: the default and the one before it) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
 #            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
@@ -253,7 +253,7 @@ PY
         done
       fi ;;
     pickrules)
-      # The held-out picks of two first-pick rules (PICK_RULES, default paired/m10/n2/d/c/prior,paired/m10/n2/d/prior: the default and the one before it) of the
+      # The held-out picks of two first-pick rules (PICK_RULES, default ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior: the default and the one before it) of the
       # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
       # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout; S1,S2: disjoint draws in this
@@ -261,7 +261,7 @@ PY
       # PICK_HOLDOUT_SHAPES=FILE: those shapes instead (first_picks.py --holdout-shapes), e.g. off the grid.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
-      rules=${PICK_RULES:-paired/m10/n2/d/c/prior,paired/m10/n2/d/prior}
+      rules=${PICK_RULES:-ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior}
       log "pickrules: $rules picks of $pick_dir on ${PICK_HOLDOUT_SEED:+fresh shapes (seed $PICK_HOLDOUT_SEED), not }${PICK_HOLDOUT_SHAPES:+the shapes of $PICK_HOLDOUT_SHAPES, not }its held-out shapes"
       restore_search "$pick_dir"
       # fresh held-out shapes (first_picks.py), avoiding PICK_HOLDOUT_EXCLUDE's shapes too

@@ -352,8 +352,9 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert (tmp_path / "lib.json").exists() and (tmp_path / "s" / "summary.json").exists()
     from kernels_search.search.db import KernelDB
 
-    # the held-out check ran under the default rule (paired) and the evidence the flag asked for
-    assert any("-first-pick-pr1s1-lcb1-m1-" in i for i in set(KernelDB(tmp_path / "s" / "db").df["search_id"]))
+    # the held-out check ran under the default rule (ranked; unfitted here, one config a shape, so it
+    # ranked as paired) and the evidence the flag asked for
+    assert any("-first-pick-rk-m1-" in i for i in set(KernelDB(tmp_path / "s" / "db").df["search_id"]))
 
 
 def test_holdout_never_draws_a_shape_measured_before():

@@ -741,3 +741,18 @@ def test_ranker_grades_and_launch_features():
     assert swap[3] == pytest.approx(math.log2(2 * 64))  # N / 64 x M / 192 on the transposed problem
     assert swap[7] == pytest.approx(1.0) and swap[8] == pytest.approx(6.0)  # A read by 2 tiles, B by 64
     assert np.isnan(launch_features(Shape(64, 64, 64), {"x": 1}, swap=False)).all()
+
+
+def test_ranked_rule_ranks_as_paired_while_no_shape_has_two_configs():
+    """With one config measured per shape there is no order to learn: the ranked rule's values are the
+    paired rule's, and the search's first pick still picks."""
+    pytest.importorskip("lightgbm")
+    shapes = grid_shapes(6, 31)
+    rows = [(s, *CONFIGS[0 if i < 3 else 7]) for i, s in enumerate(shapes)]  # one config a shape, each on 3
+    pol = _ranked_policy(rows)
+    target = Shape(512, 512, 512)
+    cands = pol.first_pick_candidates(target)
+    assert len(cands) >= 2 and not pol.ranker_for(target).fitted
+    ranked = pol.first_pick_values(target, cands)
+    pol.first_pick_rule = "paired"
+    assert np.array_equal(ranked, pol.first_pick_values(target, cands))

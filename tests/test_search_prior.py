@@ -262,7 +262,7 @@ def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_
                for ln in lines), lines
     assert len(doc["first_pick"]) == 1
     ids = set(KernelDB(tmp_path / "s" / "db").df["search_id"])
-    assert any("-first-pick-pr1s1-lcb1-m10-n2-" in i and i.endswith("-p1") for i in ids), ids
+    assert any("-first-pick-rk-m10-n2-" in i and i.endswith("-p1") for i in ids), ids
     searched = policy_of(tmp_path / "s")
     assert searched.seen and not any(r.startswith("prior:") for r in searched.seen)  # the checkpoint never saw the file
     lines.clear()

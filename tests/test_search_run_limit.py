@@ -158,9 +158,9 @@ def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_la
     assert sum(shape == HELD[0].name for shape, _ in fake_eval.calls) == 2
     assert [r["shape"] for r in d5["first_pick"]] == [HELD[0].name]
     ids = set(KernelDB(out / "db").df.search_id)
-    # the default rule: paired/m10/n2/d/c (bandwidth 1, shrink 1, caution 1, one-slice split-K and partly
-    # empty clusters declined; no prior: the CPU has no list)
-    assert {"s-first-pick-pr1s1-lcb1-m10-n2-d-pc-c20", f"s-first-pick-pr1s1-lcb1-m10-n2-d-pc-c{d5['candidates']}"} <= ids
+    # the default rule: ranked/m10/n2/d/c (the learned ranker, one-slice split-K and partly empty
+    # clusters declined; no prior: the CPU has no list)
+    assert {"s-first-pick-rk-m10-n2-d-pc-c20", f"s-first-pick-rk-m10-n2-d-pc-c{d5['candidates']}"} <= ids
 
 
 def test_first_pick_eval_picks_every_shape_then_builds_them_in_one_batch(tmp_path, clock, fake_eval):

@@ -51,11 +51,13 @@ def search(
     max_rounds: Optional[int] = typer.Option(None, help="Stop after this many rounds."),
     design: bool = typer.Option(True, "--design/--no-design",
                                 help="Measure every family preset on a shape before the policy picks (initial design)."),
-    first_pick_rule: str = typer.Option("paired", help="How --holdout picks: model (the linear model's argmax), "
-                                                    "neighbours (the config best on the nearest searched "
+    first_pick_rule: str = typer.Option("ranked", help="How --holdout picks: ranked (the default: a LightGBM "
+                                                    "LambdaRank model of which config wins on a shape, learnt "
+                                                    "from every measured shape), model (the linear model's "
+                                                    "argmax), neighbours (the config best on the nearest searched "
                                                     "shapes), cautious (the model's mean minus one posterior "
-                                                    "std, a lower bound) or paired (the default: configs "
-                                                    "compared on the same nearby shapes, shrunk towards cautious)."),
+                                                    "std, a lower bound), paired (configs compared on the same "
+                                                    "nearby shapes, shrunk towards cautious) or geopaired."),
     first_pick_min_shapes: int = typer.Option(10, min=1, help="--holdout picks only configs measured correctly on at least "
                                                               "this many other shapes (or on all of them, in a search of "
                                                               "fewer); on a 40-shape search, 10 is about the presets, "

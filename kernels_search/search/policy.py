@@ -134,6 +134,17 @@ fit with each row weighted by how alike the config launches there and on the tar
 (``paired_values(geometry=True)``), measured a paired 1.005x over the default (0.976-1.040), short of
 its registered bar (an interval wholly above 1), and is not the default.
 
+The ranked rule (``"ranked"``, twenty-seventh session; ``ranker_for``, ``search.ranker``): a LightGBM
+LambdaRank model learns from every measured shape which of its configs won, by the shape's features,
+the config's knob values and how it launches there (waves, tile fill, re-reads of A and B), and
+orders the candidates the constraints above admit. Ten-fold cross-validation by shape over 702 grid
+shapes, ranking the configs measured on each left-out one: 0.996x for the paired rule, 1.013x for a
+first version of the ranker, 1.022x for the best candidate. Its registered test against
+``paired/m10/n2/d/c/prior`` (BENCHMARKS.md): paired 1.055x (1.040-1.072) over the 154 of 200 picks it
+changed; on the grid check with each shape's rows left out 1.010x (0.997-1.023) against 0.988x, on
+100 fresh off-grid shapes 0.965x (0.948-0.981) against 0.908x. So ``search --holdout`` picks with
+``ranked/m10/n2/d/c/prior`` by default.
+
 Local picks (``local_share``, ``local_elites``). After the design, the first ``local_share`` of
 each batch (3 of 4 by default, rounded down) are one-knob mutations of the shape's 2 best measured
 configs (a trust region around the incumbents), the first by the posterior mean, the others by
@@ -476,11 +487,14 @@ class Policy:
         """What ``first_pick`` ranks ``cands`` by on ``shape`` (``first_pick_rule``): under the
         neighbour rule a config whose evidence weighs less than ``first_pick_min_weight`` ranks
         below every config with enough, in the model's order; under the paired rule
-        ``paired_values`` over the cautious values; the model's values otherwise."""
-        if self.first_pick_rule == "ranked":
-            return self.ranker_for(shape).score(shape, [(c.family, c.knobs) for c in cands])
+        ``paired_values`` over the cautious values; under the ranked rule the ranker's scores
+        (``ranker_for``); the model's values otherwise."""
+        ranker = self.ranker_for(shape) if self.first_pick_rule == "ranked" else None
+        if ranker is not None and ranker.fitted:
+            return ranker.score(shape, [(c.family, c.knobs) for c in cands])
         mu, sd = self.predict(shape, cands)
-        if self.first_pick_rule in ("cautious", "paired", "geopaired"):  # a lower bound: mean - caution x posterior std, best layout
+        # a lower bound: mean - caution x posterior std, best layout (the ranked rule, unfitted, ranks as paired)
+        if self.first_pick_rule in ("cautious", "paired", "geopaired", "ranked"):
             bound = (mu - self.first_pick_caution * sd).max(axis=1)
             if self.first_pick_rule == "cautious":
                 return bound
@@ -551,7 +565,9 @@ class Policy:
     def ranker_for(self, shape: Shape):
         """The ranked rule's model (``search.ranker``), fitted on every correct measurement but
         ``shape``'s own, refitted only when rewards were folded in since or for a shape that has
-        measurements of its own (a fresh shape has none, so one fit serves a whole held-out draw)."""
+        measurements of its own (a fresh shape has none, so one fit serves a whole held-out draw).
+        Unfitted while no other shape has two configs measured: then the rule ranks as ``paired``
+        (a search of a few shapes with one candidate each has no order to learn)."""
         from kernels_search.search.ranker import Ranker
 
         own = shape.name if any(shape.name in d for d in self.measured_on.values()) else None

@@ -19,7 +19,10 @@ cuBLASLt autotune, the ranker's 1.013x, the best candidate 1.022x. The linear mo
 knob effects and the paired rule's kernel smoothing in log2 (M, N, K) cannot express "this tile
 wins where its CTA count fills the waves and its B re-reads stay few"; trees over knobs and launch
 geometry can. What cross-validation cannot say is how the ranker orders configs never measured
-near the shape, which a fresh shape's pick ranks too: that is the registered GPU test's question.
+near the shape, which a fresh shape's pick ranks too: that was the registered GPU test's question
+(BENCHMARKS.md, twenty-seventh session). Against the paired rule, over the 154 of 200 picks it
+changed: paired 1.055x (1.040-1.072); the grid check's 100 shapes, each picked without its own rows,
+1.010x (0.997-1.023) against 0.988x; 100 fresh off-grid shapes 0.965x against 0.908x.
 
 LightGBM is deterministic here (``deterministic``, ``force_row_wise``, a fixed seed): a held-out
 check resumed in another process picks the same kernels.
@@ -109,7 +112,8 @@ class Ranker:
             exclude_shape: str | None = None) -> "Ranker":
         """Fit on every shape (but ``exclude_shape``) with two or more configs measured correctly
         (``measured_on``: spec -> {shape: reward}); ``config_of(spec)`` -> (family, knobs), or None
-        for a spec the policy no longer searches. A ValueError when no shape has two."""
+        for a spec the policy no longer searches. With no such shape there is no order to learn and
+        the ranker stays unfitted (``fitted`` False)."""
         try:
             import lightgbm
         except ImportError as e:  # a named error, not a bare traceback deep in a pick
@@ -132,15 +136,19 @@ class Ranker:
                 X.append(self.features(shape, *config_of(spec)))
                 y.append(grade(r, best))
             groups.append(len(rows))
+        self.shapes, self.rows = len(groups), len(X)
         if not groups:
-            raise ValueError("the ranked rule needs a shape with two or more configs measured")
+            return self
         self.model = lightgbm.LGBMRanker(
             n_estimators=TREES, num_leaves=LEAVES, learning_rate=LEARNING_RATE, min_child_samples=MIN_CHILD,
             label_gain=list(range(TOP_GRADE + 1)), random_state=SEED, deterministic=True, force_row_wise=True,
             n_jobs=1, verbose=-1)
         self.model.fit(np.array(X), np.array(y), group=groups)
-        self.shapes, self.rows = len(groups), len(X)
         return self
+
+    @property
+    def fitted(self) -> bool:
+        return self.model is not None
 
     def score(self, shape: Shape, cands: Sequence[tuple[str, Mapping[str, Any]]]) -> np.ndarray:
         """The fitted model's score of each (family, knobs) on ``shape``: higher ranks first."""
