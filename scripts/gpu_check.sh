@@ -49,6 +49,8 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl nvidia-cutlass==4.2.0.0 nvmath-python==1.0.0 \
 #     lightgbm==4.7.0
+# (the device copies at most 64 MiB with the tree: name the wheels one by one in carry, and LightGBM only
+# for stages that pick on the GPU host, search --holdout and pickrules; plans are picked here)
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
 # so results directories are packed into one tarball.
 set -uo pipefail

@@ -138,8 +138,8 @@ The ranked rule (``"ranked"``, twenty-seventh session; ``ranker_for``, ``search.
 LambdaRank model learns from every measured shape which of its configs won, by the shape's features,
 the config's knob values and how it launches there (waves, tile fill, re-reads of A and B), and
 orders the candidates the constraints above admit. Ten-fold cross-validation by shape over 702 grid
-shapes, ranking the configs measured on each left-out one: 0.996x for the paired rule, 1.013x for a
-first version of the ranker, 1.022x for the best candidate. Its registered test against
+shapes, ranking the configs measured on each left-out one (``scripts/ranker_cv.py``): 0.996x for the
+paired rule, 1.012x for the ranker, 1.022x for the best candidate. Its registered test against
 ``paired/m10/n2/d/c/prior`` (BENCHMARKS.md): paired 1.055x (1.040-1.072) over the 154 of 200 picks it
 changed; on the grid check with each shape's rows left out 1.010x (0.997-1.023) against 0.988x, on
 100 fresh off-grid shapes 0.965x (0.948-0.981) against 0.908x. So ``search --holdout`` picks with

@@ -15,7 +15,8 @@ Why (twenty-seventh session, on the CPU, not a test): 10-fold cross-validation b
 700 rankable grid shapes of the H200 prior (each fold's shapes left out of the prior, the search's
 DB kept; ``scripts/ranker_cv.py``), picking among the configs measured on each left-out shape that
 the default rule's constraints admit (``/m10/n2/d/c``): the paired rule's pick measured 0.996x of
-cuBLASLt autotune, the ranker's 1.013x, the best candidate 1.022x. The linear model's additive
+cuBLASLt autotune, the ranker's 1.012x, the best candidate 1.022x (paired 1.016x, better on 261
+shapes, worse on 97; on the long narrow shapes, M >= 2048 with N <= 256, 0.970x -> 0.984x). The linear model's additive
 knob effects and the paired rule's kernel smoothing in log2 (M, N, K) cannot express "this tile
 wins where its CTA count fills the waves and its B re-reads stay few"; trees over knobs and launch
 geometry can. What cross-validation cannot say is how the ranker orders configs never measured
