@@ -140,11 +140,12 @@ class Ranker:
         self.shapes, self.rows = len(groups), len(X)
         if not groups:
             return self
-        self.model = lightgbm.LGBMRanker(
-            n_estimators=TREES, num_leaves=LEAVES, learning_rate=LEARNING_RATE, min_child_samples=MIN_CHILD,
-            label_gain=list(range(TOP_GRADE + 1)), random_state=SEED, deterministic=True, force_row_wise=True,
-            n_jobs=1, verbose=-1)
-        self.model.fit(np.array(X), np.array(y), group=groups)
+        # LightGBM's own API (its scikit-learn wrapper, LGBMRanker, would need scikit-learn too)
+        params = dict(objective="lambdarank", num_leaves=LEAVES, learning_rate=LEARNING_RATE,
+                      min_data_in_leaf=MIN_CHILD, label_gain=list(range(TOP_GRADE + 1)), seed=SEED,
+                      deterministic=True, force_row_wise=True, num_threads=1, verbose=-1)
+        data = lightgbm.Dataset(np.array(X), np.array(y), group=groups)
+        self.model = lightgbm.train(params, data, num_boost_round=TREES)
         return self
 
     @property
