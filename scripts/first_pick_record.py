@@ -27,7 +27,13 @@ ROW = re.compile(r"\| (\d+_\d+_\d+) \|")
 
 def default_ratios(text: str, since: str, columns=DEFAULT_COLUMNS) -> list[list[tuple[str, float]]]:
     """[(shape, ratio), ...] per per-shape table (a header starting ``| shape |``) from the line
-    starting with ``since`` on, read from the first of ``columns`` the header has."""
+    starting with ``since`` on, read from the first of ``columns`` the header has. A shape off the
+    cuda-l2 grid in such a table is an error: the record is of grid shapes, and an off-grid table
+    headed ``| shape |`` (twenty-fifth session's call 5, until the twenty-seventh) would be pooled
+    into it unnoticed."""
+    from harness.shapes import CUDA_L2_VALUES
+
+    grid = set(CUDA_L2_VALUES)
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith(since)), None)
     if start is None:
@@ -42,6 +48,8 @@ def default_ratios(text: str, since: str, columns=DEFAULT_COLUMNS) -> list[list[
             tables.append([])
         elif col is not None and (row := ROW.match(ln)):
             cell = [c.strip() for c in ln.strip().strip("|").split("|")][col]
+            if not all(int(x) in grid for x in row.group(1).split("_")):
+                raise ValueError(f"an off-grid shape in a grid table: {row.group(1)} (head its table '| off-grid shape |')")
             if cell.endswith("x"):  # a shape the call did not finish has "-"
                 tables[-1].append((row.group(1), float(cell[:-1])))
         elif not ln.startswith("|"):

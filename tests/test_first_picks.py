@@ -342,8 +342,8 @@ def test_several_draws_in_one_call_are_disjoint_and_the_report_gives_intervals_a
 
 def test_the_first_pick_of_record_pools_the_default_column_of_each_table_since_a_section():
     """scripts/first_pick_record.py: the default's column (named either way), from the section on
-    only, a cut shape ("-") left out; a shape in two tables, or a table without a default column,
-    is a named error."""
+    only, a cut shape ("-") left out; a shape in two tables, a table without a default column, or an
+    off-grid shape in such a table, is a named error."""
     import math
 
     import first_pick_record as rec
@@ -363,6 +363,8 @@ def test_the_first_pick_of_record_pools_the_default_column_of_each_table_since_a
         rec.default_ratios(md + "\n| shape | cautious/m10/n2/prior |\n| 1024_64_64 | 1.0x |\n", "## new session")
     with pytest.raises(ValueError, match="no line starts with"):
         rec.default_ratios(md, "## missing")
+    with pytest.raises(ValueError, match="off-grid shape in a grid table: 96_64_64"):
+        rec.default_ratios(md + "\n| shape | paired/m10/n2/prior |\n| 96_64_64 | 1.0x |\n", "## new session")
 
 
 def test_held_out_shapes_from_a_file_refuse_measured_repeated_and_malformed_shapes(tmp_path, capsys):
