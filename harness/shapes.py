@@ -50,6 +50,12 @@ def _named_sets() -> dict[str, list[Shape]]:
 NAMED_SETS = tuple(_named_sets())
 
 
+def on_cuda_l2_grid(shape: Shape | str) -> bool:
+    """Whether every side of ``shape`` (a Shape or an ``M_N_K`` name) is one of ``CUDA_L2_VALUES``."""
+    s = parse_shape(shape) if isinstance(shape, str) else shape
+    return all(v in CUDA_L2_VALUES for v in (s.m, s.n, s.k))
+
+
 class ShapeError(ValueError):
     """A --shapes entry could not be understood."""
 

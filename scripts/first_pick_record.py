@@ -31,9 +31,8 @@ def default_ratios(text: str, since: str, columns=DEFAULT_COLUMNS) -> list[list[
     cuda-l2 grid in such a table is an error: the record is of grid shapes, and an off-grid table
     headed ``| shape |`` (twenty-fifth session's call 5, until the twenty-seventh) would be pooled
     into it unnoticed."""
-    from harness.shapes import CUDA_L2_VALUES
+    from harness.shapes import on_cuda_l2_grid
 
-    grid = set(CUDA_L2_VALUES)
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith(since)), None)
     if start is None:
@@ -48,7 +47,7 @@ def default_ratios(text: str, since: str, columns=DEFAULT_COLUMNS) -> list[list[
             tables.append([])
         elif col is not None and (row := ROW.match(ln)):
             cell = [c.strip() for c in ln.strip().strip("|").split("|")][col]
-            if not all(int(x) in grid for x in row.group(1).split("_")):
+            if not on_cuda_l2_grid(row.group(1)):
                 raise ValueError(f"an off-grid shape in a grid table: {row.group(1)} (head its table '| off-grid shape |')")
             if cell.endswith("x"):  # a shape the call did not finish has "-"
                 tables[-1].append((row.group(1), float(cell[:-1])))

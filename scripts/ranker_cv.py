@@ -36,10 +36,6 @@ def shape_class(name: str) -> str:
     return "other"
 
 
-def geomean(xs) -> float:
-    return float(np.exp(np.mean(np.log(xs))))
-
-
 def main(argv=None) -> int:
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(here))
@@ -47,7 +43,8 @@ def main(argv=None) -> int:
     from first_pick_record import pooled
     from prior_cv import measured_speedups, pick, rankable
 
-    from harness.shapes import CUDA_L2_VALUES
+    from harness.shapes import on_cuda_l2_grid
+    from kernels_search.search.loop import geomean
     from kernels_search.search.prior import prior_paths, with_prior
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -62,10 +59,9 @@ def main(argv=None) -> int:
         ap.error("at least one rule and two folds")
     base, db = policy_for(a.folder)
     paths = prior_paths([a.prior])
-    grid = set(CUDA_L2_VALUES)
     measured = rankable(measured_speedups(paths))
     searched = set(db.df["shape"]) if not db.df.empty else set()
-    shapes = sorted(s for s in measured if s not in searched and all(int(x) in grid for x in s.split("_")))
+    shapes = sorted(s for s in measured if s not in searched and on_cuda_l2_grid(s))
     random.Random(a.seed).shuffle(shapes)
     folds = [shapes[i::a.folds] for i in range(a.folds)]
     got: dict[str, dict[str, tuple[float, float]]] = {s: {} for s, _ in rules}

@@ -73,3 +73,12 @@ def test_sample_grid_spreads_over_the_grid():
     tiles = sorted((-(-x.m // 128)) * (-(-x.n // 128)) for x in s)
     assert tiles[0] <= 1 and tiles[-1] >= 4096  # reaches both the tiny and the huge end
     assert sample_grid(50) == s  # deterministic
+
+
+def test_on_cuda_l2_grid_reads_names_and_shapes():
+    from harness.shapes import on_cuda_l2_grid
+
+    assert on_cuda_l2_grid("12288_128_16384") and on_cuda_l2_grid(Shape(64, 64, 64))
+    assert not on_cuda_l2_grid("96_64_64") and not on_cuda_l2_grid(Shape(64, 64, 96))
+    with pytest.raises(ShapeError):
+        on_cuda_l2_grid("1_2")

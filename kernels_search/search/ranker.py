@@ -119,22 +119,22 @@ class Ranker:
             import lightgbm
         except ImportError as e:  # a named error, not a bare traceback deep in a pick
             raise ImportError("the 'ranked' first-pick rule needs LightGBM: pip install lightgbm") from e
-        by_shape: dict[str, list[tuple[str, float]]] = {}
+        by_shape: dict[str, list[tuple[tuple[str, Mapping], float]]] = {}
         for spec in sorted(measured_on):
-            cfg = config_of(spec)
+            cfg = config_of(spec)  # once per config: it parses the spec
             if cfg is None:
                 continue
             for nm, r in measured_on[spec].items():
                 if nm != exclude_shape:
-                    by_shape.setdefault(nm, []).append((spec, r))
+                    by_shape.setdefault(nm, []).append((cfg, r))
         X, y, groups = [], [], []
         for nm in sorted(by_shape):
             rows = by_shape[nm]
             if len(rows) < 2:
                 continue
             shape, best = parse_shape(nm), max(r for _, r in rows)
-            for spec, r in rows:
-                X.append(self.features(shape, *config_of(spec)))
+            for cfg, r in rows:
+                X.append(self.features(shape, *cfg))
                 y.append(grade(r, best))
             groups.append(len(rows))
         self.shapes, self.rows = len(groups), len(X)
