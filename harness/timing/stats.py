@@ -90,6 +90,14 @@ def paired_speedup(
     return Speedup(ratio, float(lo), float(hi), n)
 
 
+def geomean(xs: Sequence[float]) -> float:
+    """Geometric mean; NaN when ``xs`` is empty or holds a value <= 0 (a speedup never is)."""
+    x = np.asarray(xs, dtype=float)
+    if x.size == 0 or np.any(~(x > 0)):
+        return math.nan
+    return float(np.exp(np.mean(np.log(x))))
+
+
 def summarize(xs: Sequence[float]) -> dict[str, float]:
     """The summary columns of a result row for one metric's samples."""
     med, lo, hi = median_ci(xs)
