@@ -1,0 +1,105 @@
+"""``skinny``: a wide operand streamed by every SM against a narrow one, K split in one launch.
+
+For the shapes where cuBLAS is furthest from the memory floor: decode GEMMs (M <= 32, the weight
+matrix read once by all SMs), few-tile deep-K GEMMs and tiny ones. templates/skinny_gemm.cu:
+mma.sync m16n8k16 fed by a deep cp.async pipeline; the larger of M and N runs along the tensor
+cores' 16-row side (with M <= N the kernel computes C^T = B^T A^T, so a 1-32 row activation is an
+8-column operand), the split count is chosen from the shape and the device so that every SM
+streams an equal share, and the last CTA of each tile sums the fp32 split tiles in split order
+(deterministic) and stores C. No second kernel, no atomics on data, no memset.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import SUPPORTED, Support, unsupported
+from harness.problem import Problem
+from kernels_search.family import DEFAULT_SMS, Family, Knob, cuda_source
+
+SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
+
+
+def _pad(halves: int) -> int:
+    """Row padding of templates/skinny_gemm.cu's pad_for: none for an odd number of 16-byte units."""
+    return 8 if (halves // 8) % 2 == 0 else 0
+
+
+def smem_bytes(k: Mapping) -> int:
+    """Shared memory of the largest of the four kernels (orientation x B layout) of a config."""
+    wt, nt, bk = k["wt"], k["nt"], k["bk"]
+    wide = max(wt * (bk + _pad(bk)), bk * (wt + _pad(wt)))
+    narrow = max(nt * (bk + _pad(bk)), bk * (nt + _pad(nt)))
+    pipe = k["stages"] * (wide + narrow) * 2
+    out = max(nt * (wt + _pad(wt)), wt * (nt + _pad(nt))) * 2
+    return max(pipe, out)
+
+
+class Skinny(Family):
+    def check(self, k: Mapping) -> str:
+        wt, nt, ww, wn = k["wt"], k["nt"], k["warps_w"], k["warps_n"]
+        if wt % (16 * ww):
+            return f"wt={wt} must be a multiple of 16*warps_w={16 * ww}"
+        if nt % (8 * wn):
+            return f"nt={nt} must be a multiple of 8*warps_n={8 * wn}"
+        ni = nt // wn // 8
+        if ni > 1 and ni % 2:
+            return f"a warp's {ni} narrow fragments must be one or an even number"
+        threads = ww * wn * 32
+        if threads > 1024:
+            return f"{threads} threads per CTA (> 1024)"
+        acc = (wt // ww) * (nt // wn) // 32
+        if acc > 128:
+            return f"warp tile {wt // ww}x{nt // wn} needs {acc} accumulator registers per thread (> 128)"
+        if k["minb"] * threads > 2048:
+            return f"minb={k['minb']} CTAs of {threads} threads exceed an SM's 2048 threads"
+        smem = smem_bytes(k)
+        if smem > SMEM_LIMIT:
+            return f"{smem} bytes of shared memory > {SMEM_LIMIT}"
+        if k["minb"] * (smem + 1024) > 228 * 1024:
+            return f"minb={k['minb']} CTAs of {smem} bytes of shared memory exceed an SM's 228 KB"
+        return ""
+
+    def render(self, k: Mapping) -> str:
+        defines = {
+            "SK_WT": k["wt"], "SK_NT": k["nt"], "SK_BK": k["bk"],
+            "SK_WARPS_W": k["warps_w"], "SK_WARPS_N": k["warps_n"],
+            "SK_STAGES": k["stages"], "SK_MINB": k["minb"],
+        }
+        return cuda_source(f"hgemm-bench family {self.name}", defines, "skinny_gemm.cu")
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        if problem.k % 8:
+            return unsupported("skinny needs K a multiple of 8 (16-byte rows of A)")
+        if problem.layout == "nn" and problem.n % 8:
+            return unsupported("skinny needs N a multiple of 8 for layout nn (16-byte rows of B)")
+        return SUPPORTED
+
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
+        return [int(k["splits"]), int(k["orient"])]
+
+
+FAMILY = Skinny(
+    name="skinny",
+    presets=(
+        "",                                             # decode: 128 wide rows x 8, 8 warps, 4 x 32 KB stages
+        "nt=16:warps_w=8",                              # decode with M 9-16
+        "nt=32:warps_w=4",                              # decode with M 17-32
+        "wt=64:nt=64:warps_w=2:warps_n=2:stages=4",     # few-tile, one small dimension
+        "wt=64:nt=128:warps_w=2:warps_n=2:stages=3",    # few-tile, deep K
+        "wt=128:nt=128:warps_w=4:warps_n=2:bk=64:stages=4",
+    ),
+    knobs=(
+        Knob("wt", (128, 64, 256), 128, help="CTA tile along the wide dimension (max(M, N) unless orient says)"),
+        Knob("nt", (8, 16, 32, 64, 128), 8, help="CTA tile along the narrow dimension"),
+        Knob("bk", (128, 64), 128, help="k-tile depth per pipeline stage"),
+        Knob("warps_w", (8, 4, 2, 1), 8, help="warps along the wide dimension"),
+        Knob("warps_n", (1, 2, 4), 1, help="warps along the narrow dimension"),
+        Knob("stages", (4, 3, 5, 6, 8), 4, help="cp.async pipeline depth"),
+        Knob("minb", (1, 2), 1, help="CTAs per SM the register budget must allow"),
+        Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,
+             help="K split count; 0 = the fewest that give every SM an equal share"),
+        Knob("orient", (0, 1, 2), 0, runtime=True,
+             help="0 = C^T = B^T A^T when M <= N, else C = A B; 1 = always C = A B; 2 = always C^T"),
+    ),
+)

@@ -1,0 +1,461 @@
+// Skinny GEMM: a wide operand streamed through a deep cp.async pipeline against a narrow one,
+// mma.sync m16n8k16 (fp16 in, fp32 accumulate), K split across CTAs with the reduction inside
+// the same launch. For the shapes where cuBLAS sits furthest from the memory floor: decode GEMMs
+// (M <= 32: the weights streamed once by every SM), few-tile deep-K GEMMs and tiny ones.
+//
+// The two output dimensions are mapped onto a "wide" one W (16-row mma fragments, WT per CTA)
+// and a "narrow" one (8-column fragments, NT per CTA). With M <= N the kernel computes
+// C^T = B^T A^T (wide = N, narrow = M: a decode GEMM's weights fill the tensor cores' 16-row side
+// and a 1..32-row activation wastes at most 7 of 8 columns, not 15 of 16 rows); otherwise C = A B.
+// Every SM streams its share of the wide operand; the narrow operand's stage is read from L2 by
+// every CTA of that narrow tile.
+//
+// Compile-time knobs (rendered above this file):
+//   SK_WT, SK_NT, SK_BK       CTA tile: wide rows, narrow columns, k-tile depth
+//   SK_WARPS_W, SK_WARPS_N    warp grid (warp tile = WT/WARPS_W x NT/WARPS_N)
+//   SK_STAGES                 cp.async pipeline depth (bytes in flight per CTA =
+//                             (STAGES-1) x (WT + NT) x BK x 2)
+//   SK_MINB                   CTAs per SM the register allocation must allow (launch bounds)
+// Runtime options (opts):
+//   opts[0] splits: 0 = chosen from the shape and the device (SM count, CTAs per SM), s >= 1 =
+//           K split s ways (clamped to the k-tile count)
+//   opts[1] orientation: 0 = by shape (C^T = B^T A^T when M <= N), 1 = C = A B, 2 = C^T = B^T A^T
+// Split-K: each CTA stores its fp32 tile in fragment order to its own slot of the workspace; the
+// last CTA of a tile (an arrival counter per tile) sums the slots in split order (deterministic),
+// casts to fp16 and stores C through shared memory in 16-byte rows. Counters must be zero when the
+// workspace is handed over; every call leaves them at zero.
+// Needs K a multiple of 8, N a multiple of 8 for layout nn, and 16-byte aligned A and B (the family
+// declines other problems); C may have any alignment (scalar stores at ragged edges).
+
+namespace sk {
+constexpr int WT = SK_WT, NT = SK_NT, BK = SK_BK;
+constexpr int WARPS_W = SK_WARPS_W, WARPS_N = SK_WARPS_N, STAGES = SK_STAGES;
+constexpr int NTH = WARPS_W * WARPS_N * 32;
+constexpr int WTW = WT / WARPS_W, WTN = NT / WARPS_N;
+constexpr int MI = WTW / 16, NI = WTN / 8;
+constexpr int MAX_SPLITS = 64;
+static_assert(WTW % 16 == 0, "warp tile: a multiple of 16 wide rows");
+static_assert(WTN % 8 == 0, "warp tile: a multiple of 8 narrow columns");
+static_assert(NI == 1 || NI % 2 == 0, "narrow fragments come in pairs (ldmatrix.x4) or alone (x2)");
+static_assert(BK % 16 == 0 && STAGES >= 2, "k-tile a multiple of 16, at least two stages");
+
+// Row padding (halves) so the 8 rows one ldmatrix reads fall in distinct banks: a row of an odd
+// number of 16-byte units needs none, an even number gets one unit more.
+constexpr int pad_for(int halves) { return ((halves / 8) % 2 == 0) ? 8 : 0; }
+constexpr int LD_KC = BK + pad_for(BK);   // a tile stored row per wide/narrow index, k contiguous
+constexpr int LD_WI = WT + pad_for(WT);   // the wide tile stored row per k, wide index contiguous
+constexpr int LD_NJ = NT + pad_for(NT);   // the narrow tile stored row per k, narrow index contiguous
+
+// What differs between the four kernels (orientation x B layout): how each operand sits in memory.
+template <bool SWAP, int LAYOUT>
+struct Cfg {
+  // wide = B^T (SWAP) or A; narrow = A (SWAP) or B. Only B in layout nn is stored k-major.
+  static constexpr bool WIDE_KC = !SWAP || LAYOUT == HGEMM_LAYOUT_TN;
+  static constexpr bool NARROW_KC = SWAP || LAYOUT == HGEMM_LAYOUT_TN;
+  static constexpr int W_STAGE = WIDE_KC ? WT * LD_KC : BK * LD_WI;
+  static constexpr int N_STAGE = NARROW_KC ? NT * LD_KC : BK * LD_NJ;
+  static constexpr int PIPE_BYTES = STAGES * (W_STAGE + N_STAGE) * 2;
+  // the fp16 output tile staged in C's own orientation before 16-byte stores
+  static constexpr int OUT_LD = SWAP ? LD_WI : LD_NJ;
+  static constexpr int OUT_BYTES = (SWAP ? NT : WT) * OUT_LD * 2;
+  static constexpr int SMEM_BYTES = PIPE_BYTES > OUT_BYTES ? PIPE_BYTES : OUT_BYTES;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t* r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t* r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t* r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2_t(uint32_t addr, uint32_t* r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Copy ROWS x CHUNKS 16-byte chunks, chunk q of row r from src(r, q) when ok(r, q), else zeros
+// (a zero-byte copy still names a valid address: ``base``).
+template <int ROWS, int CHUNKS, int LD, typename Src, typename Ok>
+__device__ __forceinline__ void load_rows(half* dst, int tid, const half* base, Src src, Ok ok) {
+  constexpr int TOTAL = ROWS * CHUNKS;
+#pragma unroll
+  for (int i = 0; i < (TOTAL + NTH - 1) / NTH; ++i) {
+    const int c = tid + i * NTH;
+    if (TOTAL % NTH == 0 || c < TOTAL) {
+      const int r = c / CHUNKS, q = c % CHUNKS;
+      const bool in = ok(r, q);
+      cp_async16(smem_u32(dst + r * LD + q * 8), in ? src(r, q) : base, in ? 16 : 0);
+    }
+  }
+}
+
+// One k-tile [kt0, kt0 + BK) of both operands into a stage; rows past W / Nn and k past k_end are
+// zero-filled (K is a multiple of 8, so a 16-byte chunk is wholly inside or outside).
+template <bool SWAP, int LAYOUT>
+__device__ __forceinline__ void load_stage(half* sW, half* sN, const half* __restrict__ Wp,
+                                           const half* __restrict__ Np, int W, int Nn, int K, int ldb,
+                                           int w0, int j0, int kt0, int k_end, int tid) {
+  using C = Cfg<SWAP, LAYOUT>;
+  if constexpr (C::WIDE_KC) {
+    load_rows<WT, BK / 8, LD_KC>(
+        sW, tid, Wp, [&](int r, int q) { return Wp + (size_t)(w0 + r) * K + kt0 + q * 8; },
+        [&](int r, int q) { return w0 + r < W && kt0 + q * 8 < k_end; });
+  } else {  // B (K x N, row-major) as the wide operand: rows are k
+    load_rows<BK, WT / 8, LD_WI>(
+        sW, tid, Wp, [&](int r, int q) { return Wp + (size_t)(kt0 + r) * ldb + w0 + q * 8; },
+        [&](int r, int q) { return kt0 + r < k_end && w0 + q * 8 < W; });
+  }
+  if constexpr (C::NARROW_KC) {
+    load_rows<NT, BK / 8, LD_KC>(
+        sN, tid, Np, [&](int r, int q) { return Np + (size_t)(j0 + r) * K + kt0 + q * 8; },
+        [&](int r, int q) { return j0 + r < Nn && kt0 + q * 8 < k_end; });
+  } else {  // B (K x N) as the narrow operand
+    load_rows<BK, NT / 8, LD_NJ>(
+        sN, tid, Np, [&](int r, int q) { return Np + (size_t)(kt0 + r) * ldb + j0 + q * 8; },
+        [&](int r, int q) { return kt0 + r < k_end && j0 + q * 8 < Nn; });
+  }
+}
+
+// Stage the fp32 accumulators as fp16 in C's orientation, then store 16-byte row chunks.
+template <bool SWAP>
+__device__ __forceinline__ void store_tile(half* __restrict__ Cp, int M, int N, int w0, int j0, int tid,
+                                           const float (&acc)[MI][NI][4], half* so) {
+  constexpr int LD = SWAP ? LD_WI : LD_NJ;
+  const int warp = tid >> 5, lane = tid & 31;
+  const int ww = warp % WARPS_W, wn = warp / WARPS_W;
+  __syncthreads();  // the pipeline buffers are free
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int w = ww * WTW + mi * 16 + (lane >> 2) + ((r & 2) ? 8 : 0);
+        const int j = wn * WTN + ni * 8 + (lane & 3) * 2 + (r & 1);
+        so[SWAP ? j * LD + w : w * LD + j] = __float2half_rn(acc[mi][ni][r]);
+      }
+  __syncthreads();
+  constexpr int ROWS = SWAP ? NT : WT, COLS = SWAP ? WT : NT, CPR = COLS / 8;
+  const int row0 = SWAP ? j0 : w0, col0 = SWAP ? w0 : j0;
+  const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(Cp) & 15u) == 0;
+  for (int c = tid; c < ROWS * CPR; c += NTH) {
+    const int r = c / CPR, q = (c % CPR) * 8;
+    const int gm = row0 + r, gn = col0 + q;
+    if (gm >= M || gn >= N) continue;
+    const half* s = so + r * LD + q;
+    half* d = Cp + (size_t)gm * N + gn;
+    if (vec && gn + 8 <= N) {
+      *reinterpret_cast<uint4*>(d) = *reinterpret_cast<const uint4*>(s);
+    } else {
+      for (int e = 0; e < 8 && gn + e < N; ++e) d[e] = s[e];
+    }
+  }
+}
+
+constexpr int TILE_F2 = MI * NI * 2 * NTH;  // float2 per CTA tile (fragment order)
+
+template <bool SWAP, int LAYOUT>
+__global__ void __launch_bounds__(NTH, SK_MINB)
+    skinny_kernel(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ Cp, int M, int N,
+                  int K, int k_chunk, int splits, float2* __restrict__ partial, int* __restrict__ counters) {
+  using C = Cfg<SWAP, LAYOUT>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  half* sW = reinterpret_cast<half*>(smem_raw);
+  half* sN = sW + STAGES * C::W_STAGE;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int ww = warp % WARPS_W, wn = warp / WARPS_W;
+  const half* Wp = SWAP ? B : A;
+  const half* Np = SWAP ? A : B;
+  const int W = SWAP ? N : M, Nn = SWAP ? M : N;
+  const int w0 = blockIdx.x * WT, j0 = blockIdx.y * NT;
+  const int k_begin = blockIdx.z * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  const int ntiles = (k_end - k_begin + BK - 1) / BK;
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ntiles)
+      load_stage<SWAP, LAYOUT>(sW + s * C::W_STAGE, sN + s * C::N_STAGE, Wp, Np, W, Nn, K, N, w0, j0,
+                               k_begin + s * BK, k_end, tid);
+    cp_commit();
+  }
+
+  for (int kt = 0; kt < ntiles; ++kt) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nk = kt + STAGES - 1;
+      if (nk < ntiles) {
+        const int st = nk % STAGES;
+        load_stage<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N, w0, j0,
+                                 k_begin + nk * BK, k_end, tid);
+      }
+      cp_commit();
+    }
+    const half* ws = sW + (kt % STAGES) * C::W_STAGE;
+    const half* ns = sN + (kt % STAGES) * C::N_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int wb = ww * WTW + mi * 16;
+        if constexpr (C::WIDE_KC)
+          ldsm_x4(smem_u32(ws + (wb + (lane & 15)) * LD_KC + kk + (lane >> 4) * 8), af[mi]);
+        else
+          ldsm_x4_t(smem_u32(ws + (kk + (lane & 7) + ((lane >> 4) & 1) * 8) * LD_WI + wb + ((lane >> 3) & 1) * 8),
+                    af[mi]);
+      }
+      const int nb0 = wn * WTN;
+      if constexpr (NI == 1) {
+        if constexpr (C::NARROW_KC)
+          ldsm_x2(smem_u32(ns + (nb0 + (lane & 7)) * LD_KC + kk + ((lane >> 3) & 1) * 8), bf[0]);
+        else
+          ldsm_x2_t(smem_u32(ns + (kk + (lane & 15)) * LD_NJ + nb0), bf[0]);
+      } else {
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {
+          const int nb = nb0 + nj * 16;
+          uint32_t r4[4];
+          if constexpr (C::NARROW_KC)
+            ldsm_x4(smem_u32(ns + (nb + (lane & 7) + (lane >> 4) * 8) * LD_KC + kk + ((lane >> 3) & 1) * 8), r4);
+          else
+            ldsm_x4_t(smem_u32(ns + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * LD_NJ + nb + (lane >> 4) * 8), r4);
+          bf[2 * nj][0] = r4[0];
+          bf[2 * nj][1] = r4[1];
+          bf[2 * nj + 1][0] = r4[2];
+          bf[2 * nj + 1][1] = r4[3];
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi][ni], af[mi], bf[ni]);
+    }
+  }
+  cp_wait<0>();
+
+  half* so = reinterpret_cast<half*>(smem_raw);
+  if (splits == 1) {
+    store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
+    return;
+  }
+  const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+  const int ntile = gridDim.x * gridDim.y;
+  float2* mine = partial + ((size_t)blockIdx.z * ntile + tile) * TILE_F2;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        __stcg(mine + ((mi * NI + ni) * 2 + h) * NTH + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(counters + tile, 1) == splits - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+  for (int z = 0; z < splits; ++z) {  // split order: the same sum whichever CTA arrives last
+    const float2* p = partial + ((size_t)z * ntile + tile) * TILE_F2;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 v = __ldcg(p + ((mi * NI + ni) * 2 + h) * NTH + tid);
+          acc[mi][ni][2 * h] += v.x;
+          acc[mi][ni][2 * h + 1] += v.y;
+        }
+  }
+  if (tid == 0) counters[tile] = 0;  // every CTA of the tile has arrived: leave the counter at zero
+  store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
+}
+
+struct Plan {
+  bool swap;
+  int tiles_w, tiles_n, splits, k_chunk;
+};
+
+// Kernel attributes and the CTAs per SM they allow, once per kernel instantiation and process.
+template <bool SWAP, int LAYOUT>
+static int ctas_per_sm() {
+  static int occ = -1;
+  if (occ < 0) {
+    auto kern = skinny_kernel<SWAP, LAYOUT>;
+    constexpr int smem = Cfg<SWAP, LAYOUT>::SMEM_BYTES;
+    int n = 0;
+    if ((smem > 48 * 1024 &&
+         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, NTH, smem) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    occ = n;
+  }
+  return occ;
+}
+
+static int device_sms() {
+  static int sms = 0;
+  if (sms == 0) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      n = 132;
+    }
+    sms = n;
+  }
+  return sms;
+}
+
+// Split count minimizing the busiest SM's work, in k-tiles: its CTAs' k-tiles, plus per split
+// CTA the partial tile it writes and the reducer reads (4 * NT / BK k-tiles of bytes), plus a
+// pipeline fill per wave of CTAs. Ties go to fewer splits (less reduction traffic).
+static int auto_splits(int tiles, int ktiles, int sms, int occ) {
+  const int cap = ktiles < MAX_SPLITS ? ktiles : MAX_SPLITS;
+  const double red = 4.0 * NT / BK, fill = 2.0;
+  int best = 1;
+  double best_cost = 1e300;
+  for (int s = 1; s <= cap; ++s) {
+    const double per_sm = (double)((tiles * s + sms - 1) / sms);
+    const double waves = (double)((tiles * s + sms * occ - 1) / (sms * occ));
+    const double cost = per_sm * ((ktiles + s - 1) / s + (s > 1 ? red : 0.0)) + waves * fill;
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
+template <bool SWAP, int LAYOUT>
+static bool make_plan_for(int M, int N, int K, int want, Plan& p) {
+  const int W = SWAP ? N : M, Nn = SWAP ? M : N;
+  p.swap = SWAP;
+  p.tiles_w = (W + WT - 1) / WT;
+  p.tiles_n = (Nn + NT - 1) / NT;
+  const int ktiles = (K + BK - 1) / BK;
+  int s = want;
+  if (s == 0) {
+    const int occ = ctas_per_sm<SWAP, LAYOUT>();
+    if (occ < 1) return false;
+    s = auto_splits(p.tiles_w * p.tiles_n, ktiles, device_sms(), occ);
+  }
+  s = s < ktiles ? s : ktiles;
+  const int per = (ktiles + s - 1) / s;  // k-tiles per split; every split gets at least one
+  p.k_chunk = per * BK;
+  p.splits = (ktiles + per - 1) / per;
+  return true;
+}
+
+static bool orientation(int M, int N, const int* opts, int n_opts, bool& swap) {
+  const int o = hgemm_opt(opts, n_opts, 1, 0);
+  if (o < 0 || o > 2) return false;
+  swap = o == 0 ? (M <= N) : (o == 2);
+  return true;
+}
+
+static bool make_plan(int M, int N, int K, int layout, const int* opts, int n_opts, Plan& p) {
+  const int want = hgemm_opt(opts, n_opts, 0, 0);
+  bool swap;
+  if (want < 0 || want > MAX_SPLITS || !orientation(M, N, opts, n_opts, swap)) return false;
+  if (layout == HGEMM_LAYOUT_NN)
+    return swap ? make_plan_for<true, HGEMM_LAYOUT_NN>(M, N, K, want, p)
+                : make_plan_for<false, HGEMM_LAYOUT_NN>(M, N, K, want, p);
+  return swap ? make_plan_for<true, HGEMM_LAYOUT_TN>(M, N, K, want, p)
+              : make_plan_for<false, HGEMM_LAYOUT_TN>(M, N, K, want, p);
+}
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static size_t partial_bytes(const Plan& p) {
+  return align256((size_t)p.splits * p.tiles_w * p.tiles_n * TILE_F2 * sizeof(float2));
+}
+
+static size_t workspace_bytes(const Plan& p) {
+  if (p.splits == 1) return 0;
+  return partial_bytes(p) + align256((size_t)p.tiles_w * p.tiles_n * sizeof(int));
+}
+
+template <bool SWAP, int LAYOUT>
+static int launch(const half* A, const half* B, half* Cp, int M, int N, int K, const Plan& p, void* ws,
+                  cudaStream_t stream) {
+  if (ctas_per_sm<SWAP, LAYOUT>() < 1) return HGEMM_ERR_LAUNCH;  // also sets the shared-memory attribute
+  float2* partial = nullptr;
+  int* counters = nullptr;
+  if (p.splits > 1) {
+    partial = static_cast<float2*>(ws);
+    counters = reinterpret_cast<int*>(static_cast<char*>(ws) + partial_bytes(p));
+  }
+  dim3 grid(p.tiles_w, p.tiles_n, p.splits);
+  skinny_kernel<SWAP, LAYOUT><<<grid, NTH, Cfg<SWAP, LAYOUT>::SMEM_BYTES, stream>>>(
+      A, B, Cp, M, N, K, p.k_chunk, p.splits, partial, counters);
+  return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
+}
+}  // namespace sk
+
+extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* opts, int n_opts) {
+  sk::Plan p;
+  if (M < 1 || N < 1 || K < 1 || (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) ||
+      !sk::make_plan(M, N, K, layout, opts, n_opts, p))
+    return 0;
+  return sk::workspace_bytes(p);
+}
+
+extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
+                         const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
+  if (M < 1 || N < 1 || K < 1 || !A_ || !B_ || !C_) return HGEMM_ERR_ARGS;
+  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
+  if (K % 8 != 0 || (layout == HGEMM_LAYOUT_NN && N % 8 != 0) || !hgemm_aligned16(A_) || !hgemm_aligned16(B_))
+    return HGEMM_ERR_UNSUPPORTED;
+  sk::Plan p;
+  if (!sk::make_plan(M, N, K, layout, opts, n_opts, p)) return HGEMM_ERR_OPTS;
+  if (p.tiles_n > 65535) return HGEMM_ERR_UNSUPPORTED;  // grid.y
+  const size_t need = sk::workspace_bytes(p);
+  if (need > 0 && (workspace == nullptr || ws_bytes < need)) return HGEMM_ERR_WORKSPACE;
+  const half* A = static_cast<const half*>(A_);
+  const half* B = static_cast<const half*>(B_);
+  half* Cp = static_cast<half*>(C_);
+  if (layout == HGEMM_LAYOUT_NN)
+    return p.swap ? sk::launch<true, HGEMM_LAYOUT_NN>(A, B, Cp, M, N, K, p, workspace, stream)
+                  : sk::launch<false, HGEMM_LAYOUT_NN>(A, B, Cp, M, N, K, p, workspace, stream);
+  return p.swap ? sk::launch<true, HGEMM_LAYOUT_TN>(A, B, Cp, M, N, K, p, workspace, stream)
+                : sk::launch<false, HGEMM_LAYOUT_TN>(A, B, Cp, M, N, K, p, workspace, stream);
+}

@@ -1,0 +1,100 @@
+"""Per-shape table of a skinny study run: the best cuBLAS-family baseline against each kernel-family config.
+
+    python3 lab/skinny/table.py RESULTS.parquet [--shapes FILE] [--chosen FILE]
+
+For each shape: the best baseline (the fastest of torch, cublas, cublaslt, cublaslt-autotune over
+both layouts, rows that passed the gate), its efficiency against the physical floor
+(max(bytes / 4.8 TB/s, FLOPs / 990 TFLOP/s, 1 us) / time), and the best family config (best
+layout) with its speedup over that baseline, its bytes moved / time in TB/s, and its efficiency.
+Geomeans per shape class follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import numpy as np
+import pandas as pd
+
+from harness.problem import LAUNCH_FLOOR_US, Problem
+from harness.results import read_results
+from harness.shapes import parse_shape, parse_shapes
+from harness.summary import rankable
+
+BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
+
+
+def floor_us(shape: str) -> float:
+    return max(Problem(parse_shape(shape)).floor_us("NVIDIA H200"), LAUNCH_FLOOR_US)
+
+
+def tbps(shape: str, us: float) -> float:
+    return Problem(parse_shape(shape)).min_bytes / (us * 1e-6) / 1e12
+
+
+def klass(shape: str) -> str:
+    s = parse_shape(shape)
+    if s.m <= 32:
+        return "decode (M <= 32)"
+    tiles = math.ceil(s.m / 128) * math.ceil(s.n / 128)
+    if tiles < 132:
+        return "few-tile K >= 2048" if s.k >= 2048 else "few-tile K < 2048"
+    return "132+ tiles"
+
+
+def geo(x) -> float:
+    x = np.asarray(list(x), dtype=float)
+    return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--chosen", help="file of 'shape<TAB>method' lines: report only that method per shape")
+    args = ap.parse_args()
+    df = pd.concat([read_results(p).to_pandas() for p in args.results], ignore_index=True)
+    df = df[(df["mode"] == "offline") & (df["cache"] == "warm")].reset_index(drop=True)
+    ok = df[rankable(df)]
+    chosen = None
+    if args.chosen:
+        chosen = dict(ln.split("\t")[:2] for ln in open(args.chosen).read().splitlines() if "\t" in ln)
+    rows = []
+    for shape, g in ok.groupby("shape", sort=False):
+        base = g[g["method"].isin(BASELINES)]
+        if base.empty:
+            continue
+        b = base.loc[base["device_us_median"].idxmin()]
+        fam = g[~g["method"].isin(BASELINES) & ~g["is_baseline"]]
+        if chosen is not None:
+            fam = fam[fam["method"] == chosen.get(shape, "")]
+        best = fam.loc[fam["device_us_median"].idxmin()] if len(fam) else None
+        bad = df[(df["shape"] == shape) & ~df["is_baseline"] & df["status"].isin(["gate_failed", "error"])]
+        f = floor_us(shape)
+        rows.append(dict(
+            shape=shape, cls=klass(shape), base=f"{b['method']}/{b['layout']}", base_us=b["device_us_median"],
+            base_eff=f / b["device_us_median"], base_tbps=tbps(shape, b["device_us_median"]),
+            best=(f"{best['method']}/{best['layout']}" if best is not None else "-"),
+            us=(best["device_us_median"] if best is not None else float("nan")),
+            speedup=(b["device_us_median"] / best["device_us_median"] if best is not None else float("nan")),
+            eff=(f / best["device_us_median"] if best is not None else float("nan")),
+            tbps=(tbps(shape, best["device_us_median"]) if best is not None else float("nan")),
+            failed=len(bad)))
+    t = pd.DataFrame(rows)
+    with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 70,
+                           "display.max_rows", 500):
+        print(t.round(3).to_string(index=False))
+    print()
+    for cls, g in t.groupby("cls"):
+        s = g["speedup"].dropna()
+        print(f"{cls}: {len(g)} shapes, speedup geomean {geo(s):.3f}x (min {s.min():.3f}x), "
+              f"baseline eff {geo(g['base_eff']):.3f}, ours {geo(g['eff'].dropna()):.3f}")
+    bad = df[~df["is_baseline"] & df["status"].isin(["gate_failed", "error"])]
+    for _, r in bad.drop_duplicates(["method", "status_reason"]).head(15).iterrows():
+        print(f"- FAILED {r['shape']} {r['layout']} {r['method']}: {r['status']}: {str(r['status_reason'])[:200]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
