@@ -401,12 +401,14 @@ def test_l2_promotion_matches_reference(spec, shape, layout):
 SKINNY_SHAPES = ["1_8_8", "17_40_72", "100_200_304", "33_48_136", "64_64_64", "256_256_256",
                  "1_4096_4096", "3_4104_1024", "8_1000_2056", "32_6144_4096", "200_16_512",
                  "256_128_16384", "64_1024_16384", "1024_1024_1024", "4096_64_2048"]
-SKINNY_SPECS = ["skinny:", "skinny:splits=1", "skinny:splits=4,orient=1", "skinny:splits=8,orient=2",
-                "skinny:nt=16,warps_w=8,splits=64", "skinny:nt=32,warps_w=4",
+SKINNY_SPECS = ["skinny:", "skinny:sched=0", "skinny:sched=0,splits=1", "skinny:sched=0,splits=4,orient=1",
+                "skinny:sched=0,splits=8,orient=2", "skinny:orient=1", "skinny:orient=2,per_sm=1",
+                "skinny:nt=16,warps_w=8,sched=0,splits=64", "skinny:nt=32,warps_w=4",
                 "skinny:wt=64,nt=64,warps_w=2,warps_n=2,stages=4",
-                "skinny:wt=64,nt=128,warps_w=2,warps_n=2,stages=3,splits=2",
+                "skinny:wt=64,nt=128,warps_w=2,warps_n=2,stages=3,sched=0,splits=2",
                 "skinny:wt=128,nt=128,warps_w=4,warps_n=2,bk=64,stages=4",
-                "skinny:wt=256,nt=16,warps_w=8,warps_n=2,bk=64,stages=5"]
+                "skinny:wt=256,nt=16,warps_w=8,warps_n=2,bk=64,stages=4",
+                "skinny:wt=64,nt=8,warps_w=4,bk=256,stages=4"]
 
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
@@ -418,7 +420,7 @@ def test_skinny_matches_reference(spec, shape, layout):
     assert _run_case(spec, Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("spec, shape", [("skinny:", "1_4096_4096"), ("skinny:splits=8,orient=1", "256_128_16384"),
+@pytest.mark.parametrize("spec, shape", [("skinny:", "1_4096_4096"), ("skinny:sched=0,splits=8,orient=1", "256_128_16384"), ("skinny:orient=1", "256_128_16384"),
                                          ("skinny:nt=32,warps_w=4,splits=1", "17_40_72")])
 def test_skinny_graph_capture_tracks_new_inputs(spec, shape):
     for layout in ("nn", "tn"):

@@ -4,9 +4,10 @@ For the shapes where cuBLAS is furthest from the memory floor: decode GEMMs (M <
 matrix read once by all SMs), few-tile deep-K GEMMs and tiny ones. templates/skinny_gemm.cu:
 mma.sync m16n8k16 fed by a deep cp.async pipeline; the larger of M and N runs along the tensor
 cores' 16-row side (with M <= N the kernel computes C^T = B^T A^T, so a 1-32 row activation is an
-8-column operand), the split count is chosen from the shape and the device so that every SM
-streams an equal share, and the last CTA of each tile sums the fp32 split tiles in split order
-(deterministic) and stores C. No second kernel, no atomics on data, no memset.
+8-column operand), one wave of CTAs takes equal runs of the (tile, k-tile) units (stream-K), so
+every SM streams the same bytes whatever the tile count, and the last CTA to finish a tile sums
+the fp32 parts in CTA order (deterministic) and stores C. No second kernel, no atomics on data,
+no memset. ``sched=0`` is plain split-K (a CTA per tile and k slice) with the same reduction.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def smem_bytes(k: Mapping) -> int:
     wide = max(wt * (bk + _pad(bk)), bk * (wt + _pad(wt)))
     narrow = max(nt * (bk + _pad(bk)), bk * (nt + _pad(nt)))
     pipe = k["stages"] * (wide + narrow) * 2
-    out = max(nt * (wt + _pad(wt)), wt * (nt + _pad(nt))) * 2
-    return max(pipe, out)
+    out = max(nt * (wt + _pad(wt)), wt * (nt + _pad(nt))) * 2  # the output staging area, apart
+    return pipe + out
 
 
 class Skinny(Family):
@@ -76,7 +77,7 @@ class Skinny(Family):
         return SUPPORTED
 
     def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
-        return [int(k["splits"]), int(k["orient"])]
+        return [int(k["splits"]), int(k["orient"]), int(k["sched"]), int(k["per_sm"])]
 
 
 FAMILY = Skinny(
@@ -92,13 +93,17 @@ FAMILY = Skinny(
     knobs=(
         Knob("wt", (128, 64, 256), 128, help="CTA tile along the wide dimension (max(M, N) unless orient says)"),
         Knob("nt", (8, 16, 32, 64, 128), 8, help="CTA tile along the narrow dimension"),
-        Knob("bk", (128, 64), 128, help="k-tile depth per pipeline stage"),
+        Knob("bk", (128, 64, 256), 128, help="k-tile depth per pipeline stage"),
         Knob("warps_w", (8, 4, 2, 1), 8, help="warps along the wide dimension"),
         Knob("warps_n", (1, 2, 4), 1, help="warps along the narrow dimension"),
         Knob("stages", (4, 3, 5, 6, 8), 4, help="cp.async pipeline depth"),
         Knob("minb", (1, 2), 1, help="CTAs per SM the register budget must allow"),
+        Knob("sched", (1, 0), 1, runtime=True,
+             help="1 = stream-K: one wave of CTAs, each an equal run of (tile, k-tile) units; "
+                  "0 = split-K: a CTA per (tile, k slice)"),
         Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,
-             help="K split count; 0 = the fewest that give every SM an equal share"),
+             help="sched=0: K split count; 0 = the fewest that give every SM an equal share"),
+        Knob("per_sm", (0, 1, 2), 0, runtime=True, help="sched=1: CTAs per SM (0 = as many as fit)"),
         Knob("orient", (0, 1, 2), 0, runtime=True,
              help="0 = C^T = B^T A^T when M <= N, else C = A B; 1 = always C = A B; 2 = always C^T"),
     ),

@@ -20,10 +20,17 @@
 //   opts[0] splits: 0 = chosen from the shape and the device (SM count, CTAs per SM), s >= 1 =
 //           K split s ways (clamped to the k-tile count)
 //   opts[1] orientation: 0 = by shape (C^T = B^T A^T when M <= N), 1 = C = A B, 2 = C^T = B^T A^T
-// Split-K: each CTA stores its fp32 tile in fragment order to its own slot of the workspace; the
-// last CTA of a tile (an arrival counter per tile) sums the slots in split order (deterministic),
-// casts to fp16 and stores C through shared memory in 16-byte rows. Counters must be zero when the
-// workspace is handed over; every call leaves them at zero.
+//   opts[2] schedule: 0 = split-K: CTA (tile, split) takes one k range of one tile;
+//           1 = stream-K: one wave of CTAs, each an equal contiguous run of the (tile, k-tile)
+//           units in tile-major order, so every SM streams the same number of bytes whatever
+//           the tile count (a run may end one tile part-way and start the next)
+//   opts[3] stream-K CTAs per SM: 0 = as many as fit, c >= 1 = at most c
+// Both schedules are one launch over a unit range per CTA. A CTA that holds all of a tile's k-tiles
+// stores it; otherwise it stores its fp32 part of the tile in fragment order to a slot of its own
+// in the workspace and adds its k-tile count to the tile's arrival counter, and the CTA that
+// completes the count sums every contributor's slot in CTA order (deterministic), casts to fp16
+// and stores C through shared memory in 16-byte rows. Counters must be zero when the workspace is
+// handed over; every call leaves them at zero.
 // Needs K a multiple of 8, N a multiple of 8 for layout nn, and 16-byte aligned A and B (the family
 // declines other problems); C may have any alignment (scalar stores at ragged edges).
 
@@ -58,7 +65,8 @@ struct Cfg {
   // the fp16 output tile staged in C's own orientation before 16-byte stores
   static constexpr int OUT_LD = SWAP ? LD_WI : LD_NJ;
   static constexpr int OUT_BYTES = (SWAP ? NT : WT) * OUT_LD * 2;
-  static constexpr int SMEM_BYTES = PIPE_BYTES > OUT_BYTES ? PIPE_BYTES : OUT_BYTES;
+  // the output staging area is apart from the pipeline: loads of the next tile are in flight
+  static constexpr int SMEM_BYTES = PIPE_BYTES + OUT_BYTES;
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -143,7 +151,7 @@ __device__ __forceinline__ void store_tile(half* __restrict__ Cp, int M, int N, 
   constexpr int LD = SWAP ? LD_WI : LD_NJ;
   const int warp = tid >> 5, lane = tid & 31;
   const int ww = warp % WARPS_W, wn = warp / WARPS_W;
-  __syncthreads();  // the pipeline buffers are free
+  __syncthreads();  // the last tile's stores have read the staging area
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -172,25 +180,64 @@ __device__ __forceinline__ void store_tile(half* __restrict__ Cp, int M, int N, 
   }
 }
 
+
 constexpr int TILE_F2 = MI * NI * 2 * NTH;  // float2 per CTA tile (fragment order)
+
+// Which (tile, k-tile) units each CTA takes. Units are numbered tile-major: u = tile * kt + k-tile,
+// tile = tile_n * tiles_w + tile_w.
+struct Sched {
+  int tiles_w, kt;     // wide tiles; k-tiles per tile
+  int stream;          // 0: split-K, 1: stream-K
+  int per;             // split-K: k-tiles per split (splits per tile = ceil(kt / per))
+  int splits;          // split-K: splits per tile
+  long long units;     // stream-K: tiles * kt
+  int ctas;            // stream-K: CTAs (one wave)
+};
+
+__device__ __forceinline__ long long run_start(const Sched& s, int c) {
+  if (s.stream) return (long long)c * s.units / s.ctas;
+  const int t = c / s.splits, z = c % s.splits;
+  return (long long)t * s.kt + min(z * s.per, s.kt);
+}
+__device__ __forceinline__ long long run_end(const Sched& s, int c) {
+  if (s.stream) return (long long)(c + 1) * s.units / s.ctas;
+  const int t = c / s.splits, z = c % s.splits;
+  return (long long)t * s.kt + min((z + 1) * s.per, s.kt);
+}
+// The CTA whose run holds unit u (stream-K: the largest c with run_start(c) <= u).
+__device__ __forceinline__ int cta_of(const Sched& s, long long u) {
+  if (s.stream) return (int)(((u + 1) * s.ctas + s.units - 1) / s.units - 1);
+  return (int)(u / s.kt) * s.splits + (int)(u % s.kt) / s.per;
+}
 
 template <bool SWAP, int LAYOUT>
 __global__ void __launch_bounds__(NTH, SK_MINB)
     skinny_kernel(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ Cp, int M, int N,
-                  int K, int k_chunk, int splits, float2* __restrict__ partial, int* __restrict__ counters) {
+                  int K, const Sched sch, float2* __restrict__ partial, int* __restrict__ counters) {
   using C = Cfg<SWAP, LAYOUT>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   half* sW = reinterpret_cast<half*>(smem_raw);
   half* sN = sW + STAGES * C::W_STAGE;
+  half* so = reinterpret_cast<half*>(smem_raw + C::PIPE_BYTES);
+  __shared__ int s_last;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int ww = warp % WARPS_W, wn = warp / WARPS_W;
   const half* Wp = SWAP ? B : A;
   const half* Np = SWAP ? A : B;
   const int W = SWAP ? N : M, Nn = SWAP ? M : N;
-  const int w0 = blockIdx.x * WT, j0 = blockIdx.y * NT;
-  const int k_begin = blockIdx.z * k_chunk;
-  const int k_end = min(K, k_begin + k_chunk);
-  const int ntiles = (k_end - k_begin + BK - 1) / BK;
+  const int cta = blockIdx.x;
+  const long long u0 = run_start(sch, cta), u1 = run_end(sch, cta);
+  const int n = (int)(u1 - u0);
+  if (n <= 0) return;
+  const int kt = sch.kt;
+
+  // load unit u (its tile's wide / narrow origin and k-tile) into pipeline stage st
+  auto load_unit = [&](long long u, int st) {
+    const int t = (int)(u / kt), k = (int)(u % kt);
+    const int k_end = min(K, (k + 1) * BK);
+    load_stage<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N,
+                             (t % sch.tiles_w) * WT, (t / sch.tiles_w) * NT, k * BK, k_end, tid);
+  };
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -202,26 +249,18 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < ntiles)
-      load_stage<SWAP, LAYOUT>(sW + s * C::W_STAGE, sN + s * C::N_STAGE, Wp, Np, W, Nn, K, N, w0, j0,
-                               k_begin + s * BK, k_end, tid);
+    if (s < n) load_unit(u0 + s, s);
     cp_commit();
   }
 
-  for (int kt = 0; kt < ntiles; ++kt) {
+  int seg_k0 = (int)(u0 % kt);  // first k-tile of the current segment (this CTA's part of one tile)
+  for (int i = 0; i < n; ++i) {
     cp_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int nk = kt + STAGES - 1;
-      if (nk < ntiles) {
-        const int st = nk % STAGES;
-        load_stage<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N, w0, j0,
-                                 k_begin + nk * BK, k_end, tid);
-      }
-      cp_commit();
-    }
-    const half* ws = sW + (kt % STAGES) * C::W_STAGE;
-    const half* ns = sN + (kt % STAGES) * C::N_STAGE;
+    if (i + STAGES - 1 < n) load_unit(u0 + i + STAGES - 1, (i + STAGES - 1) % STAGES);
+    cp_commit();
+    const half* ws = sW + (i % STAGES) * C::W_STAGE;
+    const half* ns = sN + (i % STAGES) * C::N_STAGE;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       uint32_t af[MI][4], bf[NI][2];
@@ -260,57 +299,72 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi][ni], af[mi], bf[ni]);
     }
-  }
-  cp_wait<0>();
 
-  half* so = reinterpret_cast<half*>(smem_raw);
-  if (splits == 1) {
-    store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
-    return;
-  }
-  const int tile = blockIdx.y * gridDim.x + blockIdx.x;
-  const int ntile = gridDim.x * gridDim.y;
-  float2* mine = partial + ((size_t)blockIdx.z * ntile + tile) * TILE_F2;
+    const long long u = u0 + i;
+    const int k = (int)(u % kt);
+    if (i != n - 1 && k != kt - 1) continue;  // the segment goes on
+    // ---- end of a segment: k-tiles [seg_k0, k] of tile t ----
+    const int t = (int)(u / kt);
+    const int w0 = (t % sch.tiles_w) * WT, j0 = (t / sch.tiles_w) * NT;
+    if (seg_k0 != 0 || k != kt - 1) {  // a part of the tile: hand it to the tile's last arrival
+      const int slot = (t == (int)(u0 / kt)) ? 0 : 1;  // the run's first tile, or its last
+      float2* mine = partial + ((size_t)cta * 2 + slot) * TILE_F2;
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+      for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
+        for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        __stcg(mine + ((mi * NI + ni) * 2 + h) * NTH + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
-  __shared__ int s_last;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) s_last = atomicAdd(counters + tile, 1) == splits - 1;
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
+          for (int h = 0; h < 2; ++h)
+            __stcg(mine + ((mi * NI + ni) * 2 + h) * NTH + tid, make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]));
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) s_last = atomicAdd(counters + t, k - seg_k0 + 1) + (k - seg_k0 + 1) == kt;
+      __syncthreads();
+      if (s_last) {
+        __threadfence();
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
+          for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
-  for (int z = 0; z < splits; ++z) {  // split order: the same sum whichever CTA arrives last
-    const float2* p = partial + ((size_t)z * ntile + tile) * TILE_F2;
+            for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+        const long long tu0 = (long long)t * kt;
+        const int c_first = cta_of(sch, tu0), c_last = cta_of(sch, tu0 + kt - 1);
+        for (int c = c_first; c <= c_last; ++c) {  // CTA order: the same sum whichever arrives last
+          const int cs = (t == (int)(run_start(sch, c) / kt)) ? 0 : 1;
+          const float2* p = partial + ((size_t)c * 2 + cs) * TILE_F2;
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const float2 v = __ldcg(p + ((mi * NI + ni) * 2 + h) * NTH + tid);
+                acc[mi][ni][2 * h] += v.x;
+                acc[mi][ni][2 * h + 1] += v.y;
+              }
+        }
+        if (tid == 0) counters[t] = 0;  // every contributor has arrived: leave the counter at zero
+        store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
+      }
+    } else {
+      store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
+    }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 v = __ldcg(p + ((mi * NI + ni) * 2 + h) * NTH + tid);
-          acc[mi][ni][2 * h] += v.x;
-          acc[mi][ni][2 * h + 1] += v.y;
-        }
+        for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+    seg_k0 = 0;
   }
-  if (tid == 0) counters[tile] = 0;  // every CTA of the tile has arrived: leave the counter at zero
-  store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
+  cp_wait<0>();
 }
 
 struct Plan {
   bool swap;
-  int tiles_w, tiles_n, splits, k_chunk;
+  int tiles_w, tiles_n, ctas;
+  Sched s;
 };
 
 // Kernel attributes and the CTAs per SM they allow, once per kernel instantiation and process.
@@ -366,51 +420,63 @@ static int auto_splits(int tiles, int ktiles, int sms, int occ) {
 }
 
 template <bool SWAP, int LAYOUT>
-static bool make_plan_for(int M, int N, int K, int want, Plan& p) {
+static bool make_plan_for(int M, int N, int K, int want, int stream, int per_sm, Plan& p) {
   const int W = SWAP ? N : M, Nn = SWAP ? M : N;
   p.swap = SWAP;
   p.tiles_w = (W + WT - 1) / WT;
   p.tiles_n = (Nn + NT - 1) / NT;
-  const int ktiles = (K + BK - 1) / BK;
-  int s = want;
-  if (s == 0) {
-    const int occ = ctas_per_sm<SWAP, LAYOUT>();
-    if (occ < 1) return false;
-    s = auto_splits(p.tiles_w * p.tiles_n, ktiles, device_sms(), occ);
+  const int tiles = p.tiles_w * p.tiles_n;
+  const int kt = (K + BK - 1) / BK;
+  const int occ = ctas_per_sm<SWAP, LAYOUT>();
+  if (occ < 1) return false;
+  Sched& s = p.s;
+  s.tiles_w = p.tiles_w;
+  s.kt = kt;
+  s.stream = stream;
+  if (stream) {
+    s.units = (long long)tiles * kt;
+    const int fit = device_sms() * (per_sm == 0 || per_sm > occ ? occ : per_sm);
+    s.ctas = (int)(s.units < fit ? s.units : fit);
+    s.per = kt;
+    s.splits = 1;
+    p.ctas = s.ctas;
+    return true;
   }
-  s = s < ktiles ? s : ktiles;
-  const int per = (ktiles + s - 1) / s;  // k-tiles per split; every split gets at least one
-  p.k_chunk = per * BK;
-  p.splits = (ktiles + per - 1) / per;
-  return true;
-}
-
-static bool orientation(int M, int N, const int* opts, int n_opts, bool& swap) {
-  const int o = hgemm_opt(opts, n_opts, 1, 0);
-  if (o < 0 || o > 2) return false;
-  swap = o == 0 ? (M <= N) : (o == 2);
+  int sp = want == 0 ? auto_splits(tiles, kt, device_sms(), occ) : want;
+  sp = sp < kt ? sp : kt;
+  s.per = (kt + sp - 1) / sp;  // k-tiles per split; every split gets at least one
+  s.splits = (kt + s.per - 1) / s.per;
+  s.units = (long long)tiles * kt;
+  s.ctas = tiles * s.splits;
+  p.ctas = s.ctas;
   return true;
 }
 
 static bool make_plan(int M, int N, int K, int layout, const int* opts, int n_opts, Plan& p) {
   const int want = hgemm_opt(opts, n_opts, 0, 0);
-  bool swap;
-  if (want < 0 || want > MAX_SPLITS || !orientation(M, N, opts, n_opts, swap)) return false;
+  const int o = hgemm_opt(opts, n_opts, 1, 0);
+  const int stream = hgemm_opt(opts, n_opts, 2, 0);
+  const int per_sm = hgemm_opt(opts, n_opts, 3, 0);
+  if (want < 0 || want > MAX_SPLITS || o < 0 || o > 2 || stream < 0 || stream > 1 || per_sm < 0 || per_sm > 8)
+    return false;
+  const bool swap = o == 0 ? (M <= N) : (o == 2);
   if (layout == HGEMM_LAYOUT_NN)
-    return swap ? make_plan_for<true, HGEMM_LAYOUT_NN>(M, N, K, want, p)
-                : make_plan_for<false, HGEMM_LAYOUT_NN>(M, N, K, want, p);
-  return swap ? make_plan_for<true, HGEMM_LAYOUT_TN>(M, N, K, want, p)
-              : make_plan_for<false, HGEMM_LAYOUT_TN>(M, N, K, want, p);
+    return swap ? make_plan_for<true, HGEMM_LAYOUT_NN>(M, N, K, want, stream, per_sm, p)
+                : make_plan_for<false, HGEMM_LAYOUT_NN>(M, N, K, want, stream, per_sm, p);
+  return swap ? make_plan_for<true, HGEMM_LAYOUT_TN>(M, N, K, want, stream, per_sm, p)
+              : make_plan_for<false, HGEMM_LAYOUT_TN>(M, N, K, want, stream, per_sm, p);
 }
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-static size_t partial_bytes(const Plan& p) {
-  return align256((size_t)p.splits * p.tiles_w * p.tiles_n * TILE_F2 * sizeof(float2));
-}
+// Two fp32 tile slots per CTA (the first and the last tile of its run) and a counter per tile;
+// nothing when every CTA holds whole tiles.
+static bool needs_workspace(const Plan& p) { return p.s.stream ? (p.s.units % p.s.ctas != 0 || p.s.units / p.s.ctas % p.s.kt != 0) : p.s.splits > 1; }
+
+static size_t partial_bytes(const Plan& p) { return align256((size_t)p.ctas * 2 * TILE_F2 * sizeof(float2)); }
 
 static size_t workspace_bytes(const Plan& p) {
-  if (p.splits == 1) return 0;
+  if (!needs_workspace(p)) return 0;
   return partial_bytes(p) + align256((size_t)p.tiles_w * p.tiles_n * sizeof(int));
 }
 
@@ -420,13 +486,12 @@ static int launch(const half* A, const half* B, half* Cp, int M, int N, int K, c
   if (ctas_per_sm<SWAP, LAYOUT>() < 1) return HGEMM_ERR_LAUNCH;  // also sets the shared-memory attribute
   float2* partial = nullptr;
   int* counters = nullptr;
-  if (p.splits > 1) {
+  if (needs_workspace(p)) {
     partial = static_cast<float2*>(ws);
     counters = reinterpret_cast<int*>(static_cast<char*>(ws) + partial_bytes(p));
   }
-  dim3 grid(p.tiles_w, p.tiles_n, p.splits);
-  skinny_kernel<SWAP, LAYOUT><<<grid, NTH, Cfg<SWAP, LAYOUT>::SMEM_BYTES, stream>>>(
-      A, B, Cp, M, N, K, p.k_chunk, p.splits, partial, counters);
+  skinny_kernel<SWAP, LAYOUT><<<p.ctas, NTH, Cfg<SWAP, LAYOUT>::SMEM_BYTES, stream>>>(A, B, Cp, M, N, K, p.s,
+                                                                                       partial, counters);
   return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
 }
 }  // namespace sk
@@ -447,7 +512,7 @@ extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N,
     return HGEMM_ERR_UNSUPPORTED;
   sk::Plan p;
   if (!sk::make_plan(M, N, K, layout, opts, n_opts, p)) return HGEMM_ERR_OPTS;
-  if (p.tiles_n > 65535) return HGEMM_ERR_UNSUPPORTED;  // grid.y
+  if (p.ctas < 1) return HGEMM_ERR_UNSUPPORTED;
   const size_t need = sk::workspace_bytes(p);
   if (need > 0 && (workspace == nullptr || ws_bytes < need)) return HGEMM_ERR_WORKSPACE;
   const half* A = static_cast<const half*>(A_);
