@@ -16,6 +16,10 @@
 //   SK_STAGES                 cp.async pipeline depth (bytes in flight per CTA =
 //                             (STAGES-1) x (WT + NT) x BK x 2)
 //   SK_MINB                   CTAs per SM the register allocation must allow (launch bounds)
+//   SK_BULK                   1: stages filled by bulk asynchronous copies (TMA engine, one per
+//                             tile row, completing on a per-stage mbarrier): the bytes in flight
+//                             are not bounded by the per-SM limit on outstanding cp.async requests;
+//                             0: 16-byte cp.async per thread
 // Runtime options (opts):
 //   opts[0] splits: 0 = chosen from the shape and the device (SM count, CTAs per SM), s >= 1 =
 //           K split s ways (clamped to the k-tile count)
@@ -78,6 +82,28 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int by
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n" ::"r"(
+          smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// One contiguous global -> shared copy by the TMA engine; its bytes count towards ``bar``'s phase.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t* r) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -142,6 +168,61 @@ __device__ __forceinline__ void load_stage(half* sW, half* sN, const half* __res
         sN, tid, Np, [&](int r, int q) { return Np + (size_t)(kt0 + r) * ldb + j0 + q * 8; },
         [&](int r, int q) { return kt0 + r < k_end && j0 + q * 8 < Nn; });
   }
+}
+
+
+// The bulk-copy form of load_stage: one copy per tile row (a row of the operand's storage: a
+// wide/narrow index with its k run, or a k row with its wide/narrow run), issued by the CTA's
+// threads in turn, all completing on ``bar``; thread 0 announces the stage's byte count. Rows past
+// W / Nn are not copied (their products land in rows / columns of C that are never stored); the
+// k columns or rows past k_end are zeroed in shared memory (they would add into stored outputs).
+template <int ROWS, int LDD, bool KMAJOR>
+__device__ __forceinline__ uint32_t bulk_rows(half* dst, const half* src, int ld, int rows_valid, int run_valid,
+                                              int tid, uint64_t* bar) {
+  // KMAJOR: rows are k (ROWS = BK), a row holds ``run_valid`` wide/narrow elements;
+  // otherwise rows are wide/narrow indices and a row holds ``run_valid`` k elements.
+  const uint32_t bytes = (uint32_t)run_valid * 2;
+  for (int r = tid; r < rows_valid; r += NTH) bulk_copy(dst + r * LDD, src + (size_t)r * ld, bytes, bar);
+  return bytes * (uint32_t)rows_valid;
+}
+
+template <int ROWS, int RUN, int LDD>
+__device__ __forceinline__ void zero_cols(half* dst, int col0, int tid) {  // columns [col0, RUN) of every row
+  const int chunks = (RUN - col0) / 8;
+  for (int c = tid; c < ROWS * chunks; c += NTH)
+    *reinterpret_cast<uint4*>(dst + (c / chunks) * LDD + col0 + (c % chunks) * 8) = make_uint4(0, 0, 0, 0);
+}
+template <int RUN, int LDD>
+__device__ __forceinline__ void zero_rows(half* dst, int row0, int rows, int tid) {  // rows [row0, rows)
+  constexpr int CH = RUN / 8;
+  for (int c = tid; c < (rows - row0) * CH; c += NTH)
+    *reinterpret_cast<uint4*>(dst + (row0 + c / CH) * LDD + (c % CH) * 8) = make_uint4(0, 0, 0, 0);
+}
+
+template <bool SWAP, int LAYOUT>
+__device__ __forceinline__ void load_stage_bulk(half* sW, half* sN, const half* __restrict__ Wp,
+                                                const half* __restrict__ Np, int W, int Nn, int K, int ldb,
+                                                int w0, int j0, int kt0, int k_end, int tid, uint64_t* bar) {
+  using C = Cfg<SWAP, LAYOUT>;
+  const int kv = k_end - kt0;  // valid k of this stage, a multiple of 8
+  const int wv = min(WT, W - w0), nv = min(NT, Nn - j0);
+  uint32_t total = 0;
+  if constexpr (C::WIDE_KC) {
+    total += bulk_rows<WT, LD_KC, false>(sW, Wp + (size_t)w0 * K + kt0, K, wv, kv, tid, bar);
+    if (kv < BK) zero_cols<WT, BK, LD_KC>(sW, kv, tid);
+  } else {
+    total += bulk_rows<BK, LD_WI, true>(sW, Wp + (size_t)kt0 * ldb + w0, ldb, kv, wv, tid, bar);
+    if (kv < BK) zero_rows<WT, LD_WI>(sW, kv, BK, tid);
+  }
+  if constexpr (C::NARROW_KC) {
+    total += bulk_rows<NT, LD_KC, false>(sN, Np + (size_t)j0 * K + kt0, K, nv, kv, tid, bar);
+    if (kv < BK) zero_cols<NT, BK, LD_KC>(sN, kv, tid);
+  } else {
+    total += bulk_rows<BK, LD_NJ, true>(sN, Np + (size_t)kt0 * ldb + j0, ldb, kv, nv, tid, bar);
+    if (kv < BK) zero_rows<NT, LD_NJ>(sN, kv, BK, tid);
+  }
+  if (kv < BK) fence_proxy_async();  // the zeroed bytes before any later bulk write of this buffer
+  if (tid == 0) mbar_expect_tx(bar, total);
 }
 
 // Stage the fp32 accumulators as fp16 in C's orientation, then store 16-byte row chunks.
@@ -220,6 +301,7 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
   half* sN = sW + STAGES * C::W_STAGE;
   half* so = reinterpret_cast<half*>(smem_raw + C::PIPE_BYTES);
   __shared__ int s_last;
+  __shared__ __align__(8) uint64_t full[SK_BULK ? STAGES : 1];  // a stage's bytes have landed
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int ww = warp % WARPS_W, wn = warp / WARPS_W;
   const half* Wp = SWAP ? B : A;
@@ -230,13 +312,24 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
   const int n = (int)(u1 - u0);
   if (n <= 0) return;
   const int kt = sch.kt;
+  if constexpr (SK_BULK) {
+    if (tid == 0) {
+      for (int st = 0; st < STAGES; ++st) mbar_init(&full[st], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
 
   // load unit u (its tile's wide / narrow origin and k-tile) into pipeline stage st
   auto load_unit = [&](long long u, int st) {
     const int t = (int)(u / kt), k = (int)(u % kt);
     const int k_end = min(K, (k + 1) * BK);
-    load_stage<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N,
-                             (t % sch.tiles_w) * WT, (t / sch.tiles_w) * NT, k * BK, k_end, tid);
+    if constexpr (SK_BULK)
+      load_stage_bulk<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N,
+                                    (t % sch.tiles_w) * WT, (t / sch.tiles_w) * NT, k * BK, k_end, tid, &full[st]);
+    else
+      load_stage<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N,
+                               (t % sch.tiles_w) * WT, (t / sch.tiles_w) * NT, k * BK, k_end, tid);
   };
 
   float acc[MI][NI][4];
@@ -255,8 +348,11 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
 
   int seg_k0 = (int)(u0 % kt);  // first k-tile of the current segment (this CTA's part of one tile)
   for (int i = 0; i < n; ++i) {
-    cp_wait<STAGES - 2>();
-    __syncthreads();
+    if constexpr (SK_BULK)
+      mbar_wait(&full[i % STAGES], (uint32_t)(i / STAGES) & 1u);
+    else
+      cp_wait<STAGES - 2>();
+    __syncthreads();  // the stage read last iteration is free for the load issued next
     if (i + STAGES - 1 < n) load_unit(u0 + i + STAGES - 1, (i + STAGES - 1) % STAGES);
     cp_commit();
     const half* ws = sW + (i % STAGES) * C::W_STAGE;
@@ -330,19 +426,34 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
         const long long tu0 = (long long)t * kt;
         const int c_first = cta_of(sch, tu0), c_last = cta_of(sch, tu0 + kt - 1);
-        for (int c = c_first; c <= c_last; ++c) {  // CTA order: the same sum whichever arrives last
-          const int cs = (t == (int)(run_start(sch, c) / kt)) ? 0 : 1;
-          const float2* p = partial + ((size_t)c * 2 + cs) * TILE_F2;
+        // contributors in CTA order (the same sum whichever arrives last), RB of them per batch of
+        // loads so the L2 round trips overlap
+        constexpr int F2 = MI * NI * 2, RB = F2 <= 4 ? 4 : (F2 <= 8 ? 2 : 1);
+        for (int c0 = c_first; c0 <= c_last; c0 += RB) {
+          float2 v[RB][F2];
 #pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
+          for (int b = 0; b < RB; ++b) {
+            const int c = c0 + b;
+            if (c <= c_last) {
+              const int cs = (t == (int)(run_start(sch, c) / kt)) ? 0 : 1;
+              const float2* p = partial + ((size_t)c * 2 + cs) * TILE_F2;
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni)
+              for (int f = 0; f < F2; ++f) v[b][f] = __ldcg(p + f * NTH + tid);
+            }
+          }
 #pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const float2 v = __ldcg(p + ((mi * NI + ni) * 2 + h) * NTH + tid);
-                acc[mi][ni][2 * h] += v.x;
-                acc[mi][ni][2 * h + 1] += v.y;
-              }
+          for (int b = 0; b < RB; ++b)
+            if (c0 + b <= c_last) {
+#pragma unroll
+              for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+                  for (int h = 0; h < 2; ++h) {
+                    acc[mi][ni][2 * h] += v[b][(mi * NI + ni) * 2 + h].x;
+                    acc[mi][ni][2 * h + 1] += v[b][(mi * NI + ni) * 2 + h].y;
+                  }
+            }
         }
         if (tid == 0) counters[t] = 0;  // every contributor has arrived: leave the counter at zero
         store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
