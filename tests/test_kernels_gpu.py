@@ -408,8 +408,8 @@ SKINNY_SPECS = ["skinny:", "skinny:sched=0", "skinny:sched=0,splits=1", "skinny:
                 "skinny:wt=64,nt=128,warps_w=2,warps_n=2,stages=3,sched=0,splits=2",
                 "skinny:wt=128,nt=128,warps_w=4,warps_n=2,bk=64,stages=4",
                 "skinny:wt=256,nt=16,warps_w=8,warps_n=2,bk=64,stages=4",
-                "skinny:wt=64,nt=8,warps_w=4,bk=256,stages=4", "skinny:bulk=0", "skinny:bulk=0,sched=0,splits=4",
-                "skinny:bulk=0,wt=64,nt=64,warps_w=2,warps_n=2,stages=4,orient=1"]
+                "skinny:wt=64,nt=8,warps_w=4,bk=256,stages=4", "skinny:tma=0", "skinny:tma=0,sched=0,splits=4",
+                "skinny:tma=0,wt=64,nt=64,warps_w=2,warps_n=2,stages=4,orient=1"]
 
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
@@ -421,7 +421,7 @@ def test_skinny_matches_reference(spec, shape, layout):
     assert _run_case(spec, Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("spec, shape", [("skinny:", "1_4096_4096"), ("skinny:sched=0,splits=8,orient=1", "256_128_16384"), ("skinny:orient=1", "256_128_16384"), ("skinny:bulk=0", "1_4096_4096"),
+@pytest.mark.parametrize("spec, shape", [("skinny:", "1_4096_4096"), ("skinny:sched=0,splits=8,orient=1", "256_128_16384"), ("skinny:orient=1", "256_128_16384"), ("skinny:tma=0", "1_4096_4096"),
                                          ("skinny:nt=32,warps_w=4,splits=1", "17_40_72")])
 def test_skinny_graph_capture_tracks_new_inputs(spec, shape):
     for layout in ("nn", "tn"):

@@ -2,7 +2,7 @@
 
 For the shapes where cuBLAS is furthest from the memory floor: decode GEMMs (M <= 32, the weight
 matrix read once by all SMs), few-tile deep-K GEMMs and tiny ones. templates/skinny_gemm.cu:
-mma.sync m16n8k16 fed by a deep pipeline of TMA bulk copies; the larger of M and N runs along the tensor
+mma.sync m16n8k16 fed by a deep pipeline (the wide operand through the TMA engine); the larger of M and N runs along the tensor
 cores' 16-row side (with M <= N the kernel computes C^T = B^T A^T, so a 1-32 row activation is an
 8-column operand), one wave of CTAs takes equal runs of the (tile, k-tile) units (stream-K), so
 every SM streams the same bytes whatever the tile count, and the last CTA to finish a tile sums
@@ -29,11 +29,11 @@ def _pad(halves: int) -> int:
 def smem_bytes(k: Mapping) -> int:
     """Shared memory of the largest of the four kernels (orientation x B layout) of a config."""
     wt, nt, bk = k["wt"], k["nt"], k["bk"]
-    wide = max(wt * (bk + _pad(bk)), bk * (wt + _pad(wt)))
+    wide = wt * bk if k["tma"] else max(wt * (bk + _pad(bk)), bk * (wt + _pad(wt)))
     narrow = max(nt * (bk + _pad(bk)), bk * (nt + _pad(nt)))
     pipe = k["stages"] * (wide + narrow) * 2
     out = max(nt * (wt + _pad(wt)), wt * (nt + _pad(nt))) * 2  # the output staging area, apart
-    return pipe + out
+    return pipe + out + (1024 if k["tma"] else 0)  # TMA boxes: 1024-byte alignment slack
 
 
 class Skinny(Family):
@@ -65,7 +65,7 @@ class Skinny(Family):
         defines = {
             "SK_WT": k["wt"], "SK_NT": k["nt"], "SK_BK": k["bk"],
             "SK_WARPS_W": k["warps_w"], "SK_WARPS_N": k["warps_n"],
-            "SK_STAGES": k["stages"], "SK_MINB": k["minb"], "SK_BULK": k["bulk"],
+            "SK_STAGES": k["stages"], "SK_MINB": k["minb"], "SK_TMA": k["tma"],
         }
         return cuda_source(f"hgemm-bench family {self.name}", defines, "skinny_gemm.cu")
 
@@ -98,8 +98,8 @@ FAMILY = Skinny(
         Knob("warps_n", (1, 2, 4), 1, help="warps along the narrow dimension"),
         Knob("stages", (4, 3, 5, 6, 8), 4, help="cp.async pipeline depth"),
         Knob("minb", (1, 2), 1, help="CTAs per SM the register budget must allow"),
-        Knob("bulk", (1, 0), 1, help="1 = stages filled by TMA bulk copies (a row each, on an mbarrier); "
-                                     "0 = 16-byte cp.async per thread"),
+        Knob("tma", (1, 0), 1, help="1 = the wide operand through the TMA engine (2D boxes, swizzled); "
+                                    "0 = 16-byte cp.async per thread"),
         Knob("sched", (1, 0), 1, runtime=True,
              help="1 = stream-K: one wave of CTAs, each an equal run of (tile, k-tile) units; "
                   "0 = split-K: a CTA per (tile, k slice)"),

@@ -16,10 +16,12 @@
 //   SK_STAGES                 cp.async pipeline depth (bytes in flight per CTA =
 //                             (STAGES-1) x (WT + NT) x BK x 2)
 //   SK_MINB                   CTAs per SM the register allocation must allow (launch bounds)
-//   SK_BULK                   1: stages filled by bulk asynchronous copies (TMA engine, one per
-//                             tile row, completing on a per-stage mbarrier): the bytes in flight
-//                             are not bounded by the per-SM limit on outstanding cp.async requests;
-//                             0: 16-byte cp.async per thread
+//   SK_TMA                    1: the wide operand's stages are filled by the TMA engine (2D boxes of
+//                             64 x rows through a tensor map, 128-byte swizzle, one mbarrier per
+//                             stage; out-of-range rows and k are zero-filled by the engine): the
+//                             bytes in flight are not bounded by the per-SM limit on outstanding
+//                             cp.async requests; 0: 16-byte cp.async per thread. The narrow
+//                             operand always takes cp.async.
 // Runtime options (opts):
 //   opts[0] splits: 0 = chosen from the shape and the device (SM count, CTAs per SM), s >= 1 =
 //           K split s ways (clamped to the k-tile count)
@@ -38,6 +40,10 @@
 // Needs K a multiple of 8, N a multiple of 8 for layout nn, and 16-byte aligned A and B (the family
 // declines other problems); C may have any alignment (scalar stores at ragged edges).
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <string.h>
+
 namespace sk {
 constexpr int WT = SK_WT, NT = SK_NT, BK = SK_BK;
 constexpr int WARPS_W = SK_WARPS_W, WARPS_N = SK_WARPS_N, STAGES = SK_STAGES;
@@ -49,6 +55,14 @@ static_assert(WTW % 16 == 0, "warp tile: a multiple of 16 wide rows");
 static_assert(WTN % 8 == 0, "warp tile: a multiple of 8 narrow columns");
 static_assert(NI == 1 || NI % 2 == 0, "narrow fragments come in pairs (ldmatrix.x4) or alone (x2)");
 static_assert(BK % 16 == 0 && STAGES >= 2, "k-tile a multiple of 16, at least two stages");
+static_assert(!SK_TMA || (BK % 64 == 0 && WT % 64 == 0 && WT <= 256 && BK <= 256), "TMA boxes are 64 wide, <= 256 rows");
+
+// Byte offset of element (row, col) of a TMA stage stored as 64-column boxes of ``rows`` rows,
+// 128 bytes a row, 16-byte chunks XOR-swizzled by the row (CU_TENSOR_MAP_SWIZZLE_128B).
+template <int ROWS>
+__device__ __forceinline__ int swz(int row, int col) {
+  return (col >> 6) * ROWS * 128 + row * 128 + ((((col & 63) >> 3) ^ (row & 7)) << 4) + (col & 7) * 2;
+}
 
 // Row padding (halves) so the 8 rows one ldmatrix reads fall in distinct banks: a row of an odd
 // number of 16-byte units needs none, an even number gets one unit more.
@@ -63,14 +77,15 @@ struct Cfg {
   // wide = B^T (SWAP) or A; narrow = A (SWAP) or B. Only B in layout nn is stored k-major.
   static constexpr bool WIDE_KC = !SWAP || LAYOUT == HGEMM_LAYOUT_TN;
   static constexpr bool NARROW_KC = SWAP || LAYOUT == HGEMM_LAYOUT_TN;
-  static constexpr int W_STAGE = WIDE_KC ? WT * LD_KC : BK * LD_WI;
+  // halves per wide stage: dense 1024-byte-aligned 64-wide boxes with TMA, padded rows otherwise
+  static constexpr int W_STAGE = SK_TMA ? WT * BK : (WIDE_KC ? WT * LD_KC : BK * LD_WI);
   static constexpr int N_STAGE = NARROW_KC ? NT * LD_KC : BK * LD_NJ;
   static constexpr int PIPE_BYTES = STAGES * (W_STAGE + N_STAGE) * 2;
   // the fp16 output tile staged in C's own orientation before 16-byte stores
   static constexpr int OUT_LD = SWAP ? LD_WI : LD_NJ;
   static constexpr int OUT_BYTES = (SWAP ? NT : WT) * OUT_LD * 2;
   // the output staging area is apart from the pipeline: loads of the next tile are in flight
-  static constexpr int SMEM_BYTES = PIPE_BYTES + OUT_BYTES;
+  static constexpr int SMEM_BYTES = PIPE_BYTES + OUT_BYTES + (SK_TMA ? 1024 : 0);  // + alignment slack
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -96,14 +111,14 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// One contiguous global -> shared copy by the TMA engine; its bytes count towards ``bar``'s phase.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_u32(dst)),
-               "l"(src), "r"(bytes), "r"(smem_u32(bar))
-               : "memory");
+// One 2D box of a tensor map -> shared memory by the TMA engine, completing on ``bar``.
+__device__ __forceinline__ void tma_2d(void* dst, const void* tmap, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t* r) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -145,12 +160,13 @@ __device__ __forceinline__ void load_rows(half* dst, int tid, const half* base, 
 
 // One k-tile [kt0, kt0 + BK) of both operands into a stage; rows past W / Nn and k past k_end are
 // zero-filled (K is a multiple of 8, so a 16-byte chunk is wholly inside or outside).
-template <bool SWAP, int LAYOUT>
+template <bool SWAP, int LAYOUT, bool WIDE>
 __device__ __forceinline__ void load_stage(half* sW, half* sN, const half* __restrict__ Wp,
                                            const half* __restrict__ Np, int W, int Nn, int K, int ldb,
                                            int w0, int j0, int kt0, int k_end, int tid) {
   using C = Cfg<SWAP, LAYOUT>;
-  if constexpr (C::WIDE_KC) {
+  if constexpr (!WIDE) {
+  } else if constexpr (C::WIDE_KC) {
     load_rows<WT, BK / 8, LD_KC>(
         sW, tid, Wp, [&](int r, int q) { return Wp + (size_t)(w0 + r) * K + kt0 + q * 8; },
         [&](int r, int q) { return w0 + r < W && kt0 + q * 8 < k_end; });
@@ -170,60 +186,6 @@ __device__ __forceinline__ void load_stage(half* sW, half* sN, const half* __res
   }
 }
 
-
-// The bulk-copy form of load_stage: one copy per tile row (a row of the operand's storage: a
-// wide/narrow index with its k run, or a k row with its wide/narrow run), issued by the CTA's
-// threads in turn, all completing on ``bar``; thread 0 announces the stage's byte count. Rows past
-// W / Nn are not copied (their products land in rows / columns of C that are never stored); the
-// k columns or rows past k_end are zeroed in shared memory (they would add into stored outputs).
-template <int ROWS, int LDD, bool KMAJOR>
-__device__ __forceinline__ uint32_t bulk_rows(half* dst, const half* src, int ld, int rows_valid, int run_valid,
-                                              int tid, uint64_t* bar) {
-  // KMAJOR: rows are k (ROWS = BK), a row holds ``run_valid`` wide/narrow elements;
-  // otherwise rows are wide/narrow indices and a row holds ``run_valid`` k elements.
-  const uint32_t bytes = (uint32_t)run_valid * 2;
-  for (int r = tid; r < rows_valid; r += NTH) bulk_copy(dst + r * LDD, src + (size_t)r * ld, bytes, bar);
-  return bytes * (uint32_t)rows_valid;
-}
-
-template <int ROWS, int RUN, int LDD>
-__device__ __forceinline__ void zero_cols(half* dst, int col0, int tid) {  // columns [col0, RUN) of every row
-  const int chunks = (RUN - col0) / 8;
-  for (int c = tid; c < ROWS * chunks; c += NTH)
-    *reinterpret_cast<uint4*>(dst + (c / chunks) * LDD + col0 + (c % chunks) * 8) = make_uint4(0, 0, 0, 0);
-}
-template <int RUN, int LDD>
-__device__ __forceinline__ void zero_rows(half* dst, int row0, int rows, int tid) {  // rows [row0, rows)
-  constexpr int CH = RUN / 8;
-  for (int c = tid; c < (rows - row0) * CH; c += NTH)
-    *reinterpret_cast<uint4*>(dst + (row0 + c / CH) * LDD + (c % CH) * 8) = make_uint4(0, 0, 0, 0);
-}
-
-template <bool SWAP, int LAYOUT>
-__device__ __forceinline__ void load_stage_bulk(half* sW, half* sN, const half* __restrict__ Wp,
-                                                const half* __restrict__ Np, int W, int Nn, int K, int ldb,
-                                                int w0, int j0, int kt0, int k_end, int tid, uint64_t* bar) {
-  using C = Cfg<SWAP, LAYOUT>;
-  const int kv = k_end - kt0;  // valid k of this stage, a multiple of 8
-  const int wv = min(WT, W - w0), nv = min(NT, Nn - j0);
-  uint32_t total = 0;
-  if constexpr (C::WIDE_KC) {
-    total += bulk_rows<WT, LD_KC, false>(sW, Wp + (size_t)w0 * K + kt0, K, wv, kv, tid, bar);
-    if (kv < BK) zero_cols<WT, BK, LD_KC>(sW, kv, tid);
-  } else {
-    total += bulk_rows<BK, LD_WI, true>(sW, Wp + (size_t)kt0 * ldb + w0, ldb, kv, wv, tid, bar);
-    if (kv < BK) zero_rows<WT, LD_WI>(sW, kv, BK, tid);
-  }
-  if constexpr (C::NARROW_KC) {
-    total += bulk_rows<NT, LD_KC, false>(sN, Np + (size_t)j0 * K + kt0, K, nv, kv, tid, bar);
-    if (kv < BK) zero_cols<NT, BK, LD_KC>(sN, kv, tid);
-  } else {
-    total += bulk_rows<BK, LD_NJ, true>(sN, Np + (size_t)kt0 * ldb + j0, ldb, kv, nv, tid, bar);
-    if (kv < BK) zero_rows<NT, LD_NJ>(sN, kv, BK, tid);
-  }
-  if (kv < BK) fence_proxy_async();  // the zeroed bytes before any later bulk write of this buffer
-  if (tid == 0) mbar_expect_tx(bar, total);
-}
 
 // Stage the fp32 accumulators as fp16 in C's orientation, then store 16-byte row chunks.
 template <bool SWAP>
@@ -294,14 +256,16 @@ __device__ __forceinline__ int cta_of(const Sched& s, long long u) {
 template <bool SWAP, int LAYOUT>
 __global__ void __launch_bounds__(NTH, SK_MINB)
     skinny_kernel(const half* __restrict__ A, const half* __restrict__ B, half* __restrict__ Cp, int M, int N,
-                  int K, const Sched sch, float2* __restrict__ partial, int* __restrict__ counters) {
+                  int K, const Sched sch, float2* __restrict__ partial, int* __restrict__ counters,
+                  const __grid_constant__ CUtensorMap wmap) {
   using C = Cfg<SWAP, LAYOUT>;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  extern __shared__ __align__(128) unsigned char smem_dyn[];
+  unsigned char* smem_raw = smem_dyn + (SK_TMA ? (1024 - (smem_u32(smem_dyn) & 1023)) & 1023 : 0);
   half* sW = reinterpret_cast<half*>(smem_raw);
   half* sN = sW + STAGES * C::W_STAGE;
   half* so = reinterpret_cast<half*>(smem_raw + C::PIPE_BYTES);
   __shared__ int s_last;
-  __shared__ __align__(8) uint64_t full[SK_BULK ? STAGES : 1];  // a stage's bytes have landed
+  __shared__ __align__(8) uint64_t full[SK_TMA ? STAGES : 1];  // a wide stage's bytes have landed
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int ww = warp % WARPS_W, wn = warp / WARPS_W;
   const half* Wp = SWAP ? B : A;
@@ -312,7 +276,7 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
   const int n = (int)(u1 - u0);
   if (n <= 0) return;
   const int kt = sch.kt;
-  if constexpr (SK_BULK) {
+  if constexpr (SK_TMA) {
     if (tid == 0) {
       for (int st = 0; st < STAGES; ++st) mbar_init(&full[st], 1);
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -324,12 +288,25 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
   auto load_unit = [&](long long u, int st) {
     const int t = (int)(u / kt), k = (int)(u % kt);
     const int k_end = min(K, (k + 1) * BK);
-    if constexpr (SK_BULK)
-      load_stage_bulk<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N,
-                                    (t % sch.tiles_w) * WT, (t / sch.tiles_w) * NT, k * BK, k_end, tid, &full[st]);
-    else
-      load_stage<SWAP, LAYOUT>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N,
-                               (t % sch.tiles_w) * WT, (t / sch.tiles_w) * NT, k * BK, k_end, tid);
+    const int w0 = (t % sch.tiles_w) * WT, j0 = (t / sch.tiles_w) * NT;
+    if constexpr (SK_TMA) {
+      load_stage<SWAP, LAYOUT, false>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N, w0, j0,
+                                      k * BK, k_end, tid);
+      if (tid == 0) {
+        half* dst = sW + st * C::W_STAGE;
+        mbar_expect_tx(&full[st], WT * BK * 2);
+        if constexpr (C::WIDE_KC) {  // rows: wide index, boxes along k
+#pragma unroll
+          for (int b = 0; b < BK / 64; ++b) tma_2d(dst + b * WT * 64, &wmap, k * BK + b * 64, w0, &full[st]);
+        } else {  // rows: k, boxes along the wide index
+#pragma unroll
+          for (int b = 0; b < WT / 64; ++b) tma_2d(dst + b * BK * 64, &wmap, w0 + b * 64, k * BK, &full[st]);
+        }
+      }
+    } else {
+      load_stage<SWAP, LAYOUT, true>(sW + st * C::W_STAGE, sN + st * C::N_STAGE, Wp, Np, W, Nn, K, N, w0, j0,
+                                     k * BK, k_end, tid);
+    }
   };
 
   float acc[MI][NI][4];
@@ -348,10 +325,8 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
 
   int seg_k0 = (int)(u0 % kt);  // first k-tile of the current segment (this CTA's part of one tile)
   for (int i = 0; i < n; ++i) {
-    if constexpr (SK_BULK)
-      mbar_wait(&full[i % STAGES], (uint32_t)(i / STAGES) & 1u);
-    else
-      cp_wait<STAGES - 2>();
+    cp_wait<STAGES - 2>();
+    if constexpr (SK_TMA) mbar_wait(&full[i % STAGES], (uint32_t)(i / STAGES) & 1u);
     __syncthreads();  // the stage read last iteration is free for the load issued next
     if (i + STAGES - 1 < n) load_unit(u0 + i + STAGES - 1, (i + STAGES - 1) % STAGES);
     cp_commit();
@@ -363,11 +338,16 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
         const int wb = ww * WTW + mi * 16;
-        if constexpr (C::WIDE_KC)
-          ldsm_x4(smem_u32(ws + (wb + (lane & 15)) * LD_KC + kk + (lane >> 4) * 8), af[mi]);
+        const int r_kc = wb + (lane & 15), c_kc = kk + (lane >> 4) * 8;                    // (wide, k)
+        const int r_ic = kk + (lane & 7) + ((lane >> 4) & 1) * 8, c_ic = wb + ((lane >> 3) & 1) * 8;  // (k, wide)
+        if constexpr (SK_TMA && C::WIDE_KC)
+          ldsm_x4(smem_u32(ws) + swz<WT>(r_kc, c_kc), af[mi]);
+        else if constexpr (SK_TMA)
+          ldsm_x4_t(smem_u32(ws) + swz<BK>(r_ic, c_ic), af[mi]);
+        else if constexpr (C::WIDE_KC)
+          ldsm_x4(smem_u32(ws + r_kc * LD_KC + c_kc), af[mi]);
         else
-          ldsm_x4_t(smem_u32(ws + (kk + (lane & 7) + ((lane >> 4) & 1) * 8) * LD_WI + wb + ((lane >> 3) & 1) * 8),
-                    af[mi]);
+          ldsm_x4_t(smem_u32(ws + r_ic * LD_WI + c_ic), af[mi]);
       }
       const int nb0 = wn * WTN;
       if constexpr (NI == 1) {
@@ -591,10 +571,39 @@ static size_t workspace_bytes(const Plan& p) {
   return partial_bytes(p) + align256((size_t)p.tiles_w * p.tiles_n * sizeof(int));
 }
 
+// The wide operand's tensor map: 2D, fp16, 64-element boxes along the contiguous dimension,
+// 128-byte swizzle, zero fill outside the tensor. The driver's encoder is found once through the
+// runtime (no link against libcuda).
+static bool wide_map(CUtensorMap* map, const half* base, bool kc, int W, int K, int ldb) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (encode == nullptr) {
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000,
+                                         cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || encode == nullptr) {
+      cudaGetLastError();
+      encode = nullptr;
+      return false;
+    }
+  }
+  // kc: rows = wide index (W of them), K contiguous; else rows = k (K of them), W contiguous (stride ldb)
+  const cuuint64_t dims[2] = {(cuuint64_t)(kc ? K : W), (cuuint64_t)(kc ? W : K)};
+  const cuuint64_t strides[1] = {(cuuint64_t)(kc ? K : ldb) * 2};
+  const cuuint32_t box[2] = {64, (cuuint32_t)(kc ? WT : BK)};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<half*>(base), dims, strides, box, estr,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <bool SWAP, int LAYOUT>
 static int launch(const half* A, const half* B, half* Cp, int M, int N, int K, const Plan& p, void* ws,
                   cudaStream_t stream) {
   if (ctas_per_sm<SWAP, LAYOUT>() < 1) return HGEMM_ERR_LAUNCH;  // also sets the shared-memory attribute
+  CUtensorMap wmap;
+  memset(&wmap, 0, sizeof(wmap));
+  if (SK_TMA && !wide_map(&wmap, SWAP ? B : A, Cfg<SWAP, LAYOUT>::WIDE_KC, SWAP ? N : M, K, N))
+    return HGEMM_ERR_LAUNCH;
   float2* partial = nullptr;
   int* counters = nullptr;
   if (needs_workspace(p)) {
@@ -602,7 +611,7 @@ static int launch(const half* A, const half* B, half* Cp, int M, int N, int K, c
     counters = reinterpret_cast<int*>(static_cast<char*>(ws) + partial_bytes(p));
   }
   skinny_kernel<SWAP, LAYOUT><<<p.ctas, NTH, Cfg<SWAP, LAYOUT>::SMEM_BYTES, stream>>>(A, B, Cp, M, N, K, p.s,
-                                                                                       partial, counters);
+                                                                                       partial, counters, wmap);
   return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
 }
 }  // namespace sk
