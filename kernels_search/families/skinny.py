@@ -82,12 +82,13 @@ class Skinny(Family):
 
 FAMILY = Skinny(
     name="skinny",
+    # measured best per decode row count on the H200 (lab/skinny/NOTES.md): M <= 8, 9-16, 17-32;
+    # then two few-tile tiles
     presets=(
-        "",                                             # decode: 128 wide rows x 8, 8 warps, 4 x 32 KB stages
-        "nt=16:warps_w=8",                              # decode with M 9-16
-        "nt=32:warps_w=4",                              # decode with M 17-32
-        "wt=64:nt=64:warps_w=2:warps_n=2:stages=4",     # few-tile, one small dimension
-        "wt=64:nt=128:warps_w=2:warps_n=2:stages=3",    # few-tile, deep K
+        "wt=64:bk=256:warps_w=4",
+        "nt=16",
+        "nt=32",
+        "wt=64:nt=64:warps_w=2:warps_n=2:stages=4",
         "wt=128:nt=128:warps_w=4:warps_n=2:bk=64:stages=4",
     ),
     knobs=(
