@@ -23,6 +23,7 @@ import jinja2
 
 from harness.paths import OutputPathError, check_output_dir
 from harness.results import SCHEMA_VERSION
+from harness.timing.stats import CONFIDENCE, min_samples_for_ci
 from reports import tabledata
 from reports.derive import METRICS
 from reports.load import LoadedFile, load_all
@@ -67,9 +68,8 @@ def owned_files(out_dir: Path) -> set[str]:
 
 
 def _write_manifest(out_dir: Path, files: set[str]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f"{MANIFEST}.", suffix=".tmp", dir=out_dir)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"written_by": WRITER, "files": sorted(files)}, f, indent=1)
+    tmp = out_dir / f"{MANIFEST}.{os.getpid()}.tmp"  # created with the user's umask, as the site's other files
+    tmp.write_text(json.dumps({"written_by": WRITER, "files": sorted(files)}, indent=1))
     os.replace(tmp, out_dir / MANIFEST)
 
 
@@ -138,7 +138,19 @@ def _env() -> jinja2.Environment:
     env.filters["x"] = lambda v: "—" if v is None or v != v else f"{v:.3f}×"
     env.filters["pct"] = lambda v: "—" if v is None or v != v else f"{v:.0%}"
     env.filters["us"] = lambda v: "—" if v is None or v != v else f"{v:.4g} µs"
+    env.filters["ci"] = _ci_text
     return env
+
+
+def _ci_text(e, long: bool = False) -> str:
+    """A leaderboard entry's geomean CI, or why there is none."""
+    level = f"{CONFIDENCE:.0%}"
+    if e.ci_lo == e.ci_lo and e.ci_hi == e.ci_hi:
+        return f"{level} CI {e.ci_lo:.3f}× – {e.ci_hi:.3f}×" if long else f"{e.ci_lo:.3f}× – {e.ci_hi:.3f}×"
+    need = min_samples_for_ci(CONFIDENCE)
+    if 0 < e.covered < need:
+        return f"no {level} CI: {e.covered} shape(s), it needs {need}" if long else f"no CI ({e.covered} < {need} shapes)"
+    return f"no {level} CI" if long else "—"
 
 
 def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublaslt-autotune",

@@ -21,7 +21,7 @@ from harness.results import (
 from reports import build_site
 from reports.derive import rankable, with_best_of_layouts
 from reports.load import load_all
-from reports.stats import bootstrap_geomean_ci, geomean, leaderboard, paired_speedups
+from reports.stats import geomean, geomean_ci, leaderboard, paired_speedups
 from reports.views import build_runs
 
 SHAPES = [(m, n, k) for k in (256, 4096) for m in (128, 1024, 4096) for n in (128, 1024, 4096)]
@@ -230,11 +230,36 @@ def test_bootstrap_ci_brackets_and_narrows():
     rng = np.random.default_rng(1)
     small = np.exp(rng.normal(0.1, 0.3, 10))
     big = np.exp(rng.normal(0.1, 0.3, 1000))
-    lo_s, hi_s = bootstrap_geomean_ci(small)
-    lo_b, hi_b = bootstrap_geomean_ci(big)
+    lo_s, hi_s = geomean_ci(small)
+    lo_b, hi_b = geomean_ci(big)
     assert lo_s < geomean(small) < hi_s and lo_b < geomean(big) < hi_b
     assert hi_b - lo_b < hi_s - lo_s
-    assert bootstrap_geomean_ci([1.5]) == (1.5, 1.5)
+    assert all(math.isnan(v) for v in geomean_ci([1.5]))  # one shape: no interval, not [1.5, 1.5]
+
+
+def test_too_few_rounds_or_shapes_show_no_ci(tmp_path):
+    """A row of 3 rounds (whose file still holds the min-max of its rounds as a 'CI') shows no
+    median CI and says why; a leaderboard over 2 shapes shows no geomean CI and says why."""
+    store = ResultStore(tmp_path / "few.parquet", "run-few")
+    for i, shape in enumerate([(128, 128, 256), (128, 1024, 256)]):
+        rows = []
+        for method in (BASELINE, "search-a"):
+            t = base_us(shape, "nn") / true_speedup(method, "nn", shape, "offline")
+            r = make_row("run-few", "GPU-1", shape, "nn", method, "offline", "warm", t, i)
+            r.update(rounds=3, stop_reason="budget")
+            rows.append(r)
+        store.add_group(rows, [])
+    from reports.views import build_runs
+
+    _, df = load_all([tmp_path / "few.parquet"])
+    (run,) = build_runs(df, BASELINE, "device")
+    view = next(v for v in run.views if v.metric == "device")
+    cols = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops", "efficiency", "flags"]
+    for row in view.table:
+        r = dict(zip(cols, row))
+        assert r["ci_lo"] is None and r["ci_hi"] is None and "no 95% CI (3 rounds; it needs 6)" in r["flags"]
+    html = build_site([tmp_path / "few.parquet"], tmp_path / "site").read_text()
+    assert "no 95% CI: 2 shape(s), it needs 6" in html and "no CI (2 &lt; 6 shapes)" in html
 
 
 def test_baseline_fallback_is_announced(run_a):
