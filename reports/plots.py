@@ -171,7 +171,7 @@ def speedup_maps(sp: pd.DataFrame, methods: list[str], metric: str, keys: dict[s
     One chart per view with a layer per method (``<g class="layer" data-key=...>``, by method
     key; the page's select shows one, the first without script). The layers share the axes, so
     a shape sits at the same place for every method, and the frame, axes and colour key are
-    written once per view, not once per method (per-method charts repeated them hundreds of
+    written once per view, not once per method (per-method charts would repeat them hundreds of
     times). A grid shape set gets one M x N heatmap panel per K; any other set a log-log map of
     M·N against K with each shape a coloured dot.
     """
