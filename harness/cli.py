@@ -298,9 +298,9 @@ def compare(
                       "and are not GPU numbers. GPU-only methods are recorded as unsupported.")
         predicted = work.total_s(shape_list)
         if predicted > CPU_WARN_S:
-            err_console.print(f"[yellow]warning:[/] these {len(shape_list)} shapes will take about "
-                              f"{format_duration(predicted)} or more on this CPU (estimated from their FLOPs at "
-                              f"{work.flops_per_s / 1e9:.1f} GFLOP/s measured on a 256^3 fp16 matmul; larger products "
+            err_console.print(f"[yellow]warning:[/] these {len(shape_list)} shapes will take "
+                              f"{format_duration(predicted)} or more on this CPU (a lower bound from their FLOPs at "
+                              f"{work.flops_per_s / 1e9:.1f} GFLOP/s, measured on a 256^3 fp16 matmul; larger products "
                               "run slower); the smoke-cpu set is sized for a CPU")
     if fresh and out.exists():
         out.unlink()

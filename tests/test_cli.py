@@ -311,10 +311,10 @@ def test_a_long_cpu_run_is_announced_with_its_estimate(tmp_path):
     out.write_bytes(b"garbage")
     res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "smoke", "--out", str(out)])
     said = " ".join(res.output.split())
-    assert "warning: these 12 shapes will take about" in said and "smoke-cpu set is sized for a CPU" in said, said
+    assert "warning: these 12 shapes will take" in said and "smoke-cpu set is sized for a CPU" in said, said
     assert " h or more" in said or " days or more" in said, said
     res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64", "--out", str(out)])
-    assert "will take about" not in res.output
+    assert "will take" not in res.output
 
 
 @pytest.mark.parametrize("make,needle", [
