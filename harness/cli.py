@@ -155,7 +155,7 @@ def _check_fits(shapes, methods, layouts: int, caches: list[str], dev: str, env:
     memory (free GPU memory, or the RAM the CPU has available)."""
     from harness import env as envmod
     from harness.problem import Problem
-    from harness.tensors import run_bytes
+    from harness.evaluate import run_bytes
 
     avail = envmod.available_bytes(dev)
     if avail is None:

@@ -91,33 +91,6 @@ def cold_set_count(problem: Problem, l2_bytes: int, max_sets: int = 256, mem_bud
     return need
 
 
-def run_bytes(problem: Problem, layouts: int, gate_candidates: int, device: str, cold: bool = False,
-              l2_bytes: int = 50 << 20) -> int:
-    """Peak bytes a compare run allocates for one shape: what must fit before it is measured.
-
-    Kept through the shape: one (A, B, C) timing set per layout. On top, the larger of
-    * the gate (one layout at a time): A, B and their pristine copies, a guarded C and the
-      previous draw's output per candidate, the high-precision reference (fp64 up to
-      ``gate.FP64_MAX_MNK`` multiply-adds, else fp32) with A and B converted to it, and the
-      error computation's two temporaries of C's size in that precision;
-    * cold-cache timing on a GPU: the rotated input sets of every layout (``cold_set_count``).
-    A method's own workspace is not counted (the method owns it, and it is small next to these).
-    """
-    from harness.gate import FP64_MAX_MNK
-
-    m, n, k = problem.m, problem.n, problem.k
-    half = 2  # bytes of an fp16 element
-    mk, kn, mn = m * k, k * n, m * n
-    kept = layouts * half * (mk + kn + mn)
-    ref = 8 if m * n * k <= FP64_MAX_MNK else 4
-    gate = (2 * half * (mk + kn) + gate_candidates * half * (2 * mn + 2 * GUARD_ELEMS)
-            + ref * (mk + kn + mn) + 2 * ref * mn)
-    rotated = 0
-    if cold and device == "cuda":
-        rotated = layouts * cold_set_count(problem, l2_bytes) * set_bytes(problem)
-    return int(kept + max(gate, rotated))
-
-
 def timing_sets(problem: Problem, device: str, n_sets: int, seed: int) -> list[InputSet]:
     """``n_sets`` independent (a, b, c) sets drawn uniform [-1, 1], for timing."""
     gen = generator(device, seed)

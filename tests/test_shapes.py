@@ -101,7 +101,7 @@ def test_each_device_has_a_default_set_sized_for_it():
 
 
 def test_run_bytes_counts_every_buffer_of_a_shape():
-    from harness.tensors import run_bytes
+    from harness.evaluate import run_bytes
 
     m = n = k = 1000
     p = Problem(Shape(m, n, k))
