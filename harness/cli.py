@@ -113,10 +113,10 @@ class _EtaColumn(ProgressColumn):
         self.eta = eta
 
     def render(self, task) -> Text:
-        if task.finished:
-            return Text("")
-        left = timedelta(seconds=round(self.eta.remaining_s()))
-        return Text(f"~{left} left", style="progress.remaining")
+        left = self.eta.remaining_s()
+        if task.finished or left is None:
+            return Text("" if task.finished else "-:--:-- left", style="progress.remaining")
+        return Text(f"~{timedelta(seconds=round(left))} left", style="progress.remaining")
 
 
 class _RichReporter(Reporter):
@@ -366,7 +366,7 @@ def _work_model(settings, methods, dev: str):
     runnable = [m for m in methods if dev in m.devices]
     entries = (min(per_shape, len(runnable)) if per_shape else len(runnable)) * len(settings.layouts)
     return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev), entries=max(entries, 1), modes=tuple(settings.modes),
-                     caches=len(settings.caches), min_rounds=settings.min_rounds, budget_s=settings.budget_s,
+                     caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
                      server_calls=settings.server_calls, qps=settings.qps)
 
 

@@ -6,7 +6,7 @@ The time left is estimated from the work left, not from a per-shape average: the
 set differ by up to 10^6x in multiply-adds, so after three small shapes an average says minutes
 where hours remain. ``WorkModel`` predicts each shape's seconds from its FLOPs and the run's
 settings (gate calls, rounds, the time budget per group); ``Eta`` rescales the prediction by
-how far it was off on the shapes finished so far.
+how far it was off on the shapes finished so far, and says nothing before the first one.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ class Reporter:
         key the (method, layout) in flight, None when several are (timing)."""
 
 
-GATE_DRAWS = 3  # harness.gate.DISTRIBUTIONS: calls per method and layout before timing
+# Mirrors of the measurement's settings (this module imports no torch; a test keeps them equal):
+GATE_DRAWS = 3  # len(harness.gate.DISTRIBUTIONS): calls per method and layout before timing
 MIN_BUDGET_ROUNDS = 3  # harness.timing.offline: the budget stops a group only after this many rounds
+BATCH_S = 1e-3  # harness.timing.offline.OfflineSettings.target_batch_us: a device sample's batch
 SECONDS_PER_SHAPE = 0.2  # fixed cost of a shape besides its calls: input draws, prepare, bookkeeping
 
 
@@ -44,18 +46,20 @@ SECONDS_PER_SHAPE = 0.2  # fixed cost of a shape besides its calls: input draws,
 class WorkModel:
     """Predicted seconds per shape: fixed cost + the calls the run makes x one call's time.
 
-    ``flops_per_s`` is the rate of one call (measured on the device, see ``harness.env``);
-    ``entries`` the (method, layout) pairs that run on the device; ``groups`` the (mode, cache)
-    pairs. Per group the offline loop runs at least ``min_rounds`` rounds unless the budget ends
-    first, and never fewer than 3; each round is one device sample and one host call per entry.
-    Server mode makes ``server_calls`` calls per entry plus the idle gaps at ``qps``.
+    ``flops_per_s`` is the rate of one call (``harness.env.fp16_flops_per_s``); ``entries`` the
+    (method, layout) pairs that run on the device; ``modes`` x ``caches`` the groups. An offline
+    group ends on its CI target or at the budget, and never before 3 rounds; the model assumes
+    the budget (the usual end on a busy machine; the rescaling corrects it where the CI ends
+    groups sooner). A round is one device sample (a batch of calls lasting ``BATCH_S``, or one
+    call when a call lasts longer) and one host call per entry. Server mode makes
+    ``server_calls`` calls per entry plus the idle gaps at ``qps``.
     """
 
     flops_per_s: float
     entries: int
     modes: tuple[str, ...] = ("offline",)
     caches: int = 1
-    min_rounds: int = 5
+    max_rounds: int = 200
     budget_s: float = 5.0
     server_calls: int = 50
     qps: float = 200.0
@@ -68,8 +72,8 @@ class WorkModel:
         total = SECONDS_PER_SHAPE + self.entries * GATE_DRAWS * call
         for mode in self.modes:
             if mode == "offline":
-                round_s = self.entries * 2 * call
-                group = max(MIN_BUDGET_ROUNDS * round_s, min(self.budget_s, self.min_rounds * round_s))
+                round_s = self.entries * (max(BATCH_S, call) + call)
+                group = max(MIN_BUDGET_ROUNDS * round_s, min(self.budget_s, self.max_rounds * round_s))
             else:
                 group = self.entries * self.server_calls * (call + 1.0 / self.qps)
             total += self.caches * group
@@ -81,7 +85,7 @@ class WorkModel:
 
 class Eta:
     """Seconds left in a run: the model's prediction for the shapes left, scaled by the ratio of
-    measured to predicted seconds over the shapes finished so far (1 before any finished)."""
+    measured to predicted seconds over the shapes finished so far."""
 
     def __init__(self, model: WorkModel, shapes: Sequence[Shape], clock=time.monotonic):
         self.model = model
@@ -110,8 +114,11 @@ class Eta:
     def scale(self) -> float:
         return self.done_measured / self.done_predicted if self.done_predicted > 0 else 1.0
 
-    def remaining_s(self) -> float:
-        """Predicted seconds until the run ends; the shape in flight counts what is left of it."""
+    def remaining_s(self) -> float | None:
+        """Predicted seconds until the run ends, the shape in flight counting what is left of it;
+        None until a shape has finished (before that nothing calibrates the model)."""
+        if self.done_predicted <= 0:
+            return None
         total = 0.0
         for shape, predicted in self.left.items():
             if shape == self._current:
