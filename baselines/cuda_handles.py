@@ -35,9 +35,8 @@ _lt_workspace: dict[int, object] = {}  # device -> the buffer every cuBLASLt cal
 # view of one per-device buffer, as cuBLAS shares one workspace per handle and torch one per
 # handle and stream. The timed calls run one at a time on one stream, so sharing is safe. Why it
 # matters: with a buffer per prepared call, two instances of the same algorithm on the same inputs
-# measured up to 4 % apart on the H200, only for algorithms that use a workspace (BENCHMARKS.md):
-# where the buffer lands moved the timing. False gives every call its own buffer again
-# (``scripts/instance_spread.py --workspace own`` measures that case).
+# measured up to 4 % apart on an H200, only for algorithms that use a workspace: where the
+# buffer lands moves the timing. False gives every call its own buffer (to measure that case).
 SHARED_LT_WORKSPACE = True
 
 

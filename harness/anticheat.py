@@ -17,8 +17,8 @@ same buffers). These checks catch what a kernel search learns to exploit in the 
   memory-bound kernel up to 2x cheaper on repeats without skipping anything (seen on the H200).
   Both comparisons are of device time, taken with the timing core's samplers (launches queued
   behind a spin kernel, starved samples redone): host launch cost is not work a kernel skips.
-  With a fixed spin and no spin at all in the flushed mode, Triton's TMA kernels (three tensor
-  maps encoded per launch) were flagged on the H200 for launch cost alone (2026-12-01).
+  With a fixed spin, or none in the flushed mode, Triton's TMA kernels (three tensor maps
+  encoded per launch) are flagged for launch cost alone (measured on an H200).
 * ``timed_path_output``: the output produced by the path that is timed (a replayed CUDA graph
   batch, which replays only what was captured on the stream) must be correct.
 * ``precision``: a probe problem with large K (fp16 accumulation fails there) must pass the
@@ -114,7 +114,7 @@ def _side_stream_gap(t: dict) -> bool | None:
 
     The tail, not the whole wall time: events on an idle timed stream still span the host's
     enqueue time (the end event fires when it is recorded), so a cheat whose launches are slow to
-    queue covers half the wall time with nothing on the stream (the H200, 2026-12-01: 76 calls,
+    queue covers half the wall time with nothing on the stream (measured on an H200: 76 calls,
     events 1.56 ms, enqueue 1.58 ms, wall 2.97 ms)."""
     tail_ms = t["wall_ms"] - t["enqueue_ms"]
     gpu_bound = tail_ms > max(1.0, 0.25 * t["wall_ms"])
@@ -129,7 +129,7 @@ def side_stream_verdict(trials: list[dict]) -> Finding:
     One measured pass clears the kernel: work on another stream cannot make the timed stream's
     events cover the wall time. A gap fails it only when it shows in two trials and no trial
     passed: a host thread stalled between queuing and synchronizing inflates one trial's wall time
-    (the control kernel failed this check once in four H200 runs, 2026-12-01), while a kernel that
+    (measured on an H200: the control kernel failed this check once in four runs), while a kernel that
     hides its work shows the gap every time. Otherwise: skipped, not passed on evidence."""
     gaps = [_side_stream_gap(t) for t in trials]
     if False in gaps:

@@ -1,24 +1,32 @@
-"""The ``hgemm-bench`` command line: thin wiring from flags to the runner, store and report.
+"""The ``hgemm-bench`` command line: thin wiring from flags to the runner and the store.
 
-Everything that measures lives in ``harness.runner`` and ``harness.timing``; this module only
+Everything that measures lives in ``harness.evaluate`` and ``harness.timing``; this module only
 parses input, turns bad input into one clear error line (exit code 2), shows progress, and
-prints the summary.
+prints the summary. Commands of other packages (``report``, ``search``) plug in the way methods
+do in ``harness.registry``: see ``mount_commands``.
+
+Start-up imports nothing heavy (no torch): ``--help`` answers at once. Each command imports
+what it needs when it runs.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import uuid
+from datetime import timedelta
 from enum import Enum
+from importlib import metadata
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
-from harness.runner import Reporter
+from harness.progress import Eta, Reporter, format_duration
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Honest fp16 GEMM benchmarks: which kernel is fastest for this shape on this GPU?")
@@ -54,8 +62,8 @@ def _warn_methods_missing_from_done_groups(store, methods: list[str], only: dict
     """A finished group is never measured again (its rows pair up within one timing run), so a
     method added on resume is not measured on the shapes already done: say so, not silently
     (``only``: a ``--plan``'s methods per shape, the ones expected there)."""
+    from harness.evaluate import HARNESS_ERROR
     from harness.results import GROUP_COLUMNS, group_key
-    from harness.runner import HARNESS_ERROR
 
     done = store.done_groups(retry_reason_prefix=HARNESS_ERROR)
     have: dict[tuple, set] = {}
@@ -97,33 +105,80 @@ def _split_methods(values: List[str]) -> List[str]:
     return out
 
 
+class _EtaColumn(ProgressColumn):
+    """Time left, from the work left (``harness.progress.Eta``), not from a per-shape average."""
+
+    def __init__(self, eta: Eta):
+        super().__init__()
+        self.eta = eta
+
+    def render(self, task) -> Text:
+        left = self.eta.remaining_s()
+        if task.finished or left is None:
+            return Text("" if task.finished else "-:--:-- left", style="progress.remaining")
+        return Text(f"~{timedelta(seconds=round(left))} left", style="progress.remaining")
+
+
 class _RichReporter(Reporter):
     """Progress bars for the runner: one bar over shapes, a line for the current stage."""
 
-    def __init__(self, progress: Progress, total: int):
+    def __init__(self, progress: Progress, total: int, eta: Eta):
         self.p = progress
+        self.eta = eta
         self.task = progress.add_task("shapes", total=total, stage="")
 
     def shape_started(self, index, total, shape):
+        self.eta.started(shape)
+        self.shape = shape
         self.p.update(self.task, description=f"{shape.name}")
 
     def stage(self, text):
         self.p.update(self.task, stage=text)
 
     def shape_done(self, index, rows):
+        self.eta.done(self.shape)
         bad = sum(r["status"] != "ok" and r["status"] != "unsupported" for r in rows)
         if bad:
-            self.p.console.print(f"[yellow]{rows[0]['shape']}: {bad} row(s) failed (see summary)[/]")
+            self.p.console.print(f"[yellow]{self.shape.name}: {bad} row(s) failed (see summary)[/]")
         self.p.advance(self.task)
 
     def skipped(self, shape):
+        self.eta.skipped(shape)
         self.p.advance(self.task)
+
+
+CPU_WARN_S = 600.0  # on a CPU, a run predicted to take longer than this is announced with its estimate
+
+
+def _check_fits(shapes, methods, layouts: int, caches: list[str], dev: str, env: dict) -> None:
+    """Refuse, before anything is measured, a shape whose buffers cannot fit in the device's
+    memory (free GPU memory, or the RAM the CPU has available)."""
+    from harness import env as envmod
+    from harness.problem import Problem
+    from harness.evaluate import run_bytes
+
+    avail = envmod.available_bytes(dev)
+    if avail is None:
+        return
+    candidates = sum(dev in m.devices for m in methods) or 1
+    where = "free GPU memory" if dev == "cuda" else "available RAM"
+    for shape in shapes:
+        need = run_bytes(Problem(shape), layouts, candidates, dev, "cold" in caches, int(env.get("l2_bytes", 50 << 20)))
+        if need > avail:
+            _fail(f"shape {shape.name} needs {_gb(need)} (A, B, C of {layouts} layout(s), the gate's copies and "
+                  f"reference) but the {'GPU' if dev == 'cuda' else 'CPU'} has {_gb(avail)} of {where}; "
+                  "nothing was measured")
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 @app.command()
 def compare(
-    shapes: List[str] = typer.Option(["smoke"], "--shapes", "-s",
-                                     help="M_N_K list, a file, or a named set (cuda-l2, smoke, square)."),
+    shapes: List[str] = typer.Option([], "--shapes", "-s",
+                                     help="M_N_K list, a file, or a named set (cuda-l2, smoke, smoke-cpu, square). "
+                                          "Default: smoke on a GPU, smoke-cpu on a CPU."),
     methods: List[str] = typer.Option([], "--methods", "-m",
                                       help="Methods (comma separated); default: every baseline. See `hgemm-bench methods`."),
     layouts: str = typer.Option("nn,tn", help="B layouts: nn (B is KxN row-major), tn (B stored NxK)."),
@@ -152,40 +207,51 @@ def compare(
                                         "every method on every shape; replaces --shapes. See harness/plan.py."),
 ):
     """Gate and time methods on shapes; write Parquet; print paired speedups."""
-    import importlib
-    from harness import env as envmod
-    from harness.registry import MethodSpecError, default_specs, resolve
-    from harness.results import ResultsError, ResultStore, read_results, read_samples, samples_dir
-    from harness.runner import CompareRunner, CompareSettings
-    from harness.shapes import ShapeError, parse_shapes
-    from harness.summary import print_summary
+    from harness.paths import OutputPathError, check_output_file
+    from harness.results import samples_dir
 
-    planned = None
-    if plan is not None:
-        from harness.plan import PlanError, read_plan
-
-        if list(shapes) != ["smoke"]:
-            _fail("--plan names the shapes: give --plan or --shapes, not both")
-        try:
-            planned = [(shape, _split_methods([text])) for shape, text in read_plan(plan)]
-        except PlanError as e:
-            _fail(str(e))
-        shape_list = [shape for shape, _ in planned]
-    else:
-        try:
-            shape_list = parse_shapes(shapes)
-        except ShapeError as e:
-            _fail(str(e))
     lays = _split([layouts])
     bad = [x for x in lays if x not in ("nn", "tn")]
     if bad or not lays:
         _fail(f"unknown layout(s) {bad or lays}: use nn and/or tn")
     if ci_target <= 0 or budget <= 0 or min_rounds < 1 or max_rounds < min_rounds or qps <= 0 or server_calls < 1:
         _fail("--ci-target, --budget, --qps must be > 0; --min-rounds >= 1; --max-rounds >= --min-rounds; --server-calls >= 1")
+    if plan is not None and shapes:
+        _fail("--plan names the shapes: give --plan or --shapes, not both")
+    try:
+        check_output_file(out, companions=(samples_dir(out),))
+    except OutputPathError as e:
+        _fail(f"--out: {e}")
+
+    from harness import env as envmod
+    from harness.registry import MethodSpecError, default_specs, method_source, resolve
+    from harness.results import ResultsError, ResultStore, read_results, read_samples
+    from harness.runner import CompareRunner, CompareSettings
+    from harness.shapes import ShapeError, default_set, parse_shapes
+    from harness.summary import print_summary
+
     try:
         dev = envmod.resolve_device(device.value)
     except envmod.NoGPUError as e:
         _fail(str(e))
+    planned = None
+    if plan is not None:
+        from harness.plan import PlanError, read_plan
+
+        try:
+            planned = [(shape, _split_methods([text])) for shape, text in read_plan(plan)]
+        except PlanError as e:
+            _fail(str(e))
+        shape_list = [shape for shape, _ in planned]
+    else:
+        if not shapes:
+            shapes = [default_set(dev)]
+            console.print(f"no --shapes given: the {shapes[0]} set, sized for {'a GPU' if dev == 'cuda' else 'a CPU'} "
+                          "(--shapes names others)")
+        try:
+            shape_list = parse_shapes(shapes)
+        except ShapeError as e:
+            _fail(str(e))
     for mod in plugin:
         try:
             importlib.import_module(mod)
@@ -195,16 +261,16 @@ def compare(
     if planned:
         specs = list(dict.fromkeys(specs + [spec for _, specs_of in planned for spec in specs_of]))
     if kernels_dir:
-        from kernels_search import extern
-
+        source = method_source("kernels-dir")
+        if source is None:
+            _fail("--kernels-dir needs the kernels_search package, which is not installed")
         missing = [str(d) for d in kernels_dir if not d.is_dir()]
         if missing:
             _fail(f"--kernels-dir: not a directory: {', '.join(missing)}")
         try:
-            specs += extern.export_kernels_dirs(kernels_dir)  # the worker re-registers them from the env
-        except extern.ExternError as e:
+            specs += source.load(kernels_dir)  # a sandbox worker registers the same methods again
+        except ValueError as e:
             _fail(f"--kernels-dir: {e}")
-        plugin = [*plugin, extern.PLUGIN]
     try:
         method_objs = resolve(specs)
     except MethodSpecError as e:
@@ -216,10 +282,26 @@ def compare(
         common = [m.name for m in resolve(_split_methods(methods))]
         only = {shape.name: tuple(dict.fromkeys(common + [m.name for m in resolve(specs_of)]))
                 for shape, specs_of in planned}
+    settings = CompareSettings(
+        shapes=shape_list, layouts=lays,
+        modes=["offline", "server"] if mode == Mode.both else [mode.value],
+        caches=["warm", "cold"] if cache == Cache.both else [cache.value],
+        ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
+        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only,
+    )
+    env = envmod.collect(dev)
+    _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)
+    work = _work_model(settings, method_objs, dev)
     if dev == "cpu":
         why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
         console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
                       "and are not GPU numbers. GPU-only methods are recorded as unsupported.")
+        predicted = work.total_s(shape_list)
+        if predicted > CPU_WARN_S:
+            err_console.print(f"[yellow]warning:[/] these {len(shape_list)} shapes will take "
+                              f"{format_duration(predicted)} or more on this CPU (a lower bound from their FLOPs at "
+                              f"{work.flops_per_s / 1e9:.1f} GFLOP/s, measured on a 256^3 fp16 matmul; larger products "
+                              "run slower); the smoke-cpu set is sized for a CPU")
     if fresh and out.exists():
         out.unlink()
         import shutil
@@ -229,7 +311,6 @@ def compare(
         store = ResultStore(out, run_id=uuid.uuid4().hex[:12])
     except ResultsError as e:
         _fail(f"{e}. Use --fresh to start over, or another --out.")
-    env = envmod.collect(dev)
     prior = {r.get("gpu_uuid") for r in store.rows}
     if store.resumed and prior and env.get("gpu_uuid") not in prior:
         _fail(f"{out} holds results from another device ({', '.join(sorted(map(str, prior)))}); "
@@ -237,19 +318,13 @@ def compare(
     if store.resumed:
         console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
-    settings = CompareSettings(
-        shapes=shape_list, layouts=lays,
-        modes=["offline", "server"] if mode == Mode.both else [mode.value],
-        caches=["warm", "cold"] if cache == Cache.both else [cache.value],
-        ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
-        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only,
-    )
     isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
                   f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)}"
                   f"{' | sandboxed worker' if isolated else ''} -> {out}")
+    eta = Eta(work, shape_list)
     progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
+                        TimeElapsedColumn(), _EtaColumn(eta), TextColumn("{task.fields[stage]}"),
                         console=console, transient=False)
     from harness.method import ContextLost
     from harness.sandbox import Evaluator
@@ -257,7 +332,7 @@ def compare(
     evaluator = None
     try:
         with progress:
-            reporter = _RichReporter(progress, len(shape_list))
+            reporter = _RichReporter(progress, len(shape_list), eta)
             if isolated:
                 evaluator = Evaluator(dev, env, plugins=plugin, reporter=reporter)
             runner = CompareRunner(settings, method_objs, store, env, reporter, evaluator=evaluator, specs=specs)
@@ -280,6 +355,19 @@ def compare(
         baseline = "torch"
     print_summary(results, samples, baseline, console)
     console.print(f"results: {out}  samples: {samples_dir(out)}/")
+
+
+def _work_model(settings, methods, dev: str):
+    """The time model behind the estimate and the progress bar's time left."""
+    from harness import env as envmod
+    from harness.progress import WorkModel
+
+    per_shape = max((len(names) for names in settings.only.values()), default=0) if settings.only else 0
+    runnable = [m for m in methods if dev in m.devices]
+    entries = (min(per_shape, len(runnable)) if per_shape else len(runnable)) * len(settings.layouts)
+    return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev), entries=max(entries, 1), modes=tuple(settings.modes),
+                     caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
+                     server_calls=settings.server_calls, qps=settings.qps)
 
 
 @app.command("env")
@@ -321,39 +409,48 @@ def methods_cmd():
     console.print(t)
 
 
-@app.command()
-def report(
-    results: List[Path] = typer.Argument(..., help="Results Parquet files from `compare`."),
-    out: Path = typer.Option(Path("site"), "--out", "-o", help="Output folder for the static site."),
-    baseline: str = typer.Option("cublaslt-autotune", help="Method the leaderboard's speedups are relative to."),
-    metric: str = typer.Option("device", help="View the page opens on: device (GPU time per call) or host."),
-):
-    """Build the static HTML leaderboard from results Parquet files."""
-    if metric not in ("device", "host"):
-        _fail(f"unknown metric {metric!r}: use device or host")
-    from harness.results import ResultsError
-
-    try:
-        from reports import build_site
-    except ImportError as e:
-        _fail(f"the report package is not available: {e}")
-    try:
-        index = build_site(list(results), out, baseline=baseline, metric=metric)
-    except ResultsError as e:
-        _fail(str(e))
-    console.print(f"site: {index}")
+# Commands of other packages, found by module name (a source tree need not be installed) and
+# through the ``hgemm_bench.commands`` entry-point group (pyproject.toml declares the built-ins
+# there too). Each module exposes ``register(app: typer.Typer) -> None`` and imports nothing
+# heavy at module level; a built-in whose package is not installed is skipped.
+BUILTIN_COMMANDS = ("reports.cli", "kernels_search.search.cli")
+COMMANDS_GROUP = "hgemm_bench.commands"
 
 
-def _mount_search() -> None:
-    """`hgemm-bench search` lives with the search (kernels_search.search.cli); mounted here."""
-    try:
-        from kernels_search.search.cli import register
-    except ImportError:  # a harness-only install: compare and report still work
-        return
-    register(app)
+def mount_commands(target: typer.Typer, builtins: Sequence[str] = BUILTIN_COMMANDS,
+                   group: str = COMMANDS_GROUP) -> list[str]:
+    """Register every command plug-in on ``target``, each module once; returns their names.
+
+    A built-in that is not installed is skipped without a word; one that fails to import for
+    any other reason raises (a broken install should be seen). A third-party entry point that
+    fails is reported on stderr and skipped, so it cannot take the whole CLI down."""
+    from harness.registry import plugin_absent
+
+    mounted: list[str] = []
+    for mod in builtins:
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if plugin_absent(e, mod):
+                continue
+            raise
+        module.register(target)
+        mounted.append(mod)
+    for ep in metadata.entry_points(group=group):
+        if ep.module in mounted:
+            continue
+        try:
+            obj = ep.load()
+            (obj if callable(obj) else obj.register)(target)
+        except Exception as e:
+            err_console.print(f"[yellow]warning:[/] command plug-in {ep.name} ({ep.value}) failed to load: "
+                              f"{type(e).__name__}: {e}")
+            continue
+        mounted.append(ep.module)
+    return mounted
 
 
-_mount_search()
+mount_commands(app)
 
 
 def main() -> None:  # pragma: no cover

@@ -40,6 +40,46 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+def available_bytes(device: str) -> int | None:
+    """Memory a run may still allocate: free device memory on a GPU, available RAM on the CPU
+    (``MemAvailable``: free plus what the kernel can reclaim). None when it cannot be told."""
+    if device == "cuda":
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def fp16_flops_per_s(device: str) -> float:
+    """Rough rate of one fp16 GEMM call, for time estimates (never for results): on a GPU the
+    datasheet peak; on the CPU one 256^3 ``torch.matmul`` timed here (tens of milliseconds; larger
+    products run slower on a CPU, so estimates from it are lower bounds)."""
+    if device == "cuda":
+        from harness.problem import DEFAULT_PEAK, PEAKS
+
+        name = torch.cuda.get_device_name(torch.cuda.current_device())
+        return PEAKS.get(name, DEFAULT_PEAK)["tflops"] * 1e12
+    import time
+
+    n = 256
+    a = torch.ones((n, n), dtype=torch.float16)
+    torch.matmul(a, a)  # the first call pays one-time set-up
+    t0 = time.perf_counter()
+    torch.matmul(a, a)
+    return 2.0 * n**3 / max(time.perf_counter() - t0, 1e-6)
+
+
 def _nvml_info(index: int) -> dict:
     try:
         import pynvml

@@ -1,10 +1,10 @@
 """A per-shape measurement plan for ``compare --plan``: which methods to measure on which shape.
 
 A held-out check of first picks needs each shape's own picks and the reference, not every pick on
-every shape: the cross product of 20-25 picks over 40 shapes filled a 600 s device call and its
-time limit still cut the largest shapes (BENCHMARKS.md, nineteenth and twentieth sessions). A plan
-names the methods per shape; the runner measures only those on that shape (``CompareSettings.only``),
-still in shared interleaved rounds, so every ratio stays one between methods timed together.
+every shape: the cross product of 20-25 picks over 40 shapes measures some twenty times what the
+check needs, and does not fit a 10-minute GPU session. A plan names the methods per shape; the
+runner measures only those on that shape (``CompareSettings.only``), still in shared interleaved
+rounds, so every ratio stays one between methods timed together.
 
 File format, one shape a line, ``#`` comments and blank lines ignored::
 

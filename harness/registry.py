@@ -7,6 +7,11 @@ without an installed distribution, by importing the built-in plug-in packages by
 
 A method spec is ``name`` or ``name:args`` (for example ``triton:bm=128,bn=64``); the factory
 receives the args string (or None) and returns one Method or a list of them.
+
+A *method source* turns user files into methods: ``compare --kernels-dir DIR`` hands its
+directories to the source registered as ``kernels-dir`` (``kernels_search.extern``), which
+registers the methods it finds and returns their specs. A source must make its methods
+resolvable in a sandbox worker too (a spawned process that loads the plug-ins again).
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Callable, Sequence
 
 from harness.method import Method
 
 Factory = Callable[[str | None], "Method | list[Method]"]
 
-BUILTIN_PLUGINS = ("baselines", "kernels_search")
+# Imported by name (a source tree need not be installed); a plug-in that is absent is skipped.
+BUILTIN_PLUGINS = ("baselines", "kernels_search", "kernels_search.extern")
 
 
 class MethodSpecError(ValueError):
@@ -39,13 +46,40 @@ class Entry:
     help: str
 
 
+@dataclass
+class MethodSource:
+    name: str  # the CLI option without dashes, e.g. "kernels-dir"
+    load: Callable[[Sequence[Path]], list[str]]  # register the methods found; return their specs
+    help: str
+
+
 _REGISTRY: dict[str, Entry] = {}
+_SOURCES: dict[str, MethodSource] = {}
 _loaded = False
 
 
 def register(name: str, factory: Factory, *, default: bool = False, help: str = "") -> None:
     """Make ``name`` resolvable. Registering a name twice replaces it (plug-in reloads)."""
     _REGISTRY[name] = Entry(name, factory, default, help)
+
+
+def register_source(name: str, load: Callable[[Sequence[Path]], list[str]], *, help: str = "") -> None:
+    """Make ``name`` a method source. ``load`` raises ValueError, naming the file, for input it
+    cannot use."""
+    _SOURCES[name] = MethodSource(name, load, help)
+
+
+def method_source(name: str) -> MethodSource | None:
+    """The source registered as ``name`` after loading the plug-ins, or None."""
+    load_plugins()
+    return _SOURCES.get(name)
+
+
+def plugin_absent(e: ModuleNotFoundError, mod: str) -> bool:
+    """Whether ``e`` says ``mod`` itself (or a package above it) is not installed, rather than
+    that something it imports is missing (a broken plug-in, reported as such)."""
+    parts = mod.split(".")
+    return e.name in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
 def load_plugins() -> None:
@@ -58,7 +92,7 @@ def load_plugins() -> None:
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:
-            if e.name != mod:
+            if not plugin_absent(e, mod):
                 raise
     for ep in metadata.entry_points(group="hgemm_bench.methods"):
         ep.load()

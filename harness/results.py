@@ -19,10 +19,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = 1
 META_KEY = b"hgemm_bench.schema_version"
@@ -266,6 +269,21 @@ class ResultStore:
             ),
             self.path,
         )
+
+
+def rankable(df: "pd.DataFrame", metric_column: str | None = None) -> "pd.Series":
+    """Rows that may enter a ranking or a speedup: measured cleanly (``status == "ok"``), passed
+    the correctness gate, and not faster than the physical floor (``below_floor``: suspect, never
+    celebrated); with ``metric_column``, also holding a positive time in it. The one rule for the
+    terminal summary and the report: a row some file marks ``ok`` without a passed gate is not
+    ranked anywhere."""
+    ok = df["status"].eq("ok").fillna(False).astype(bool)
+    gate = df["gate_passed"].fillna(False).astype(bool)
+    below = df["below_floor"].fillna(False).astype(bool)
+    out = ok & gate & ~below
+    if metric_column is not None:
+        out &= df[metric_column].notna() & (df[metric_column] > 0)
+    return out
 
 
 def config_json(d: dict[str, Any] | None) -> str:

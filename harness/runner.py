@@ -1,107 +1,21 @@
-"""The compare pipeline for one run: shapes -> methods -> gate -> timing -> result rows.
+"""The compare pipeline for one run: shapes -> evaluation -> result store.
 
-Per shape, every (method, layout) is prepared once, gated once, then timed in each requested
-(mode, cache) group with all methods and both layouts interleaved in the same rounds, so any
-two rows of a group pair up for speedups. Each finished group is written to the store at once;
-a rerun with the same output skips finished groups. Nothing a method does (raise, refuse, fail
-the gate) stops the run: it becomes that row's status.
+For each shape the runner asks which (mode, cache) groups are still to measure (a rerun with
+the same output skips finished groups), has them evaluated (``harness.evaluate``) in this
+process or in the sandbox's worker process, and writes each finished group to the store at once.
 """
 
 from __future__ import annotations
 
-import json
-import secrets
-import time
-import traceback
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from functools import partial
+from harness.evaluate import (CACHES, ENV_COLUMNS, HARNESS_ERROR, MODES, CompareSettings,  # noqa: F401
+                              ShapeEvaluator)
+from harness.method import Method
+from harness.problem import Shape
+from harness.progress import Reporter
+from harness.results import ResultStore
+from harness.sandbox import EvaluatorError
 
-import torch
-
-from harness.anticheat import CheatReport, run_anticheat
-from harness.gate import GateCandidate, GateResult, run_gate
-from harness.method import (ContextLost, Method, Prepared, PrepareContext, Support, Unsupported,
-                            check_cuda_context, unsupported)
-from harness.problem import Problem, Shape
-from harness.results import SCHEMA_VERSION, ResultStore, config_json
-from harness.tensors import InputSet, cold_set_count, timing_sets
-from harness.timing import Entry, Measurement, OfflineSettings, measure_offline, measure_server, time_candidates
-from harness.timing.clocks import ClockLog, ClockSampler
-from harness.timing.stats import summarize
-
-MODES = ("offline", "server")
-HARNESS_ERROR = "harness error on this shape"  # groups with this reason are retried on resume
-CACHES = ("warm", "cold")
-ENV_COLUMNS = (
-    "device", "gpu_name", "gpu_uuid", "driver", "cuda_version", "torch_version", "cublas_version",
-    "cublaslt_version", "nvmath_version", "hgemm_bench_version", "hostname",
-)
-
-
-@dataclass
-class CompareSettings:
-    shapes: list[Shape]
-    layouts: list[str] = field(default_factory=lambda: ["nn", "tn"])
-    modes: list[str] = field(default_factory=lambda: ["offline"])
-    caches: list[str] = field(default_factory=lambda: ["warm"])
-    ci_target: float = 0.01
-    min_rounds: int = 5
-    max_rounds: int = 200
-    budget_s: float = 5.0
-    qps: float = 200.0
-    server_calls: int = 50
-    seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws
-    anticheat: bool = True  # run harness.anticheat on every non-baseline method that passed the gate
-    # "method|layout" -> reason: slots the sandbox took out after they hung or killed a worker
-    excluded: dict[str, str] = field(default_factory=dict)
-    # shape name -> the method names measured on it (``compare --plan``); a shape not in it, or an
-    # empty map, gets every method. The methods of one shape still share its rounds, so a per-shape
-    # plan changes which pairs are measured, not how: a held-out check measures each shape's own
-    # picks and the reference instead of every pick on every shape.
-    only: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-class Reporter:
-    """Progress hooks; the CLI subclasses this with rich progress bars."""
-
-    def shape_started(self, index: int, total: int, shape: Shape) -> None: ...
-
-    def stage(self, text: str) -> None: ...
-
-    def shape_done(self, index: int, rows: list[dict]) -> None: ...
-
-    def skipped(self, shape: Shape) -> None: ...
-
-    def candidate(self, stage: str, key: tuple[str, str] | None) -> None:
-        """Called before untrusted code runs: stage is prepare, gate, anticheat or timing;
-        key the (method, layout) in flight, None when several are (timing)."""
-
-
-@dataclass
-class _Slot:
-    """One (method, layout) of the shape being measured."""
-
-    method: Method
-    problem: Problem
-    support: Support
-    prepared: Prepared | None = None
-    error: str = ""
-    gate: GateResult | None = None
-    cheat: CheatReport | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.method.name, self.problem.layout)
-
-
-def _support(method: Method, problem: Problem, device: str) -> Support:
-    if device not in method.devices:
-        return unsupported(f"unsupported on {device}")
-    try:
-        return method.supports(problem, device)
-    except Exception as e:
-        return unsupported(f"supports() raised {type(e).__name__}: {e}")
+__all__ = ["CACHES", "ENV_COLUMNS", "HARNESS_ERROR", "MODES", "CompareRunner", "CompareSettings", "Reporter"]
 
 
 class CompareRunner:
@@ -112,211 +26,14 @@ class CompareRunner:
         self.s = settings
         self.evaluator = evaluator
         self.specs = specs
-        self.methods = methods
         self.store = store
         self.env = env
-        self.device = env["device"]
         self.reporter = reporter or Reporter()
-        self.seed = settings.seed if settings.seed is not None else secrets.randbits(31)
-        self.clocks = ClockSampler(torch.cuda.current_device() if self.device == "cuda" else None)
-        self.l2_bytes = int(env.get("l2_bytes", 50 << 20))
+        self.shapes = ShapeEvaluator(settings, methods, env, store.run_id, reporter=self.reporter)
 
-    # ------------------------------------------------------------------ helpers
     def _groups(self) -> list[tuple[str, str]]:
         return [(m, c) for m in self.s.modes for c in self.s.caches]
 
-    def _sync(self) -> None:
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-
-    def _base_row(self, slot: _Slot, mode: str, cache: str) -> dict:
-        p, m = slot.problem, slot.method
-        row = {c: self.env.get(c) for c in ENV_COLUMNS}
-        row.update(
-            schema_version=SCHEMA_VERSION,
-            run_id=self.store.run_id,
-            measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            shape=p.shape.name, m=p.m, n=p.n, k=p.k, layout=p.layout, dtype=p.dtype,
-            method=m.name, family=m.family, is_baseline=bool(m.is_baseline),
-            config=config_json(m.config), source_hash=m.source_hash or "",
-            info=config_json(dict(slot.prepared.info if slot.prepared else {},
-                                  **({"anticheat": slot.cheat.figures()} if slot.cheat else {}))),
-            setup_s=slot.prepared.setup_s if slot.prepared else None,
-            mode=mode, cache=cache, qps=self.s.qps if mode == "server" else None,
-            ci_target=self.s.ci_target if mode == "offline" else None,
-            floor_us=p.floor_us(self.env.get("gpu_name")) if self.device == "cuda" else None,
-        )
-        if slot.gate:
-            row.update(slot.gate.columns())
-        if not slot.support:
-            row.update(status="unsupported", status_reason=slot.support.reason)
-        elif slot.gate and slot.gate.unsupported:
-            row.update(status="unsupported", status_reason=slot.gate.reason)
-        elif slot.error:
-            row.update(status="error", status_reason=slot.error)
-        elif slot.gate and not slot.gate.passed:
-            row.update(status="gate_failed", status_reason=slot.gate.reason)
-        elif slot.cheat and not slot.cheat.passed:
-            row.update(status="gate_failed", status_reason=f"anti-cheat: {slot.cheat.reason}")
-        else:
-            row.update(status="ok", status_reason="")
-        return row
-
-    # ------------------------------------------------------------------ stages
-    def _prepare(self, slots: list[_Slot]) -> dict[str, tuple]:
-        inputs = {}
-        for layout in self.s.layouts:
-            p = Problem(slots[0].problem.shape, layout)
-            (st,) = timing_sets(p, self.device, 1, self.seed)
-            inputs[layout] = (st.a, st.b, st.c)
-        for slot in slots:
-            if not slot.support or slot.error:
-                continue
-            self.reporter.stage(f"prepare {slot.method.name} {slot.problem.layout}")
-            self.reporter.candidate("prepare", slot.key)
-            ins = inputs[slot.problem.layout]
-            ctx = PrepareContext(self.device, ins, partial(time_candidates, inputs=ins, device=self.device))
-            t0 = time.perf_counter()
-            try:
-                prep = slot.method.prepare(slot.problem, ctx)
-                if not prep.setup_s:
-                    prep.setup_s = time.perf_counter() - t0
-                slot.prepared = prep
-            except Unsupported as e:
-                slot.support = unsupported(str(e))
-            except Exception as e:
-                slot.error = f"prepare raised {type(e).__name__}: {e}"
-                self._check_context(slot.key, slot.error)
-        return inputs
-
-    def _check_context(self, key, what: str) -> None:
-        """After a method raised: is the CUDA context still usable? If not, nothing more can
-        run in this process (the sandbox restarts its worker and excludes ``key``)."""
-        if self.device == "cuda":
-            check_cuda_context(key, what)
-
-    def _gate(self, slots: list[_Slot]) -> None:
-        for li, layout in enumerate(self.s.layouts):
-            ready = [s for s in slots if s.prepared and s.problem.layout == layout]
-            if not ready:
-                continue
-            self.reporter.stage(f"gate {layout}")
-            res = run_gate(
-                ready[0].problem,
-                [GateCandidate(s.key, s.prepared.fn, anchor=s.method.is_baseline) for s in ready],
-                self.device,
-                seed=self.seed + 1000 * (li + 1),
-                on_candidate=lambda k: self.reporter.candidate("gate", k),
-            )
-            for s in ready:
-                s.gate = res[s.key]
-
-    def _anticheat(self, slots: list[_Slot]) -> None:
-        """Anti-cheat checks for every non-baseline method that passed the gate."""
-        if not self.s.anticheat:
-            return
-        for slot in slots:
-            if slot.method.is_baseline or not (slot.prepared and slot.gate and slot.gate.passed):
-                continue
-            self.reporter.stage(f"anti-cheat {slot.method.name} {slot.problem.layout}")
-            self.reporter.candidate("anticheat", slot.key)
-            probes: list[Prepared] = []
-
-            def probe_fn(probe: Problem, m=slot.method):
-                if not _support(m, probe, self.device):
-                    return None
-                (st,) = timing_sets(probe, self.device, 1, self.seed)
-                ins = (st.a, st.b, st.c)
-                prep = m.prepare(probe, PrepareContext(self.device, ins, partial(time_candidates, inputs=ins,
-                                                                                   device=self.device)))
-                probes.append(prep)
-                return prep.fn
-
-            try:
-                slot.cheat = run_anticheat(slot.problem, slot.prepared.fn, self.device, slot.prepared.capturable,
-                                           make_probe_fn=probe_fn, seed=self.seed)
-            except Exception as e:
-                slot.error = f"anti-cheat checks raised {type(e).__name__}: {e}"
-                self._check_context(slot.key, slot.error)
-            finally:
-                for p in probes:
-                    if p.close:
-                        p.close()
-
-    def _measure(self, slots: list[_Slot], mode: str, cache: str, inputs: dict) -> tuple[list[dict], list[dict]]:
-        ok = [s for s in slots if s.prepared and not s.error and s.gate and s.gate.passed
-              and (s.cheat is None or s.cheat.passed)]
-        shape = slots[0].problem.shape
-        sets_by_layout, flush = {}, 0
-        for layout in self.s.layouts:
-            a, b, c = inputs[layout]
-            sets_by_layout[layout] = [InputSet(a, b, c)]
-            if cache == "cold" and self.device == "cuda":
-                n = cold_set_count(Problem(shape, layout), self.l2_bytes)
-                if n > 1:
-                    sets_by_layout[layout] = timing_sets(Problem(shape, layout), self.device, n, self.seed + 1)
-                elif n == 0:
-                    flush = 2 * self.l2_bytes
-        entries = [Entry(s.key, s.prepared.fn, sets_by_layout[s.problem.layout], s.prepared.capturable) for s in ok]
-        log = ClockLog()
-        self.reporter.stage(f"{mode} {cache}: timing {len(entries)} methods")
-        self.reporter.candidate("timing", None)
-        if mode == "offline":
-            st = OfflineSettings(
-                ci_target=self.s.ci_target, min_rounds=self.s.min_rounds, max_rounds=self.s.max_rounds,
-                budget_s=self.s.budget_s, flush_bytes=flush, seed=self.seed,
-            )
-            meas = measure_offline(entries, self.device, st, self.clocks, log)
-        else:
-            meas = measure_server(entries, self.device, self.s.qps, self.s.server_calls, self.seed, self.clocks, log)
-        clock_cols = log.columns() if self.device == "cuda" else {}
-        rows, samples = [], []
-        for s in slots:
-            row = self._base_row(s, mode, cache)
-            m = meas.get(s.key)
-            if m is not None:
-                n_sets = len(sets_by_layout[s.problem.layout])
-                row.update(self._timing_columns(m, row, n_sets))
-                row.update(clock_cols)
-                samples.extend(self._sample_rows(m, row))
-            rows.append(row)
-        return rows, samples
-
-    def _timing_columns(self, m: Measurement, row: dict, n_sets: int) -> dict:
-        cols: dict = {"timing_method": m.timing_method, "calls_per_batch": m.calls_per_batch,
-                      "rounds": len(m.device_us), "calls_measured": m.calls_measured,
-                      "stop_reason": m.stop_reason, "input_sets": n_sets}
-        if m.error:
-            cols.update(status="error", status_reason=f"timing raised {m.error}")
-        if m.device_us:
-            d = summarize(m.device_us)
-            cols.update({f"device_us_{k}": v for k, v in (
-                ("median", d["median"]), ("mean", d["mean"]), ("p10", d["p10"]), ("p90", d["p90"]),
-                ("p99", d["p99"]), ("ci_lo", d["ci_lo"]), ("ci_hi", d["ci_hi"]))})
-            p = Problem(Shape(row["m"], row["n"], row["k"]), row["layout"])
-            cols["tflops"] = p.flops / d["median"] / 1e6 if d["median"] > 0 else None
-            if row.get("floor_us") is not None:
-                cols["below_floor"] = bool(d["median"] < row["floor_us"])
-        if m.host_us:
-            h = summarize(m.host_us)
-            cols.update(host_us_median=h["median"], host_us_mean=h["mean"], host_us_p90=h["p90"], host_us_p99=h["p99"])
-        if m.starved:
-            info = json.loads(row.get("info") or "{}")
-            info["starved_samples"] = m.starved
-            cols["info"] = config_json(info)
-        return cols
-
-    @staticmethod
-    def _sample_rows(m: Measurement, row: dict) -> list[dict]:
-        base = {k: row[k] for k in ("run_id", "gpu_uuid", "shape", "layout", "method", "mode", "cache")}
-        clk = m.round_sm_mhz
-        out = [dict(base, round=i, metric="device_us", value=v, sm_clock_mhz=clk[i] if i < len(clk) else None)
-               for i, v in enumerate(m.device_us)]
-        out += [dict(base, round=i, metric="host_us", value=v, sm_clock_mhz=clk[i] if i < len(clk) else None)
-                for i, v in enumerate(m.host_us)]
-        return out
-
-    # ------------------------------------------------------------------ driver
     def run(self) -> int:
         """Measure every shape not already finished; returns the number of groups written."""
         done = self.store.done_groups(retry_reason_prefix=HARNESS_ERROR)
@@ -329,71 +46,24 @@ class CompareRunner:
                 self.reporter.skipped(shape)
                 continue
             self.reporter.shape_started(i, total, shape)
-            rows = self._run_shape_isolated(shape, groups) if self.evaluator else self._run_shape(shape, groups)
+            if self.evaluator:
+                rows = self._run_shape_isolated(shape, groups)
+            else:
+                rows = self.shapes.evaluate(shape, groups, self.store.add_group)
             written += len(groups)
             self.reporter.shape_done(i, rows)
         return written
 
-    def _slots(self, shape: Shape) -> list[_Slot]:
-        only = self.s.only.get(shape.name)
-        return [_Slot(m, Problem(shape, lay), _support(m, Problem(shape, lay), self.device),
-                       error=self.s.excluded.get(f"{m.name}|{lay}", ""))
-                 for m in self.methods if only is None or m.name in only for lay in self.s.layouts]
-
-    def _error_group(self, slots: list[_Slot], mode: str, cache: str, reason: str) -> list[dict]:
-        rows = []
-        for s in slots:
-            row = self._base_row(s, mode, cache)
-            row.update(status="error", status_reason=reason)
-            rows.append(row)
-        self.store.add_group(rows, [])
-        return rows
-
     def _run_shape_isolated(self, shape: Shape, groups: list[tuple[str, str]]) -> list[dict]:
         """The shape measured in the sandbox's worker; its groups land in our store."""
-        from harness.sandbox import EvaluatorError
-
         all_rows: list[dict] = []
         try:
             for rows, samples in self.evaluator.evaluate_shape(shape, self.specs, self.s, groups, self.store.run_id):
                 self.store.add_group(rows, samples)
                 all_rows.extend(rows)
         except EvaluatorError as e:
-            slots = self._slots(shape)
             for mode, cache in groups:
-                all_rows.extend(self._error_group(slots, mode, cache, f"{HARNESS_ERROR}: {e}"))
-        return all_rows
-
-    def _run_shape(self, shape: Shape, groups: list[tuple[str, str]]) -> list[dict]:
-        slots = self._slots(shape)
-        all_rows: list[dict] = []
-        try:
-            inputs = self._prepare(slots)
-            self._gate(slots)
-            self._anticheat(slots)
-            for mode, cache in groups:
-                rows, samples = self._measure(slots, mode, cache, inputs)
-                self.store.add_group(rows, samples)
+                rows = self.shapes.error_rows(shape, mode, cache, f"{HARNESS_ERROR}: {e}")
+                self.store.add_group(rows, [])
                 all_rows.extend(rows)
-        except (KeyboardInterrupt, SystemExit, ContextLost):
-            raise
-        except Exception as e:
-            # A harness-level failure on this shape (e.g. out of memory): record it, go on.
-            reason = f"{HARNESS_ERROR}: {type(e).__name__}: {e}"
-            traceback.print_exc()
-            for mode, cache in groups:
-                if not any(r["mode"] == mode and r["cache"] == cache for r in all_rows):
-                    all_rows.extend(self._error_group(slots, mode, cache, reason))
-        finally:
-            for s in slots:
-                if s.prepared and s.prepared.close:
-                    try:
-                        s.prepared.close()
-                    except Exception:
-                        pass
-            if self.device == "cuda":
-                try:
-                    torch.cuda.empty_cache()
-                except Exception:  # a dead context: ContextLost is already on its way up
-                    pass
         return all_rows

@@ -3,8 +3,9 @@
 Candidate code can hang, corrupt memory or kill its CUDA context (an illegal address poisons the
 context for the rest of the process). So an ``Evaluator`` keeps one long-lived worker process
 per GPU and sends it whole shapes: the worker prepares, gates, anti-cheat checks and times every
-method of the shape with the ordinary runner (baselines included, so speedups stay paired
-within one process and one run), and sends the finished rows back.
+method of the shape with the same evaluation as an in-process run (``harness.evaluate``;
+baselines included, so speedups stay paired within one process and one run), and sends the
+finished rows back.
 
 Before any untrusted call the worker says which (method, layout) is in flight and at which stage
 (``prepare``, ``gate``, ``anticheat``, ``timing``). The parent waits with that stage's timeout.
@@ -21,13 +22,15 @@ import dataclasses
 import importlib
 import multiprocessing as mp
 import os
+import secrets
 import traceback
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.problem import Shape
+from harness.evaluate import CompareSettings, ShapeEvaluator
 from harness.method import ContextLost
-from harness.runner import CompareRunner, CompareSettings, Reporter
+from harness.problem import Shape
+from harness.progress import Reporter
 
 
 class EvaluatorError(RuntimeError):
@@ -46,17 +49,6 @@ class Timeouts:
 
 
 # ---------------------------------------------------------------------------------- worker side
-class _CaptureStore:
-    """Stands in for ResultStore inside the worker: collects groups to send back."""
-
-    def __init__(self, run_id: str):
-        self.run_id = run_id
-        self.groups: list[tuple[list[dict], list[dict]]] = []
-
-    def add_group(self, rows, samples) -> None:
-        self.groups.append((rows, samples))
-
-
 class _PipeReporter(Reporter):
     def __init__(self, conn):
         self.conn = conn
@@ -86,12 +78,12 @@ def _worker_main(conn, device: str, plugins: Sequence[str], env: dict) -> None:
         if req is None:
             return
         shape, specs, settings, groups, run_id = req
-        store = _CaptureStore(run_id)
+        finished: list[tuple[list[dict], list[dict]]] = []
         try:
-            runner = CompareRunner(settings, resolve(specs), store, env, _PipeReporter(conn))
-            runner.seed = settings.seed if settings.seed is not None else runner.seed
-            runner._run_shape(shape, groups)
-            conn.send(("done", store.groups))
+            seed = settings.seed if settings.seed is not None else secrets.randbits(31)
+            evaluator = ShapeEvaluator(settings, resolve(specs), env, run_id, seed, _PipeReporter(conn))
+            evaluator.evaluate(shape, groups, lambda rows, samples: finished.append((rows, samples)))
+            conn.send(("done", finished))
         except Exception as e:
             lost = e if isinstance(e, ContextLost) else _lost_context(e)
             if lost is not None:

@@ -4,7 +4,7 @@ Accepted forms, comma/space separated and mixable:
 
 * ``M_N_K`` (also ``MxNxK``), any integers >= 1;
 * a named set: ``cuda-l2`` (CUDA-L2's 1,000 shapes), ``smoke`` (a dozen diverse shapes),
-  ``square`` (powers of two 64..16384);
+  ``smoke-cpu`` (the same kinds of shape, sized for a CPU), ``square`` (powers of two 64..16384);
 * a file path: one ``M_N_K`` per line (``#`` comments allowed) or a CSV with columns m,n,k.
 
 Any malformed entry is a ``ShapeError`` that names the entry and what is wrong with it.
@@ -39,10 +39,34 @@ SMOKE = (
 )
 
 
+# The same kinds of shape at most ~3e8 multiply-adds each: fp16 matmul on a CPU runs at about
+# 1 GFLOP/s (measured on a 2-core CI-class machine: 4096^3 took 531 s), so smoke itself would take
+# hours there; this set takes a minute or two with the default budget.
+SMOKE_CPU = (
+    (64, 64, 64),
+    (256, 256, 256),
+    (512, 512, 512),
+    (64, 1024, 1024),
+    (32, 256, 4096),
+    (1024, 256, 64),
+    (128, 1024, 512),
+    (127, 255, 511),
+)
+
+# What ``compare`` measures when no --shapes are given, by device.
+DEFAULT_SETS = {"cuda": "smoke", "cpu": "smoke-cpu"}
+
+
+def default_set(device: str) -> str:
+    """The named shape set sized for ``device`` ("cuda" or "cpu")."""
+    return DEFAULT_SETS[device]
+
+
 def _named_sets() -> dict[str, list[Shape]]:
     return {
         "cuda-l2": [Shape(m, n, k) for m, n, k in itertools.product(CUDA_L2_VALUES, repeat=3)],
         "smoke": [Shape(*s) for s in SMOKE],
+        "smoke-cpu": [Shape(*s) for s in SMOKE_CPU],
         "square": [Shape(v, v, v) for v in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)],
     }
 

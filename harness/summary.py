@@ -3,8 +3,9 @@
 The baseline of a (shape, mode, cache) group is ``--baseline`` in its faster layout (best of
 layouts, CUDA-L2's "max"), chosen by median device time. A speedup is that baseline's median
 over the method's, both from the same group of the same run, with a bootstrap CI over rounds.
-Rows that failed the gate, could not run, or came in below the physical floor are shown with
-their status and never get a speedup.
+Rows that are not rankable (``harness.results.rankable``: failed the gate, could not run, or
+came in below the physical floor) are shown with their status and never get a speedup. With
+fewer rounds than a 95 % interval needs, a speedup is shown without one, and says so.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-from harness.timing.stats import Speedup, paired_speedup
+from harness.results import rankable
+from harness.timing.stats import Speedup, geomean, paired_speedup
 
 
 @dataclass
@@ -31,11 +32,6 @@ class SpeedupRow:
     speedup: Speedup | None
 
 
-def rankable(df: pd.DataFrame) -> pd.Series:
-    below = df["below_floor"].fillna(False).astype(bool)
-    return (df["status"] == "ok") & ~below & df["device_us_median"].notna()
-
-
 def compute_speedups(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, metric: str = "device_us"
                      ) -> list[SpeedupRow]:
     col = f"{metric}_median"
@@ -43,7 +39,7 @@ def compute_speedups(results: pd.DataFrame, samples: pd.DataFrame, baseline: str
     samp = samples[samples["metric"] == metric] if len(samples) else samples
     by_key = {k: g.sort_values("round")["value"].to_numpy() for k, g in
               samp.groupby(["shape", "mode", "cache", "method", "layout"])} if len(samp) else {}
-    ok = rankable(results)
+    ok = rankable(results, col)
     for (shape, mode, cache), grp in results.groupby(["shape", "mode", "cache"], sort=False):
         base = grp[ok.loc[grp.index] & (grp["method"] == baseline)]
         base_s = None
@@ -74,7 +70,7 @@ def geomean_by_method(rows: list[SpeedupRow]) -> pd.DataFrame:
         recs.setdefault((mode, cache, method), []).append(v)
     data = [
         {"mode": k[0], "cache": k[1], "method": k[2], "shapes": len(v),
-         "geomean": float(np.exp(np.mean(np.log(v)))), "wins": int(sum(x > 1.0 for x in v)),
+         "geomean": geomean(v), "wins": int(sum(x > 1.0 for x in v)),
          "worst": float(min(v)), "best": float(max(v))}
         for k, v in recs.items()
     ]
@@ -100,7 +96,7 @@ def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, c
             for r in rows:
                 if r.mode != mode or r.cache != cache or r.status == "unsupported":
                     continue  # unsupported rows are counted once below, not listed per shape
-                sp = f"{r.speedup.ratio:.3f} [{r.speedup.lo:.3f}, {r.speedup.hi:.3f}]" if r.speedup else "-"
+                sp = _fmt_speedup(r.speedup)
                 t.add_row(r.shape, r.method, r.layout, _fmt(r.device_us), _fmt(r.host_us), sp,
                           r.status if r.status == "ok" else f"[red]{r.status}[/]")
             console.print(t)
@@ -120,6 +116,14 @@ def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, c
         reasons = bad[bad["status"].isin(["gate_failed", "error"])].drop_duplicates(["method", "status_reason"]).head(8)
         for _, r in reasons.iterrows():
             console.print(f"  [red]{r['method']}[/] {r['layout']} {r['shape']}: {r['status_reason']}")
+
+
+def _fmt_speedup(s: Speedup | None) -> str:
+    if s is None:
+        return "-"
+    if math.isnan(s.lo):
+        return f"{s.ratio:.3f} (no CI: {s.n_pairs} rounds)"
+    return f"{s.ratio:.3f} [{s.lo:.3f}, {s.hi:.3f}]"
 
 
 def _fmt(x) -> str:

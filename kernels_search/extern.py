@@ -421,4 +421,14 @@ def _register_env_dirs() -> None:
         register_kernels_dir(d)
 
 
+def _register_source() -> None:
+    """``compare --kernels-dir`` reaches this module through the harness's method-source
+    registry (the harness imports no kernel package); this module is one of its built-in plug-ins."""
+    from harness.registry import register_source
+
+    register_source("kernels-dir", export_kernels_dirs,
+                    help="external .cu kernels: our C ABI (cu:<stem>) or PyTorch extensions (ext:<stem>)")
+
+
+_register_source()
 _register_env_dirs()

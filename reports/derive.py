@@ -1,8 +1,7 @@
 """Which rows may be ranked, and the derived best-of-layouts rows.
 
-A row is rankable only if it was measured cleanly: ``status == "ok"``, the correctness gate
-passed, and it is not faster than the physical floor (``below_floor``: suspect, never
-celebrated). Best-of-layouts rows (CUDA-L2's "max") are derived here, never measured: for each
+A row is rankable only if it was measured cleanly (``harness.results.rankable``: ``status ==
+"ok"``, the correctness gate passed, not faster than the physical floor). Best-of-layouts rows (CUDA-L2's "max") are derived here, never measured: for each
 method and (run, GPU, shape, mode, cache), the rankable nn/tn row with the lowest time in the
 chosen metric. The winner depends on the metric, so the derivation takes it as an argument.
 """
@@ -10,6 +9,8 @@ chosen metric. The winner depends on the metric, so the derivation takes it as a
 from __future__ import annotations
 
 import pandas as pd
+
+from harness.results import rankable
 
 METRICS = {"device": "device_us_median", "host": "host_us_median"}
 METRIC_LABELS = {
@@ -25,14 +26,6 @@ def metric_column(metric: str) -> str:
         return METRICS[metric]
     except KeyError:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}") from None
-
-
-def rankable(df: pd.DataFrame) -> pd.Series:
-    """True for rows that may enter a ranking (clean verdict, not below the physical floor)."""
-    ok = df["status"].eq("ok").fillna(False)
-    gate = df["gate_passed"].fillna(False).astype(bool)
-    below = df["below_floor"].fillna(False).astype(bool)
-    return ok & gate & ~below
 
 
 def gate_failed(df: pd.DataFrame) -> pd.Series:
@@ -70,7 +63,7 @@ def with_best_of_layouts(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     that was measured.
     """
     col = metric_column(metric)
-    rows = df[rankable(df) & df[col].notna() & (df[col] > 0)].copy()
+    rows = df[rankable(df, col)].copy()
     rows["derived"] = False
     rows["best_of"] = rows["layout"]
     if rows.empty:

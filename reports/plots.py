@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from harness.timing.stats import geomean
 from reports.derive import BEST, metric_column
 from reports.svg import Chart, Scale, diverging, esc, padded
 
@@ -121,7 +122,7 @@ def speedup_distribution(sp: pd.DataFrame, baseline: str | None, colors: dict[st
     title = f"Distribution of per-shape speedups over {baseline}"
     if d.empty:
         return _empty(title, "no paired speedups in this view", "speedup-dist")
-    methods = list(d.groupby("method")["speedup"].apply(lambda s: np.exp(np.log(s).mean()))
+    methods = list(d.groupby("method")["speedup"].apply(geomean)
                    .sort_values(ascending=False).index)
     row_h = 34
     c = Chart(height=60 + 48 + row_h * len(methods), left=190, title=title, kind="speedup-dist")
@@ -140,7 +141,7 @@ def speedup_distribution(sp: pd.DataFrame, baseline: str | None, colors: dict[st
         p5, p95 = np.quantile(g["speedup"], [0.05, 0.95])
         c.rect(xs(q1), yc - 9, xs(q3) - xs(q1), 18, color, f"{k}: middle half of shapes {q1:.3f}x - {q3:.3f}x",
                cls="box")
-        gm = float(np.exp(np.log(g["speedup"]).mean()))
+        gm = geomean(g["speedup"])
         what = (f"the baseline itself: 1x on each of its {len(g)} shapes by definition" if m == baseline
                 else f"geometric mean {gm:.3f}x over {len(g)} shapes")
         c.parts.append(f'<line class="gm" x1="{xs(gm):.1f}" x2="{xs(gm):.1f}" y1="{yc - 12:.1f}" y2="{yc + 12:.1f}">'
@@ -170,7 +171,7 @@ def speedup_maps(sp: pd.DataFrame, methods: list[str], metric: str, keys: dict[s
     One chart per view with a layer per method (``<g class="layer" data-key=...>``, by method
     key; the page's select shows one, the first without script). The layers share the axes, so
     a shape sits at the same place for every method, and the frame, axes and colour key are
-    written once per view, not once per method (per-method charts repeated them hundreds of
+    written once per view, not once per method (per-method charts would repeat them hundreds of
     times). A grid shape set gets one M x N heatmap panel per K; any other set a log-log map of
     M·N against K with each shape a coloured dot.
     """

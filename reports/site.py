@@ -1,25 +1,38 @@
 """Assemble the static site: load, compute views, render the template, copy data and assets.
 
-The output directory is self-contained (HTML, CSS, JS, the input Parquet files and their raw
+The output folder is self-contained (HTML, CSS, JS, the input Parquet files and their raw
 samples), so it can be opened from disk, served by any static host, or archived as is.
+
+The report writes only files it owns. A folder it builds gets a manifest (``MANIFEST``) listing
+every file written; a rebuild replaces exactly those files and leaves anything else alone. A
+folder that is not empty and holds no manifest was not made by the report: it is refused, never
+overwritten. Everything is staged inside the folder first, so rebuilding a site from its own
+``data/`` copies, or a build that fails half-way, never destroys an input.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import tempfile
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jinja2
 
+from harness.paths import OutputPathError, check_output_dir
 from harness.results import SCHEMA_VERSION
+from harness.timing.stats import CONFIDENCE, min_samples_for_ci
 from reports import tabledata
 from reports.derive import METRICS
 from reports.load import LoadedFile, load_all
 from reports.views import build_runs
 
 PKG = Path(__file__).parent
+MANIFEST = ".hgemm-report.json"  # in the output folder: the files this report wrote there
+WRITER = "hgemm-bench report"
+STAGE_PREFIX = ".report-stage-"
 FLOOR_DEFINITION = (
     "floor = max(2·M·N·K / peak fp16 rate, minimum bytes / memory bandwidth), minimum bytes = "
     "2·(M·K + K·N + M·N) (fp16 A and B read once, C written once); datasheet H200: 990 TFLOP/s dense "
@@ -28,39 +41,90 @@ FLOOR_DEFINITION = (
 )
 
 
-def _copy_data(files: list[LoadedFile], out_dir: Path) -> list[dict]:
-    """Copy each input and its samples to data/<i>-<stem>/ (numbered: inputs may share a name).
-
-    The copies are staged beside the old data/ and swapped in at the end, so rebuilding a site
-    from its own data/ copies (or a failed copy) never destroys an input.
-    """
-    data = out_dir / "data"
-    stage = Path(tempfile.mkdtemp(prefix=".data-", dir=out_dir))
-    out = []
+def owned_files(out_dir: Path) -> set[str]:
+    """The files (relative POSIX paths) an earlier report wrote in ``out_dir``; empty for a
+    folder that does not exist or is empty. OutputPathError for a folder the report may not
+    write into: not empty and without a manifest, or with a manifest it cannot trust."""
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir)
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return set()
+    manifest = out_dir / MANIFEST
+    if not manifest.is_file():
+        raise OutputPathError(f"{out_dir} is not empty and was not made by `{WRITER}` (it has no {MANIFEST}); "
+                              "give a new or empty folder")
     try:
-        for i, f in enumerate(files):
-            d = stage / f"{i}-{f.path.stem}"
-            d.mkdir(parents=True)
-            shutil.copy2(f.path, d / f.path.name)
-            parts = []
-            if f.samples_path.is_dir():
-                shutil.copytree(f.samples_path, d / f.samples_path.name)
-                parts = sorted(p.name for p in (d / f.samples_path.name).glob("*.parquet"))
-            out.append({
-                "name": f.path.name,
-                "href": f"data/{d.name}/{f.path.name}",
-                "rows": len(f.results),
-                "samples_dir": f"data/{d.name}/{f.samples_path.name}/" if parts else None,
-                "samples": [f"data/{d.name}/{f.samples_path.name}/{p}" for p in parts],
-                "sample_rows": len(f.samples),
-            })
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    if data.exists():
-        shutil.rmtree(data)
-    stage.rename(data)
+        doc = json.loads(manifest.read_text())
+        files = doc["files"]
+        if doc.get("written_by") != WRITER or not isinstance(files, list):
+            raise ValueError("not a report manifest")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise OutputPathError(f"{manifest} cannot be read as a report manifest ({e}); give a new or empty folder") from e
+    bad = [f for f in files if not isinstance(f, str) or PurePosixPath(f).is_absolute()
+           or ".." in PurePosixPath(f).parts or f == MANIFEST]
+    if bad:
+        raise OutputPathError(f"{manifest} lists paths outside the folder ({bad[0]!r}); give a new or empty folder")
+    return set(files)
+
+
+def _write_manifest(out_dir: Path, files: set[str]) -> None:
+    tmp = out_dir / f"{MANIFEST}.{os.getpid()}.tmp"  # created with the user's umask, as the site's other files
+    tmp.write_text(json.dumps({"written_by": WRITER, "files": sorted(files)}, indent=1))
+    os.replace(tmp, out_dir / MANIFEST)
+
+
+def _copy_data(files: list[LoadedFile], stage: Path) -> list[dict]:
+    """Copy each input and its samples to ``stage``/data/<i>-<stem>/ (numbered: inputs may share
+    a name); return the page's download list."""
+    out = []
+    for i, f in enumerate(files):
+        d = stage / "data" / f"{i}-{f.path.stem}"
+        d.mkdir(parents=True)
+        shutil.copy2(f.path, d / f.path.name)
+        parts = []
+        if f.samples_path.is_dir():
+            (d / f.samples_path.name).mkdir()
+            for p in sorted(f.samples_path.glob("*.parquet")):
+                shutil.copy2(p, d / f.samples_path.name / p.name)
+                parts.append(p.name)
+        rel = f"data/{d.name}"
+        out.append({
+            "name": f.path.name,
+            "href": f"{rel}/{f.path.name}",
+            "rows": len(f.results),
+            "samples_dir": f"{rel}/{f.samples_path.name}/" if parts else None,
+            "samples": [f"{rel}/{f.samples_path.name}/{p}" for p in parts],
+            "sample_rows": len(f.samples),
+        })
     return out
+
+
+def _install(stage: Path, out_dir: Path, old: set[str]) -> set[str]:
+    """Move every file staged into ``out_dir``, replacing the files of the earlier build
+    (``old``) and nothing else; return the files now owned. A staged path that exists in
+    ``out_dir`` without being an earlier build's file stops the build before anything moves."""
+    new = {p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()}
+    clash = sorted(r for r in new if r not in old and (out_dir / r).exists() or (out_dir / r).is_dir())
+    if clash:
+        raise OutputPathError(f"{out_dir / clash[0]} exists and was not written by `{WRITER}`; "
+                              "it is left alone: give a new or empty folder")
+    _write_manifest(out_dir, old | new)  # a build interrupted from here on still owns every file it wrote
+    for rel in sorted(old - new):
+        target = out_dir / rel
+        if target.is_file() or target.is_symlink():
+            target.unlink()
+        for parent in target.parents:  # folders an earlier build made and left empty
+            if parent == out_dir or not parent.is_relative_to(out_dir):
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+    for rel in sorted(new):
+        (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage / rel, out_dir / rel)
+    _write_manifest(out_dir, new)
+    return new
 
 
 def _env() -> jinja2.Environment:
@@ -74,26 +138,55 @@ def _env() -> jinja2.Environment:
     env.filters["x"] = lambda v: "—" if v is None or v != v else f"{v:.3f}×"
     env.filters["pct"] = lambda v: "—" if v is None or v != v else f"{v:.0%}"
     env.filters["us"] = lambda v: "—" if v is None or v != v else f"{v:.4g} µs"
+    env.filters["ci"] = _ci_text
     return env
+
+
+def _ci_text(e, long: bool = False) -> str:
+    """A leaderboard entry's geomean CI, or why there is none."""
+    level = f"{CONFIDENCE:.0%}"
+    if e.ci_lo == e.ci_lo and e.ci_hi == e.ci_hi:
+        return f"{level} CI {e.ci_lo:.3f}× – {e.ci_hi:.3f}×" if long else f"{e.ci_lo:.3f}× – {e.ci_hi:.3f}×"
+    need = min_samples_for_ci(CONFIDENCE)
+    if 0 < e.covered < need:
+        return f"no {level} CI: {e.covered} shape(s), it needs {need}" if long else f"no CI ({e.covered} < {need} shapes)"
+    return f"no {level} CI" if long else "—"
 
 
 def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublaslt-autotune",
                metric: str = "device") -> Path:
     """Build the static report from results files into ``out_dir``; return the index.html path.
 
-    Raises ``harness.results.ResultsError`` (naming the file) for a missing, foreign, empty or
-    wrong-version input before anything is written.
+    Raises ``harness.paths.OutputPathError`` for an output folder the report may not write into
+    (see ``owned_files``) and ``harness.results.ResultsError`` (naming the file) for a missing,
+    foreign, empty or wrong-version input, both before anything is written.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")
+    out_dir = Path(out_dir)
+    old = owned_files(out_dir)
     paths = [Path(p) for p in result_paths]
     files, df = load_all(paths)
     runs = build_runs(df, baseline, metric)
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    downloads = _copy_data(files, out_dir)
-    static = out_dir / "static"
-    static.mkdir(exist_ok=True)
+    if not old:
+        _write_manifest(out_dir, set())  # the folder is the report's from here on
+    for leftover in out_dir.glob(f"{STAGE_PREFIX}*"):  # of an interrupted build of ours
+        shutil.rmtree(leftover, ignore_errors=True)
+    stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out_dir))
+    try:
+        _build(stage, files, runs, baseline, metric)
+        _install(stage, out_dir, old)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out_dir / "index.html"
+
+
+def _build(stage: Path, files: list[LoadedFile], runs, baseline: str, metric: str) -> None:
+    """Write the whole site into ``stage``."""
+    downloads = _copy_data(files, stage)
+    static = stage / "static"
+    static.mkdir()
     for p in (PKG / "static").iterdir():
         if p.is_file():
             shutil.copy2(p, static / p.name)
@@ -107,6 +200,4 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
         built_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         data_json=tabledata.encode(runs),
     )
-    index = out_dir / "index.html"
-    index.write_text(html, encoding="utf-8")
-    return index
+    (stage / "index.html").write_text(html, encoding="utf-8")

@@ -1,10 +1,12 @@
 """Speedups and leaderboard statistics, computed the only honest way: paired within one run.
 
-A speedup is ``baseline median / method median`` for the same (run, GPU, shape, mode, cache) and
-the same layout (a derived best-of-layouts row is paired with the baseline's best-of-layouts
-row). Absolute times are never compared across runs or GPUs. A method's score is the geometric
-mean of its per-shape speedups, with a percentile bootstrap CI that resamples shapes: it says how
-much the score depends on which shapes happened to be in the set.
+A speedup (``harness.timing.stats.speedup``) is ``baseline median / method median`` for the same
+(run, GPU, shape, mode, cache) and the same layout (a derived best-of-layouts row is paired with
+the baseline's best-of-layouts row). Absolute times are never compared across runs or GPUs. A
+method's score is the geometric mean of its per-shape speedups, with a bootstrap CI that
+resamples shapes (``harness.timing.stats.geomean_ci``): it says how much the score depends on
+which shapes happened to be in the set. Too few shapes for the level give no CI (NaN), and the
+page says so.
 """
 
 from __future__ import annotations
@@ -14,36 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reports.derive import BEST, PAIR_KEY, gate_failed, metric_column, not_run, rankable
+from harness.results import rankable
+from harness.timing.stats import geomean, geomean_ci, speedup
+from reports.derive import BEST, PAIR_KEY, gate_failed, metric_column, not_run
 
-N_BOOT = 2000
-CI_LEVEL = 0.95
-
-
-def geomean(x) -> float:
-    x = np.asarray(x, dtype=float)
-    if x.size == 0 or np.any(x <= 0):
-        return float("nan")
-    return float(np.exp(np.mean(np.log(x))))
-
-
-def bootstrap_geomean_ci(x, n_boot: int = N_BOOT, level: float = CI_LEVEL, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the geometric mean, resampling shapes with replacement.
-
-    The seed is fixed so that rebuilding a site from the same data gives the same page.
-    """
-    logs = np.log(np.asarray(x, dtype=float))
-    if logs.size == 0:
-        return float("nan"), float("nan")
-    if logs.size == 1:
-        v = float(np.exp(logs[0]))
-        return v, v
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, logs.size, size=(n_boot, logs.size))
-    means = logs[idx].mean(axis=1)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(means, [a, 1 - a])
-    return float(np.exp(lo)), float(np.exp(hi))
+__all__ = ["Entry", "choose_baseline", "geomean", "geomean_ci", "leaderboard", "paired_speedups"]
 
 
 FALLBACK_BASELINES = ("cublaslt-autotune", "cublaslt", "cublas", "torch")
@@ -57,7 +34,7 @@ def choose_baseline(view_rows: pd.DataFrame, requested: str, metric: str = "devi
     order, then torch, then any other baseline), and the page says so.
     """
     col = metric_column(metric)
-    ok = view_rows[rankable(view_rows) & view_rows[col].notna()]
+    ok = view_rows[rankable(view_rows, col)]
     methods = set(ok["method"])
     if requested in methods:
         return requested, ""
@@ -85,7 +62,7 @@ def paired_speedups(rows: pd.DataFrame, baseline: str | None, metric: str) -> pd
     key = PAIR_KEY + ["layout"]
     base = out.loc[out["method"] == baseline, key + [col]].rename(columns={col: "base_us"})
     out = out.merge(base, on=key, how="left")
-    out["speedup"] = out["base_us"] / out[col]
+    out["speedup"] = speedup(out["base_us"], out[col])
     return out
 
 
@@ -124,7 +101,7 @@ def leaderboard(sp: pd.DataFrame, view_raw: pd.DataFrame, baseline: str | None, 
     for (method, layout), g in sp.groupby(["method", "layout"], sort=True):
         scored = g[g["speedup"].notna()]
         s = scored["speedup"].to_numpy()
-        lo, hi = bootstrap_geomean_ci(s)
+        lo, hi = geomean_ci(s)
         raw = view_raw["method"] == method
         if layout != BEST:
             raw = raw & (view_raw["layout"] == layout)

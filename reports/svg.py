@@ -139,7 +139,7 @@ class Chart:
         holds only its position and hover text. For marks whose hover text is not a row of the
         per-shape table (the clocks chart's); a view's data marks are ``table_marks``. Centres
         are whole pixels: half a pixel off is invisible on a dot of radius 2.5 or more, and the
-        decimals were 4 bytes of every mark.
+        decimals would cost 4 bytes a mark.
 
         ``pts``: (x, y, title) tuples, or (x, y, title, fill) where marks differ in colour.
         """

@@ -1,9 +1,9 @@
 """The per-shape tables as compact JSON for report.js, which decodes them back into rows.
 
 Every measured row of every view is in the page (the per-shape table must find any of them),
-so the encoding, not the content, is what is kept small. Written out plainly, the JSON was most
-of a 15 MB page: family config names of ~180 characters and flag texts repeated on every row,
-and each best-layout row repeating the measured row it was copied from. Here:
+so the encoding, not the content, is what is kept small. Written out plainly, the JSON is most
+of the page: family config names of ~180 characters and flag texts repeated on every row, and
+each best-layout row repeating the measured row it was copied from. Here:
 
 - ``values[column]``: text columns with few distinct values (method, layout, flags) hold an
   index into this list, so each distinct text is written once;

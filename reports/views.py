@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from reports import plots
-from reports.derive import BEST, METRIC_LABELS, METRICS, excluded_reason, metric_column, rankable, with_best_of_layouts
+from harness.results import rankable
+from harness.timing.stats import CONFIDENCE, min_samples_for_ci
+from reports.derive import BEST, METRIC_LABELS, METRICS, excluded_reason, metric_column, with_best_of_layouts
 from reports.environment import environment, is_cpu, methodology
 from reports.keys import method_keys
 from reports.stats import Entry, choose_baseline, leaderboard, paired_speedups
@@ -82,9 +84,17 @@ def method_colors(df: pd.DataFrame) -> dict[str, str]:
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(df["method"].unique()))}
 
 
+def _too_few_rounds(r: dict) -> bool:
+    """Fewer rounds than a median CI at the stated level needs (files written before that rule
+    hold the min-max of those rounds there: it is not shown as a CI)."""
+    return pd.notna(r.get("rounds")) and int(r["rounds"]) < min_samples_for_ci(CONFIDENCE)
+
+
 def _flags(r: dict) -> str:
     """Caveats a reader should see next to a number (the row is still ranked)."""
     out = []
+    if _too_few_rounds(r):
+        out.append(f"no {CONFIDENCE:.0%} CI ({int(r['rounds'])} rounds; it needs {min_samples_for_ci(CONFIDENCE)})")
     if r.get("throttled") is True:
         out.append("throttled" + (f" ({r['throttle_reasons']})" if r.get("throttle_reasons") else ""))
     if r.get("stop_reason") in ("budget", "max_rounds"):
@@ -115,7 +125,8 @@ def _table(sp: pd.DataFrame, metric: str) -> list[list]:
         t = r[col]
         fl = 2.0 * r["m"] * r["n"] * r["k"]
         lay = f"best ({r['best_of']})" if r["layout"] == BEST else r["layout"]
-        ci = (r["device_us_ci_lo"], r["device_us_ci_hi"]) if metric == "device" else (None, None)
+        ci = (r["device_us_ci_lo"], r["device_us_ci_hi"]) if metric == "device" and not _too_few_rounds(r) \
+            else (None, None)
         eff = r["floor_us"] / t if pd.notna(r["floor_us"]) else None
         out.append([int(r["m"]), int(r["n"]), int(r["k"]), lay, r["method"], _r(t), _r(ci[0]), _r(ci[1]),
                     _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff), _flags(r)])

@@ -21,7 +21,7 @@ from harness.results import (
 from reports import build_site
 from reports.derive import rankable, with_best_of_layouts
 from reports.load import load_all
-from reports.stats import bootstrap_geomean_ci, geomean, leaderboard, paired_speedups
+from reports.stats import geomean, geomean_ci, leaderboard, paired_speedups
 from reports.views import build_runs
 
 SHAPES = [(m, n, k) for k in (256, 4096) for m in (128, 1024, 4096) for n in (128, 1024, 4096)]
@@ -230,11 +230,36 @@ def test_bootstrap_ci_brackets_and_narrows():
     rng = np.random.default_rng(1)
     small = np.exp(rng.normal(0.1, 0.3, 10))
     big = np.exp(rng.normal(0.1, 0.3, 1000))
-    lo_s, hi_s = bootstrap_geomean_ci(small)
-    lo_b, hi_b = bootstrap_geomean_ci(big)
+    lo_s, hi_s = geomean_ci(small)
+    lo_b, hi_b = geomean_ci(big)
     assert lo_s < geomean(small) < hi_s and lo_b < geomean(big) < hi_b
     assert hi_b - lo_b < hi_s - lo_s
-    assert bootstrap_geomean_ci([1.5]) == (1.5, 1.5)
+    assert all(math.isnan(v) for v in geomean_ci([1.5]))  # one shape: no interval, not [1.5, 1.5]
+
+
+def test_too_few_rounds_or_shapes_show_no_ci(tmp_path):
+    """A row of 3 rounds (whose file still holds the min-max of its rounds as a 'CI') shows no
+    median CI and says why; a leaderboard over 2 shapes shows no geomean CI and says why."""
+    store = ResultStore(tmp_path / "few.parquet", "run-few")
+    for i, shape in enumerate([(128, 128, 256), (128, 1024, 256)]):
+        rows = []
+        for method in (BASELINE, "search-a"):
+            t = base_us(shape, "nn") / true_speedup(method, "nn", shape, "offline")
+            r = make_row("run-few", "GPU-1", shape, "nn", method, "offline", "warm", t, i)
+            r.update(rounds=3, stop_reason="budget")
+            rows.append(r)
+        store.add_group(rows, [])
+    from reports.views import build_runs
+
+    _, df = load_all([tmp_path / "few.parquet"])
+    (run,) = build_runs(df, BASELINE, "device")
+    view = next(v for v in run.views if v.metric == "device")
+    cols = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops", "efficiency", "flags"]
+    for row in view.table:
+        r = dict(zip(cols, row))
+        assert r["ci_lo"] is None and r["ci_hi"] is None and "no 95% CI (3 rounds; it needs 6)" in r["flags"]
+    html = build_site([tmp_path / "few.parquet"], tmp_path / "site").read_text()
+    assert "no 95% CI: 2 shape(s), it needs 6" in html and "no CI (2 &lt; 6 shapes)" in html
 
 
 def test_baseline_fallback_is_announced(run_a):
@@ -329,3 +354,78 @@ def test_site_can_be_rebuilt_from_its_own_data(run_a, tmp_path):
     assert again.read_bytes() == run_a.read_bytes()
     assert len(list((site / "data").rglob("*.samples/*.parquet"))) == 18 * 3
     assert first.count('class="lb-row') == (site / "index.html").read_text().count('class="lb-row')
+
+
+# --- the output folder: the report writes only files it owns ---------------------------------------
+
+def _files(d: Path) -> set[str]:
+    return {p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file()}
+
+
+def test_site_folder_lists_what_it_wrote_and_a_rebuild_touches_nothing_else(run_a, tmp_path):
+    import json
+
+    from reports.site import MANIFEST
+
+    site = tmp_path / "site"
+    build_site([run_a], site)
+    owned = set(json.loads((site / MANIFEST).read_text())["files"])
+    assert owned == _files(site) - {MANIFEST} and "index.html" in owned and "static/report.js" in owned
+    # a file of the user's, next to and among the report's own
+    (site / "data" / "important.csv").write_text("keep me")
+    (site / "notes.txt").write_text("mine")
+    other = write_run(tmp_path / "b" / "other.parquet", run_id="run-b", modes=(("offline", "warm"),))
+    build_site([other], site)
+    assert (site / "data" / "important.csv").read_text() == "keep me" and (site / "notes.txt").read_text() == "mine"
+    now = set(json.loads((site / MANIFEST).read_text())["files"])
+    assert not any(f.startswith("data/0-results/") for f in now), "the first build's data copies are replaced"
+    assert _files(site) == now | {MANIFEST, "data/important.csv", "notes.txt"}
+    assert not (site / "data" / "0-results").exists()  # the folder it made and emptied is gone too
+
+
+def test_a_folder_the_report_did_not_make_is_refused_untouched(run_a, tmp_path):
+    from harness.paths import OutputPathError
+
+    theirs = tmp_path / "theirs"
+    (theirs / "data").mkdir(parents=True)
+    (theirs / "data" / "important.csv").write_text("keep me")
+    with pytest.raises(OutputPathError, match="not empty and was not made by"):
+        build_site([run_a], theirs)
+    assert _files(theirs) == {"data/important.csv"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    build_site([run_a], empty)  # an empty folder is fine
+    assert (empty / "index.html").exists()
+
+
+def test_a_file_of_the_users_where_the_report_would_write_stops_the_build(run_a, tmp_path):
+    from harness.paths import OutputPathError
+    from reports.site import MANIFEST
+
+    site = tmp_path / "site"
+    build_site([run_a], site)
+    before = (site / MANIFEST).read_text()
+    other = write_run(tmp_path / "b" / "other.parquet", run_id="run-b", modes=(("offline", "warm"),))
+    (site / "data" / "1-other").mkdir()
+    (site / "data" / "1-other" / "other.parquet").write_text("the user's")
+    with pytest.raises(OutputPathError, match="exists and was not written by"):
+        build_site([run_a, other], site)
+    assert (site / "data" / "1-other" / "other.parquet").read_text() == "the user's"
+    assert (site / MANIFEST).read_text() == before and (site / "index.html").exists()
+    assert not list(site.glob(".report-stage-*"))
+
+
+@pytest.mark.parametrize("files", [["../outside.txt"], ["/etc/hostname"], "not a list"])
+def test_a_manifest_pointing_outside_the_folder_is_not_trusted(run_a, tmp_path, files):
+    import json
+
+    from harness.paths import OutputPathError
+    from reports.site import MANIFEST
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (tmp_path / "outside.txt").write_text("keep")
+    (site / MANIFEST).write_text(json.dumps({"written_by": "hgemm-bench report", "files": files}))
+    with pytest.raises(OutputPathError, match="manifest"):
+        build_site([run_a], site)
+    assert (tmp_path / "outside.txt").read_text() == "keep"

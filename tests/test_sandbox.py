@@ -83,3 +83,17 @@ def test_a_kernel_that_declines_at_run_time_is_unsupported_not_wrong(evaluator):
     r = rows[("t-decline-call", "nn")]
     assert r["status"] == "unsupported" and "declined" in r["status_reason"]
     assert rows[("torch", "nn")]["status"] == "ok"
+
+
+def test_the_sandbox_and_the_runner_share_the_evaluation_without_a_cycle():
+    """The worker measures a shape through harness.evaluate, the public entry point, not through
+    the runner: importing the sandbox loads no runner."""
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.sandbox\n"
+            "assert 'harness.runner' not in sys.modules, 'harness.sandbox imports harness.runner'\n"
+            "import harness.evaluate as e\n"
+            "assert e.ShapeEvaluator.evaluate and 'harness.runner' not in sys.modules\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr

@@ -82,3 +82,35 @@ def test_on_cuda_l2_grid_reads_names_and_shapes():
     assert not on_cuda_l2_grid("96_64_64") and not on_cuda_l2_grid(Shape(64, 64, 96))
     with pytest.raises(ShapeError):
         on_cuda_l2_grid("1_2")
+
+
+def test_each_device_has_a_default_set_sized_for_it():
+    from harness.progress import WorkModel
+    from harness.shapes import default_set
+
+    assert default_set("cuda") == "smoke"
+    cpu = parse_shapes(default_set("cpu"))
+    assert default_set("cpu") == "smoke-cpu" and len(cpu) >= 6
+    assert max(2 * s.m * s.n * s.k for s in cpu) <= 3e8  # ~0.3 s a call at 1 GFLOP/s
+    # the kinds of shape smoke has: tiny, skinny, large-K few-tile, tall with tiny K, misaligned
+    assert any(s.k >= 8 * max(s.m, s.n) for s in cpu) and any(s.k <= 64 and s.m >= 1024 for s in cpu)
+    assert any(s.m % 8 for s in cpu)
+    # at a CPU's ~1 GFLOP/s with the default settings: minutes, where smoke takes hours
+    model = WorkModel(flops_per_s=1e9, entries=2)
+    assert model.total_s(cpu) < 120 and model.total_s(parse_shapes("smoke")) > 3600
+
+
+def test_run_bytes_counts_every_buffer_of_a_shape():
+    from harness.evaluate import run_bytes
+
+    m = n = k = 1000
+    p = Problem(Shape(m, n, k))
+    one_layout = 2 * 3 * m * n  # A, B, C in fp16
+    gate = 2 * 2 * 2 * m * n + 2 * (2 * m * n + 512) + 8 * 3 * m * n + 2 * 8 * m * n  # fp64 reference
+    assert run_bytes(p, layouts=2, gate_candidates=1, device="cpu") == 2 * one_layout + gate
+    assert run_bytes(p, 2, 3, "cpu") - run_bytes(p, 2, 1, "cpu") == 2 * 2 * (2 * m * n + 512)
+    big = Problem(Shape(99999, 99999, 99999))
+    assert run_bytes(big, 2, 1, "cpu") > 2 * 6 * 99999**2  # fp32 reference at this size, still > 100 GB
+    warm = run_bytes(Problem(Shape(1024, 1024, 1024)), 2, 1, "cuda", cold=False, l2_bytes=50 << 20)
+    cold = run_bytes(Problem(Shape(1024, 1024, 1024)), 2, 1, "cuda", cold=True, l2_bytes=50 << 20)
+    assert cold - 2 * 6 * 1024**2 >= 2 * 2 * (50 << 20) > warm  # rotated sets fill twice the L2 per layout

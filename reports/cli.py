@@ -1,0 +1,50 @@
+"""The ``hgemm-bench report`` command, ready to mount: ``register(app)`` adds it to a Typer app.
+
+Nothing heavy is imported until the command runs (the CLI's ``--help`` stays fast). Bad input is
+one error line and exit code 2, as in ``compare``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+DEFAULT_OUT = Path("results/site")  # under results/, which git ignores: a report never lands in tracked files
+
+
+def report(
+    results: List[Path] = typer.Argument(..., help="Results Parquet files from `compare`."),
+    out: Path = typer.Option(DEFAULT_OUT, "--out", "-o",
+                             help="Output folder for the static site: a new or empty folder, or one an earlier "
+                                  "report made (only the files it wrote there are replaced)."),
+    baseline: str = typer.Option("cublaslt-autotune", help="Method the leaderboard's speedups are relative to."),
+    metric: str = typer.Option("device", help="View the page opens on: device (GPU time per call) or host."),
+):
+    """Build the static HTML leaderboard from results Parquet files."""
+    from rich.console import Console
+
+    console, err = Console(), Console(stderr=True)
+
+    def fail(msg: str) -> None:
+        err.print(f"[bold red]error:[/] {msg}")
+        raise typer.Exit(2)
+
+    if metric not in ("device", "host"):
+        fail(f"unknown metric {metric!r}: use device or host")
+    from harness.paths import OutputPathError
+    from harness.results import ResultsError
+    from reports.site import build_site
+
+    try:
+        index = build_site(list(results), out, baseline=baseline, metric=metric)
+    except OutputPathError as e:
+        fail(f"-o: {e}")
+    except ResultsError as e:
+        fail(str(e))
+    console.print(f"site: {index}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
