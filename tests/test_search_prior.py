@@ -133,26 +133,6 @@ def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_pa
     assert set(with_prior.measured_on[B]) == {"1024_1024_2048", "2048_2048_2048", "4096_4096_2048"}
 
 
-def test_the_committed_h200_prior_lists_readable_compare_results():
-    """Every file the default prior list names exists and is compare results with family rows."""
-    root = Path(__file__).resolve().parent.parent
-    paths = prior_paths([root / "kernels_search/search/prior_h200.txt"], root=root)
-    assert len(paths) >= 9
-    for p in paths:
-        df = read_prior(p)
-        assert (~df["is_baseline"]).any() and (df["method"] == "cublaslt-autotune").any(), p
-    # every prior shape is one a fresh check must avoid: a grid shape in seen_shapes.txt, or one of
-    # an off-grid file's (studies/offgrid-*shapes.txt: the checks and the study since the
-    # twenty-first session), which a later off-grid draw excludes
-    from harness.shapes import read_shape_file
-
-    seen = set((root / "kernels_search/search/seen_shapes.txt").read_text().split())
-    offgrid = sorted((root / "kernels_search/search/studies").glob("offgrid-*shapes.txt"))
-    assert len(offgrid) >= 2
-    seen |= {s.name for f in offgrid for s in read_shape_file(f)}
-    assert prior_shapes(paths) <= seen
-
-
 @pytest.mark.slow
 def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes(tmp_path):
     """``search_main(prior=...)`` on the CPU with the synthetic family: the prior's rows on a
@@ -214,17 +194,8 @@ def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(mo
     assert first_picks.picks_by_rule(pol, empty, [huge], ["model/m10/n2"])["model/m10/n2"][huge.name] == B
 
 
-def test_the_prior_of_a_gpu_model_is_its_committed_list_and_rows_of_another_model_are_left_out(tmp_path):
-    """``prior_for_gpu`` finds ``prior_h200.txt`` for an "NVIDIA H200" (what ``search --holdout``
-    adds by default there) and nothing for another model or the CPU; ``fold_prior(gpu=...)`` learns
-    only the rows of that model and counts the others in its line."""
-    from kernels_search.search.prior import gpu_model_slug, prior_for_gpu
-
-    assert gpu_model_slug("NVIDIA H200") == "h200" and gpu_model_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
-    h200 = prior_for_gpu("NVIDIA H200")
-    assert h200 == prior_paths([Path("kernels_search/search/prior_h200.txt")], root=Path(__file__).resolve().parents[1])
-    assert all(p.is_absolute() and p.exists() for p in h200)
-    assert prior_for_gpu("NVIDIA H100 80GB HBM3") == [] and prior_for_gpu("CPU: x86_64") == [] and prior_for_gpu(None) == []
+def test_rows_of_another_gpu_model_are_left_out_and_counted(tmp_path):
+    """``fold_prior(gpu=...)`` learns only the rows of that model and counts the others in its line."""
     rows = []
     for gpu, us in (("NVIDIA H200", 5.0), ("NVIDIA B200", 20.0)):
         rows += [dict(row(gpu, "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), gpu_name=gpu),

@@ -133,10 +133,12 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
     if not fams:
         raise ValueError(f"no kernel family to search on {device}")
     env = envmod.collect(device)
-    if first_pick_prior == "auto":  # resolved before anything is measured: a bad list fails here
-        from kernels_search.search.prior import prior_for_gpu
+    pick_source = ""
+    if first_pick_prior == "auto":  # this GPU model's packaged evidence (none for another model, the CPU)
+        from kernels_search.search import evidence
 
-        first_pick_prior = prior_for_gpu(env.get("gpu_name")) if holdout else []
+        ev = evidence.load(env.get("gpu_name")) if holdout else None
+        first_pick_prior, pick_source = (ev.parts, ev.label) if ev is not None else ([], "")
     db = KernelDB(out / "db")
     # A search may resume on another machine with the same GPU model (every speedup is paired
     # within one call, so rows from two machines never meet in a ratio); each row keeps the
@@ -190,7 +192,8 @@ def search_main(shapes: Sequence[Shape], budget: str | float, out: str | Path, *
             if first_pick_prior:
                 from kernels_search.search.prior import with_prior
 
-                picker, folded = with_prior(policy, list(first_pick_prior), [s.name for s in holdout], env.get("gpu_name"))
+                picker, folded = with_prior(policy, list(first_pick_prior), [s.name for s in holdout], env.get("gpu_name"),
+                                            pick_source)
                 print_fn(folded.line() + " for the first pick")
             first = first_pick_eval(list(holdout), ev, db, picker, settings=settings, baselines=baselines,
                                     search_id=first_pick_id(search_id, seen, picker),
