@@ -28,20 +28,20 @@
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json, or LIBRARY_PATH) with the baselines on the
-#            searched shapes (or LIBRARY_SHAPES), then scripts/library_check.py's per-shape table vs cuBLASLt autotune
+#            searched shapes (or LIBRARY_SHAPES), then lab/library_check.py's per-shape table vs cuBLASLt autotune
 #   pickrules the held-out picks of two first-pick rules (PICK_RULES, default ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior: the default and the one before it) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
-#            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
+#            cuBLASLt autotune; a search stopped by a run limit is refused (lab/first_picks.py);
 #            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_ALSO_PICKS a
 #            file of picks made elsewhere (shape<TAB>spec), measured and reported as a column; PICK_SKIP_SHAPES a
 #            file of shapes an earlier call finished (the rest of a draw its time limit stopped); PICK_PLAN=1
 #            measures each shape's own picks only (compare --plan), not every pick on every shape; with it,
 #            PICK_TOP=K measures each rule's K best-ranked configs per shape (a study of its near misses)
-#   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. studies/*.txt)
+#   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. lab/studies/*.txt)
 #            with cuBLASLt autotune, each stopped by SIGINT after PLAN_LIMIT (240) s keeping the shapes it
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
-#            then scripts/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
+#            then lab/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python, the CUTLASS headers and LightGBM (the ranked first-pick rule):
@@ -151,7 +151,7 @@ for stage in $STAGES; do
           --budget "${PLAN_BUDGET:-0.3}" --out "/tmp/hb/$name.parquet" --fresh --seed 7 > "/tmp/hb/$name.txt" 2>&1
         tail -3 "/tmp/hb/$name.txt"
         [ -f "/tmp/hb/$name.parquet" ] && cp "/tmp/hb/$name.parquet" "$OUT/"  # none when no shape finished
-        python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} ${PLAN_NEW_KNOB:+--new-knob "$PLAN_NEW_KNOB"} \
+        python3 -m lab.study_table "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} ${PLAN_NEW_KNOB:+--new-knob "$PLAN_NEW_KNOB"} \
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"
       done ;;
@@ -250,16 +250,16 @@ PY
         # each library spec's table; with two, the first's also paired against the second (--versus)
         libs=($(echo "${LIBRARY_METHODS:-library:path=$lib}" | tr ' ' '\n' | grep '^library'))
         for i in "${!libs[@]}"; do
-          python3 scripts/library_check.py /tmp/hb/library.parquet --library "${libs[$i]}" \
+          python3 -m lab.library_check /tmp/hb/library.parquet --library "${libs[$i]}" \
             $([ "$i" = 0 ] && [ "${#libs[@]}" -gt 1 ] && echo --versus "${libs[1]}") 2>&1 | tee -a "$OUT/library_check.md"
         done
       fi ;;
     pickrules)
       # The held-out picks of two first-pick rules (PICK_RULES, default ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior: the default and the one before it) of the
       # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
-      # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
+      # (lab/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout; S1,S2: disjoint draws in this
-      # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. kernels_search/search/seen_shapes.txt.
+      # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. lab/seen_shapes.txt.
       # PICK_HOLDOUT_SHAPES=FILE: those shapes instead (first_picks.py --holdout-shapes), e.g. off the grid.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
@@ -276,7 +276,7 @@ PY
       plan=/tmp/hb/pickrules-plan.txt; rm -f "$plan"
       # PICK_TOP=K (with PICK_PLAN=1): each rule's K best-ranked configs per shape, not only its pick (a study of
       # its near misses, first_picks.py --top); the report is still of the picks
-      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
+      args=$(python3 -m lab.first_picks "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
         ${PICK_PLAN:+--plan-out $plan} ${PICK_TOP:+--top $PICK_TOP} | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -308,7 +308,7 @@ print(",".join(dict.fromkeys(extra)))' "$methods" "$PICK_EXTRA_METHODS")
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare "${what[@]}" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \
+      python3 -m lab.first_picks "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -1,5 +1,4 @@
-"""kernels_search/search/prior.py: earlier compare results folded into a policy, and the
-``/prior`` first-pick rules of scripts/first_picks.py."""
+"""kernels_search/search/prior.py: earlier compare results folded into a learner."""
 
 from __future__ import annotations
 
@@ -15,10 +14,6 @@ from kernels_search.family import Family, Knob
 from kernels_search.search.loop import first_pick_id
 from kernels_search.search.policy import Policy
 from kernels_search.search.prior import PriorError, fold_prior, prior_paths, prior_shapes, read_prior
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-import first_picks  # noqa: E402
 
 FAM = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
 A, B = FAM.spec({"tile": 32, "stages": 2}), FAM.spec({"tile": 128, "stages": 3})
@@ -99,40 +94,6 @@ def test_bad_prior_files_are_named_errors(tmp_path):
     assert prior_paths([lst], root=tmp_path) == [tmp_path / "other.parquet"]
 
 
-def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_path):
-    """The search measured A on every shape and B on none near the held-out shape; the prior
-    measured B well there. Without the prior the rule can only pick A; with it, B. A held-out
-    shape that the prior measured is not fresh: refused."""
-    pol = policy()
-    from kernels_search.search.proposer import Candidate, Outcome
-
-    for e in range(6, 12):
-        pol.observe(Shape(2 ** e, 2 ** e, 2 ** e), [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
-    rows = []
-    for m in (1024, 2048, 4096):
-        name = f"{m}_{m}_2048"
-        rows += [row("r", name, "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", name, A, "nn", 12.0),
-                 row("r", name, B, "nn", 7.0)]
-    f = write(tmp_path / "p.parquet", rows)
-    held = [Shape(3072, 3072, 2048)]
-    empty = type("DB", (), {"df": pd.DataFrame()})()
-    with_prior = first_picks.with_prior_policy(pol, [f], held)
-    picks = first_picks.picks_by_rule(pol, empty, held, ["cautious", "cautious/prior"], {"": with_prior})
-    assert picks["cautious"][held[0].name] == A and picks["cautious/prior"][held[0].name] == B
-    assert B not in pol.measured_on  # the search's own policy is untouched
-    # /prior=LIST: that file's policy for that rule alone, beside the default prior's (here none)
-    by_list = first_picks.picks_by_rule(pol, empty, held, ["cautious", f"cautious/prior={f}"], {str(f): with_prior})
-    assert by_list == {"cautious": picks["cautious"], f"cautious/prior={f}": picks["cautious/prior"]}
-    with pytest.raises(ValueError, match="needs the policy with the prior"):
-        first_picks.picks_by_rule(pol, empty, held, ["cautious/prior=other.txt"], {"": with_prior, str(f): with_prior})
-    with pytest.raises(ValueError, match="1024_1024_2048 are in the prior: they are not fresh"):
-        first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)])
-    # --leave-out: such a shape is accepted and every row of it is dropped from the prior, the rest kept
-    left = first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)], leave_out=True)
-    assert set(left.measured_on[B]) == {"2048_2048_2048", "4096_4096_2048"}
-    assert set(with_prior.measured_on[B]) == {"1024_1024_2048", "2048_2048_2048", "4096_4096_2048"}
-
-
 @pytest.mark.slow
 def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes(tmp_path):
     """``search_main(prior=...)`` on the CPU with the synthetic family: the prior's rows on a
@@ -183,15 +144,16 @@ def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(mo
         pol.observe(small, [Outcome(Candidate("f", near_k, A), "nn", "ok", 0.05, None, None)])
     monkeypatch.setattr(pol, "first_pick_values", lambda shape, cands: np.array([float(c.spec == B) for c in cands]))
     held = Shape(128, 64, 512)
-    empty = type("DB", (), {"df": pd.DataFrame()})()
     assert pol.near_evidence(B, held) == 0 and pol.near_evidence(A, held) >= 2
-    picks = first_picks.picks_by_rule(pol, empty, [held], ["model/m10", "model/m10/n2"])
-    assert picks["model/m10"][held.name] == B and picks["model/m10/n2"][held.name] == A
-    assert first_pick_id("s", 5, pol).startswith("s-first-pick-m10-n2-c5")
+    pol.first_pick_min_shapes = 10
+    assert pol.first_pick(held).spec == B
+    pol.first_pick_min_near = 2
+    assert pol.first_pick(held).spec == A
+    assert "-m10-n2-" in first_pick_id("s", 5, pol)
     # nobody has evidence near a huge short-K shape: the far config competes again, and wins
     huge = Shape(16384, 16384, 64)
     assert pol.near_evidence(A, huge) == pol.near_evidence(B, huge) == 0
-    assert first_picks.picks_by_rule(pol, empty, [huge], ["model/m10/n2"])["model/m10/n2"][huge.name] == B
+    assert pol.first_pick(huge).spec == B
 
 
 def test_rows_of_another_gpu_model_are_left_out_and_counted(tmp_path):
@@ -251,37 +213,3 @@ def policy_of(folder: Path):
     return pol
 
 
-def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_evidence(tmp_path):
-    """scripts/prior_cv.py: files that share a shape are one draw, except a later file on shapes all
-    seen before (``remeasurements``); each file's speedups are against
-    its own reference rows, best of layouts; ``pick`` with ``RULE/mN/nK`` lets only configs with
-    near evidence compete, so a far config that measured better on the shape is not the pick."""
-    import prior_cv
-
-    from kernels_search.search.proposer import Candidate, Outcome
-
-    f1 = write(tmp_path / "1.parquet", [row("a", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
-                                        row("a", "64_64_64", A, "nn", 8.0), row("a", "64_64_64", A, "tn", 5.0)])
-    f2 = write(tmp_path / "2.parquet", [row("b", "64_64_64", "cublaslt-autotune", "nn", 9.0, baseline=True),
-                                        row("b", "128_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
-                                        row("b", "128_64_64", B, "nn", 20.0)])
-    f3 = write(tmp_path / "3.parquet", [row("c", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
-    assert prior_cv.draws_of([f1, f2, f3]) == [[f1, f2], [f3]]
-    # a later call on shapes all seen before (a study) is a re-measurement, which joins no draw;
-    # order decides which file is the later one
-    f4 = write(tmp_path / "4.parquet", [row("d", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
-                                        row("d", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
-    assert prior_cv.remeasurements([f1, f2, f3, f4]) == [f4]
-    assert prior_cv.remeasurements([f4, f1, f2, f3]) == [f1, f3]  # f4 first: the others repeat its shapes
-    assert prior_cv.measured_speedups([f1, f2]) == {"64_64_64": {A: 2.0}, "128_64_64": {B: 0.5}}
-    # a shape with one measured config (a check of each shape's own pick) ranks nothing: not scored
-    assert prior_cv.rankable({"64_64_64": {A: 2.0}, "128_64_64": {A: 0.9, B: 0.5}}) == {"128_64_64": {A: 0.9, B: 0.5}}
-    pol = policy()
-    near, far = [Shape(128, 256, 256), Shape(256, 128, 256), Shape(256, 256, 128)], [Shape(4096, 4096, 4096 * 2 ** i) for i in range(3)]
-    for a_shape, b_shape in zip(near, far):  # A measured 1.0 from 256_256_256 (three shapes), B only far away
-        pol.observe(a_shape, [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
-        pol.observe(b_shape, [Outcome(Candidate("f", FAM.parse(B.partition(":")[2]), B), "nn", "ok", 0.5, None, None)])
-    measured = {A: 1.1, B: 1.5}
-    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 3, False, 2)) == (1.1, 1.1)
-    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 3, False))[1] == 1.5  # both compete without /n2
-    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 4, False)) is None  # neither has 4 shapes

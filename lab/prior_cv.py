@@ -14,7 +14,7 @@ This ranks configs that earlier calls measured, which is not the choice a fresh 
 (every config with the evidence): it says whether the prior helps, not by how much on a fresh
 draw. That test is a registered call (BENCHMARKS.md).
 
-    python3 scripts/prior_cv.py kernels_search/library/search-h200-g [--rules cautious/m10,model/m10]
+    python -m lab.prior_cv kernels_search/library/search-h200-g [--rules cautious/m10,model/m10]
 """
 
 from __future__ import annotations
@@ -107,8 +107,7 @@ def pick(pol, shape_name: str, measured: dict[str, float], rule) -> tuple[float,
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from first_picks import parse_rule, policy_for
+    from lab.first_picks import parse_rule, policy_for
 
     from kernels_search.search.prior import prior_paths, prior_shapes, with_prior
 

@@ -8,7 +8,7 @@ checkpoint, the kernel DB and the shape (``Policy.first_pick`` seeds its pool by
 this script makes the same picks here; ``--prebuild`` compiles the CUDA ones (nvcc only, no GPU)
 into ``$HGEMM_BUILD_CACHE`` for the device call to load.
 
-    python3 scripts/first_picks.py results/search-h200-c [--rule model/m2] [--prebuild] [--all] [--device cpu --plugin MOD]
+    python -m lab.first_picks results/search-h200-c [--rule model/m2] [--prebuild] [--all] [--device cpu --plugin MOD]
 
 Shapes whose pick is already measured under the current first-pick id are skipped (``--all``
 lists them too). The search's families are those its checkpoint was trained with; where the GPU
@@ -24,7 +24,7 @@ layouts, device time; a pick with no correct row counts as exp(-1), its reward) 
 
 ``--holdout-seed S`` replaces the search's own held-out shapes by ``fresh_holdout``: as many grid
 shapes drawn with seed S, none of them searched or in the search's holdout (nor in the shape file
-``--holdout-exclude`` names: ``kernels_search/search/seen_shapes.txt``, every shape reported so far). The search's holdout
+``--holdout-exclude`` names: ``lab/seen_shapes.txt``, every shape reported so far). The search's holdout
 has been looked at in every session since the fifth (its picks shaped the neighbour rule), so it
 no longer tests the rules cleanly; a seed never measured before does, once. ``--holdout-seed 11,12``
 draws once per seed, each draw avoiding the ones before it, and the report then gives each draw's
@@ -115,6 +115,19 @@ def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins
     return pol, db
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prior_for_gpu(gpu_name: str | None) -> list[Path]:
+    """The compare Parquets behind this GPU model's packaged evidence (``lab/evidence/<model>-sources.txt``,
+    the same rows ``search --holdout`` folds in), or [] where the model has none."""
+    from kernels_search.search.evidence import gpu_model_slug
+    from kernels_search.search.prior import prior_paths
+
+    listed = ROOT / "lab" / "evidence" / f"{gpu_model_slug(gpu_name)}-sources.txt" if gpu_name else None
+    return prior_paths([listed], root=ROOT) if listed is not None and listed.exists() else []
+
+
 def gpu_of(db) -> str | None:
     """The GPU model the search ran on (its DB rows' ``gpu_name``), or None for an empty DB."""
     gpus = db.df["gpu_name"].dropna() if not db.df.empty else []
@@ -158,7 +171,7 @@ def read_shapes(folder: Path, name: str) -> list:
 
 def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None, avoid=()) -> list:
     """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it,
-    none in the ``exclude`` shape file (``kernels_search/search/seen_shapes.txt``) and none in
+    none in the ``exclude`` shape file (``lab/seen_shapes.txt``) and none in
     ``avoid`` (shapes)."""
     from harness.shapes import parse_shapes
     from kernels_search.search.run import holdout_shapes
@@ -333,8 +346,6 @@ def main(argv=None) -> int:
     gpu = gpu_of(db)
     for plist in lists:
         try:
-            from kernels_search.search.prior import prior_for_gpu
-
             specs = [Path(plist)] if plist else a.prior or prior_for_gpu(gpu)
             if specs:
                 prior_pols[plist] = with_prior_policy(pol, specs, holdout, gpu=gpu, leave_out=a.leave_out)
@@ -413,7 +424,7 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None, leave_out: bo
     stale = sorted({s.name for s in holdout} & prior_shapes(paths))
     if stale and not leave_out:
         raise ValueError(f"held-out shapes {', '.join(stale)} are in the prior: they are not fresh "
-                         "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt, or "
+                         "(draw with --holdout-exclude lab/seen_shapes.txt, or "
                          "--leave-out to drop their rows)")
     out, folded = with_prior(pol, paths, exclude_shapes=stale, gpu=gpu)
     print(folded.line() + (f"; {len(stale)} held-out shapes' rows left out" if stale else ""), file=sys.stderr)

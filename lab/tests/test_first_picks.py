@@ -1,4 +1,4 @@
-"""scripts/first_picks.py: the held-out picks made without a GPU are the search's own picks."""
+"""lab/first_picks.py: the held-out picks made without a GPU are the search's own picks."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 
 from harness.problem import Shape
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import first_picks  # noqa: E402
+from lab import first_picks
 
 
 @pytest.mark.slow
@@ -194,13 +193,13 @@ def test_a_compare_stopped_by_its_time_limit_reports_only_the_shapes_it_finished
 
 
 def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_configs(tmp_path):
-    """scripts/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
+    """lab/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
     that a resumed search's local picks can choose, less what the shape measured already and
     less Triton configs (nothing to build)."""
     import dataclasses
     import json
 
-    import local_prebuild
+    from lab import local_prebuild
     from kernels_search.search.db import KernelDB
     from kernels_search.search.policy import Policy
     from kernels_search.search.proposer import Candidate, Outcome
@@ -341,12 +340,12 @@ def test_several_draws_in_one_call_are_disjoint_and_the_report_gives_intervals_a
 
 
 def test_the_first_pick_of_record_pools_the_default_column_of_each_table_since_a_section():
-    """scripts/first_pick_record.py: the default's column (named either way), from the section on
+    """lab/first_pick_record.py: the default's column (named either way), from the section on
     only, a cut shape ("-") left out; a shape in two tables, a table without a default column, or an
     off-grid shape in such a table, is a named error."""
     import math
 
-    import first_pick_record as rec
+    from lab import first_pick_record as rec
 
     md = "\n".join([
         "## old session", "| shape | paired/m10/n2/prior |", "|---|---|", "| 64_64_64 | 0.500x |", "",

@@ -15,7 +15,7 @@ Rules: ``neighbours`` (each config's record on its nearest shapes, Gaussian-weig
 configs with too little near evidence rank below, in the model's order), ``model`` (the linear
 model's argmax) and ``cautious`` (its mean minus ``first_pick_caution`` posterior stds: the default).
 
-    python3 scripts/policy_cv.py results/search-h200-c/db [--search-id search-h200-c]
+    python -m lab.policy_cv results/search-h200-c/db [--search-id search-h200-c]
 """
 
 from __future__ import annotations

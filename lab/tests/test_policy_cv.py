@@ -1,4 +1,4 @@
-"""scripts/policy_cv.py: leave-one-shape-out ranking on a recorded kernel DB.
+"""lab/policy_cv.py: leave-one-shape-out ranking on a recorded kernel DB.
 
 A synthetic DB whose rewards follow a rule that holds on every shape (``pad`` costs, the other
 knobs do not matter) must be ranked right on a shape the rules never saw: top-1 equals the
@@ -6,7 +6,6 @@ best measured config and is above a random pick. A DB whose rewards are noise mu
 learnable (the rank correlation stays near zero). A config that wins only near the left-out
 shape is found by the neighbour rule, not by the model."""
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -17,10 +16,7 @@ import pandas as pd
 import test_search_plugin  # noqa: F401  (the cpuk family)
 from kernels_search.search.policy import FIRST_PICK_RULES
 
-ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("policy_cv", ROOT / "scripts" / "policy_cv.py")
-policy_cv = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(policy_cv)
+from lab import policy_cv  # noqa: E402
 
 SHAPES = ["16_16_32", "32_16_64", "16_32_16", "64_32_32", "32_64_128", "128_16_16"]
 
