@@ -1,7 +1,7 @@
 """Compile ahead the CUDA configs a resumed search's local picks can choose, without a GPU.
 
 After the design, most of a batch is one-knob mutations of the shape's two best configs
-(``Policy.local_specs``). Those are known before the search resumes, from its DB alone, and a
+(``Learner.local_specs``). Those are known before the search resumes, from its DB alone, and a
 CUTLASS sm90 mutation takes about a minute to build on the GPU host, where the search's budget
 clock runs while it waits. This script computes every searched shape's local specs as the resumed
 search will (checkpoint, then DB replay: ``first_picks.policy_for``), keeps the CUDA ones not yet

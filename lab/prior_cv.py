@@ -96,13 +96,13 @@ def pick(pol, shape_name: str, measured: dict[str, float], rule) -> tuple[float,
     evidence ``rule`` (``first_picks.RuleSpec``: ``RULE/mN/nK``) asks for."""
     from harness.shapes import parse_shape
 
-    rule.apply(pol)
+    fp = rule.picker(pol)
     shape = parse_shape(shape_name)
     canonical = {c.spec: sp for c, sp in ((pol.candidate_for(m), sp) for m, sp in measured.items()) if c is not None}
-    cands = [(c, canonical[c.spec]) for c in pol.first_pick_candidates(shape, canonical)]
+    cands = [(c, canonical[c.spec]) for c in fp.candidates(shape, canonical)]
     if not cands:
         return None
-    values = pol.first_pick_values(shape, [c for c, _ in cands])
+    values = fp.values(shape, [c for c, _ in cands])
     return cands[int(np.argmax(values))][1], max(sp for _, sp in cands)
 
 

@@ -3,7 +3,7 @@
 Uses the synthetic ``cpuk`` family of ``test_search_plugin`` (real CPU work whose speed depends
 on the knobs; wrong-result, crashing and non-building configs). Why these can fail: rewards not
 paired with the same call's baselines, failures not scored -1, a killed search that loses or
-re-measures candidates, a policy that does not see rows written before a kill.
+re-measures candidates, a learner that does not see rows written before a kill.
 """
 
 import json
@@ -22,7 +22,7 @@ from harness.problem import Shape
 from harness.sandbox import Evaluator, Timeouts
 from kernels_search.search.db import KernelDB
 from kernels_search.search.loop import run_search, search_settings
-from kernels_search.search.policy import Policy
+from kernels_search.search.learner import Learner
 from kernels_search.search.proposer import Candidate
 
 TESTS = Path(__file__).resolve().parent
@@ -71,7 +71,7 @@ class Fixed:
 @pytest.mark.slow
 def test_search_loop_end_to_end_on_cpu(tmp_path):
     db = KernelDB(tmp_path / "db")
-    policy = Policy(families(), seed=0)
+    policy = Learner(families(), seed=0)
     fixed = Fixed()
     progress = []
     with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"], timeouts=FAST) as ev:
@@ -127,12 +127,12 @@ RUNNER = textwrap.dedent("""
         from harness.sandbox import Evaluator, Timeouts
         from kernels_search.search.db import KernelDB
         from kernels_search.search.loop import run_search, search_settings
-        from kernels_search.search.policy import Policy
+        from kernels_search.search.learner import Learner
         import test_search_plugin
 
         out = Path(out)
         db = KernelDB(out / "db")
-        policy = Policy({"cpuk": test_search_plugin.FAMILY}, seed=0)
+        policy = Learner({"cpuk": test_search_plugin.FAMILY}, seed=0)
         with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"],
                        timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
             s = run_search([Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)], float(budget), ev, db, policy,
@@ -185,11 +185,11 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     # every (round, shape) measured at most once: the interrupted round was completed, not redone
     calls = after.groupby(["round", "shape"]).call_id.nunique()
     assert (calls == 1).all(), calls
-    # the policy checkpoint covers every candidate row (replayed or observed), budget was carried over
-    from kernels_search.search.policy import Policy
+    # the learner's checkpoint covers every candidate row (replayed or observed), budget was carried over
+    from kernels_search.search.learner import Learner
     import test_search_plugin
 
-    pol = Policy({"cpuk": test_search_plugin.FAMILY})
+    pol = Learner({"cpuk": test_search_plugin.FAMILY})
     assert pol.load(tmp_path / "policy.npz")
     assert set(cand.row_id) <= pol.seen
     db = KernelDB(tmp_path / "db")
@@ -201,7 +201,10 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     """What the `search` CLI command calls: a tiny CPU search with the synthetic family, a
     held-out first-pick check, the library export, then a resume that only adds rounds."""
     from kernels_search.search.library import load_library
+    from dataclasses import replace
+
     from kernels_search.search.run import holdout_shapes, parse_duration, search_main
+    from kernels_search.search.settings import SearchSettings
 
     assert parse_duration("20m") == 1200 and parse_duration("90s") == 90 and parse_duration(5) == 5
     with pytest.raises(ValueError):
@@ -209,9 +212,9 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     held = holdout_shapes(SHAPES, 3)
     assert len(held) == 3 and not {s.name for s in held} & {s.name for s in SHAPES}
     lines = []
-    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
-              print_fn=lines.append)
-    doc = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=1, holdout=[Shape(16, 16, 16)], **kw)
+    cpu = SearchSettings(budget="60s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                         timing_budget_s=0.1, max_rounds=1)
+    doc = search_main(SHAPES, tmp_path / "s", cpu, holdout=[Shape(16, 16, 16)], print_fn=lines.append)
     assert doc["rounds"] == 1 and doc["candidates"] == 4 and doc["stop_reason"] == "rounds"
     assert len(doc["first_pick"]) == 1 and doc["first_pick"][0]["reference"] == "strongest"
     assert any("shapes" in ln and "cand" in ln for ln in lines) and any("per GPU-minute" in ln for ln in lines)
@@ -222,7 +225,7 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     assert parse_shapes(str(tmp_path / "s" / "holdout.txt")) == [Shape(16, 16, 16)]
     entries = load_library(tmp_path / "s" / "library.json")
     assert {e["shape"] for e in entries} == {s.name for s in SHAPES}  # held-out shapes are not exported
-    doc2 = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=2, **kw)
+    doc2 = search_main(SHAPES, tmp_path / "s", replace(cpu, max_rounds=2), print_fn=lines.append)
     # this run's numbers, and the whole search id's (both runs, from the DB)
     assert doc2["run_rounds"] == 1 and doc2["run_candidates"] == 4
     assert doc2["rounds"] == 2 and doc2["candidates"] == 8
@@ -246,7 +249,7 @@ def test_lookahead_builds_next_shapes_while_the_current_one_is_measured(tmp_path
     db = KernelDB(tmp_path / "db")
     done = []
     with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"], timeouts=FAST) as ev:
-        run_search(shapes, 300, ev, db, Policy(families(), layouts=("nn",), seed=0), batch_per_shape=2,
+        run_search(shapes, 300, ev, db, Learner(families(), layouts=("nn",), seed=0), batch_per_shape=2,
                    progress=lambda p: done.append((p.shape, time.perf_counter(), p.compile_s, p.compile_wait_s)),
                    settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1), max_rounds=1,
                    prebuild=prebuild, lookahead=2)
@@ -288,13 +291,13 @@ class FakeGpuEvaluator:
 
 def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
     from kernels_search.search.library import library_entries
-    from kernels_search.search.policy import default_families
+    from kernels_search.search.learner import default_families
 
     fams = default_families("cuda")
     assert {"hopper", "splitk", "smalltile"} <= set(fams)
     db = KernelDB(tmp_path / "db")
     ev = FakeGpuEvaluator()
-    policy = Policy(fams, seed=0, compile_penalty=0.02)
+    policy = Learner(fams, seed=0)  # the default compile penalty
     shapes = [Shape(4096, 4096, 4096), Shape(256, 128, 16384)]
     s = run_search(shapes, 1e9, ev, db, policy, batch_per_shape=3,
                    max_rounds=2, prebuild=None, settings=search_settings())
@@ -342,6 +345,9 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert bad.exit_code == 2 and "--first-pick-min-near" in bad.output
     bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-prior", "nowhere.txt"])
     assert bad.exit_code == 2 and "--first-pick-prior: prior nowhere.txt: no such file" in bad.output
+    for rule in ("model", "cautious", "neighbours", "geopaired"):  # study rules: not the product's
+        bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-rule", rule])
+        assert bad.exit_code == 2 and f"--first-pick-rule {rule!r}: one of ranked, paired" in bad.output
     res = run.invoke(app, ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin",
                            "test_search_plugin", "--layouts", "nn", "--batch", "1", "--max-rounds", "1",
                            "--time-budget", "0.1", "--holdout", "1", "--budget", "2m", "--out", str(tmp_path / "s"),

@@ -18,8 +18,10 @@ import pytest
 from harness.problem import Shape
 from kernels_search.family import Family, Knob
 from kernels_search.search import evidence
-from kernels_search.search.policy import Policy
+from kernels_search.search.first_pick import FirstPick
+from kernels_search.search.learner import Learner
 from kernels_search.search.prior import fold_prior, prior_paths, with_prior
+from kernels_search.search.settings import FirstPickSettings, LearnerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 FAM = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
@@ -53,8 +55,8 @@ def compare_files(tmp_path: Path) -> list[Path]:
     return paths
 
 
-def learner() -> Policy:
-    return Policy({"f": FAM}, layouts=("nn", "tn"), seed=0, elites=0)
+def learner() -> Learner:
+    return Learner({"f": FAM}, ("nn", "tn"), LearnerSettings(elites=0))
 
 
 def test_the_evidence_keeps_offline_warm_rows_of_the_gpu_model_in_source_order(tmp_path):
@@ -84,10 +86,11 @@ def test_folding_the_evidence_equals_folding_its_source_files(tmp_path):
     assert np.array_equal(a.model.A, b.model.A) and np.array_equal(a.model.b, b.model.b)
     assert a.measured_on == b.measured_on and a.seen == b.seen and a.history == b.history
     assert [list(v) for v in a.measured_on.values()] == [list(v) for v in b.measured_on.values()]
-    for pol in (a, b):
-        pol.first_pick_rule, pol.first_pick_min_shapes = "paired", 2
-    for shape in (Shape(128, 256, 256), Shape(96, 200, 300), Shape(4096, 256, 1024)):
-        assert [c.spec for c in a.first_pick_ranking(shape, top=8)] == [c.spec for c in b.first_pick_ranking(shape, top=8)]
+    for rule in ("paired", "ranked"):
+        st = FirstPickSettings(rule=rule, min_shapes=2, min_near=0)
+        for shape in (Shape(128, 256, 256), Shape(96, 200, 300), Shape(4096, 256, 1024)):
+            got_a, got_b = FirstPick(a, st).scored(shape), FirstPick(b, st).scored(shape)
+            assert [c.spec for c in got_a[0]] == [c.spec for c in got_b[0]] and np.array_equal(got_a[1], got_b[1])
     assert fold_prior(b, ev.parts).rows == 12  # only the held-out shape's rows are new
 
 

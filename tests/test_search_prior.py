@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,16 +10,17 @@ import pytest
 
 from harness.problem import Shape
 from kernels_search.family import Family, Knob
-from kernels_search.search.loop import first_pick_id
-from kernels_search.search.policy import Policy
+from kernels_search.search.first_pick import FirstPick
+from kernels_search.search.learner import Learner
 from kernels_search.search.prior import PriorError, fold_prior, prior_paths, prior_shapes, read_prior
+from kernels_search.search.settings import FirstPickSettings, LearnerSettings, SearchSettings
 
 FAM = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
 A, B = FAM.spec({"tile": 32, "stages": 2}), FAM.spec({"tile": 128, "stages": 3})
 
 
-def policy() -> Policy:
-    return Policy({"f": FAM}, layouts=("nn", "tn"), seed=0, elites=0)
+def learner() -> Learner:
+    return Learner({"f": FAM}, layouts=("nn", "tn"), settings=LearnerSettings(elites=0))
 
 
 def row(run, shape, method, layout, us, *, baseline=False, status="ok", mode="offline"):
@@ -53,7 +53,7 @@ def test_rewards_are_against_the_fastest_baseline_of_the_same_run_and_shape(tmp_
         row("r2", "512_512_512", A, "nn", 5.0),
     ]
     f = write(tmp_path / "p.parquet", rows)
-    pol = policy()
+    pol = learner()
     s = fold_prior(pol, [f])
     assert (s.rows, s.skipped, s.no_baseline, s.shapes) == (4, 1, 1, {"256_256_256"})
     # A's best reward on the shape: log(8/4) from run 1, not log(20/30) from run 2
@@ -64,15 +64,15 @@ def test_rewards_are_against_the_fastest_baseline_of_the_same_run_and_shape(tmp_
     assert pol.model.n == 4
     # folding again, or into a copy that has it, adds nothing
     assert fold_prior(pol, [f]).rows == 0 and pol.model.n == 4
-    assert first_pick_id("s", 10, pol).endswith("-c10-p4")
-    assert first_pick_id("s", 10, policy()).endswith("-c10")
+    assert FirstPick(pol).id("s", 10).endswith("-c10-p4")
+    assert FirstPick(learner()).id("s", 10).endswith("-c10")
 
 
 def test_excluded_shapes_are_not_learnt(tmp_path):
     f = write(tmp_path / "p.parquet", [
         row("r", "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", "256_256_256", A, "nn", 5.0),
         row("r", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", "64_64_64", A, "nn", 5.0)])
-    pol = policy()
+    pol = learner()
     s = fold_prior(pol, [f], exclude_shapes=["64_64_64"])
     assert s.shapes == {"256_256_256"} and set(pol.measured_on[A]) == {"256_256_256"}
     assert prior_shapes([f]) == {"256_256_256", "64_64_64"}
@@ -99,7 +99,6 @@ def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes
     """``search_main(prior=...)`` on the CPU with the synthetic family: the prior's rows on a
     searched shape and on a shape never searched are learnt, its rows on the held-out shape are
     not; a resume folds nothing twice; the held-out check's id carries the prior's row count."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_search_plugin import FAMILY
 
     from kernels_search.search.run import search_main
@@ -111,9 +110,10 @@ def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes
                  row("old", shape, slow, "nn", 40.0)]
     f = write(tmp_path / "prior.parquet", rows)
     lines = []
-    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
-              print_fn=lines.append, prior=[f], holdout=[Shape(16, 16, 16)])
-    doc = search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=1, **kw)
+    cpu = SearchSettings(budget="60s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                         timing_budget_s=0.1, prior=(f,), max_rounds=1)
+    kw = dict(print_fn=lines.append, holdout=[Shape(16, 16, 16)])
+    doc = search_main([Shape(16, 16, 32), Shape(32, 16, 64)], tmp_path / "s", cpu, **kw)
     assert any("prior: 4 rows on 2 shapes from 1 files" in ln for ln in lines), lines
     from kernels_search.search.db import KernelDB
 
@@ -122,7 +122,9 @@ def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes
     assert any(i.endswith("-p4") and "-first-pick-" in i for i in ids), ids
     assert len(doc["first_pick"]) == 1
     lines.clear()
-    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=2, **kw)
+    from dataclasses import replace
+
+    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], tmp_path / "s", replace(cpu, max_rounds=2), **kw)
     assert any("prior: 0 rows" in ln for ln in lines), lines  # the checkpoint had them
 
 
@@ -135,25 +137,27 @@ def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(mo
 
     from kernels_search.search.proposer import Candidate, Outcome
 
-    pol = policy()
+    pol = learner()
     far_k, near_k = FAM.parse(B.partition(":")[2]), FAM.parse(A.partition(":")[2])
     for i in range(12):
         big = Shape(2048 * (1 + i % 3), 1024 * (1 + i // 3 % 2), 8192 * (1 + i // 6))
         small = Shape(64 * (1 + i % 3), 64 * (1 + i // 3 % 2), 256 * (1 + i // 6))
         pol.observe(big, [Outcome(Candidate("f", far_k, B), "nn", "ok", 0.6, None, None)])
         pol.observe(small, [Outcome(Candidate("f", near_k, A), "nn", "ok", 0.05, None, None)])
-    monkeypatch.setattr(pol, "first_pick_values", lambda shape, cands: np.array([float(c.spec == B) for c in cands]))
+    def picker(near: int) -> FirstPick:
+        fp = FirstPick(pol, FirstPickSettings(rule="paired", min_shapes=10, min_near=near))
+        monkeypatch.setattr(fp, "values", lambda shape, cands: np.array([float(c.spec == B) for c in cands]))
+        return fp
+
     held = Shape(128, 64, 512)
-    assert pol.near_evidence(B, held) == 0 and pol.near_evidence(A, held) >= 2
-    pol.first_pick_min_shapes = 10
-    assert pol.first_pick(held).spec == B
-    pol.first_pick_min_near = 2
-    assert pol.first_pick(held).spec == A
-    assert "-m10-n2-" in first_pick_id("s", 5, pol)
+    assert picker(2).near_evidence(B, held) == 0 and picker(2).near_evidence(A, held) >= 2
+    assert picker(0).pick(held).spec == B
+    assert picker(2).pick(held).spec == A
+    assert "-m10-n2-" in picker(2).id("s", 5)
     # nobody has evidence near a huge short-K shape: the far config competes again, and wins
     huge = Shape(16384, 16384, 64)
-    assert pol.near_evidence(A, huge) == pol.near_evidence(B, huge) == 0
-    assert pol.first_pick(huge).spec == B
+    assert picker(2).near_evidence(A, huge) == picker(2).near_evidence(B, huge) == 0
+    assert picker(2).pick(huge).spec == B
 
 
 def test_rows_of_another_gpu_model_are_left_out_and_counted(tmp_path):
@@ -163,21 +167,22 @@ def test_rows_of_another_gpu_model_are_left_out_and_counted(tmp_path):
         rows += [dict(row(gpu, "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), gpu_name=gpu),
                  dict(row(gpu, "256_256_256", A, "nn", us), gpu_name=gpu)]
     f = write(tmp_path / "two-gpus.parquet", rows)
-    pol = policy()
+    pol = learner()
     s = fold_prior(pol, [f], gpu="NVIDIA H200")
     assert (s.rows, s.other_gpu) == (1, 2) and "2 of another GPU model" in s.line()
     assert pol.measured_on[A] == {"256_256_256": pytest.approx(math.log(2.0))}  # the H200's 2x, not the B200's 0.5x
-    both = fold_prior(policy(), [f])
+    both = fold_prior(learner(), [f])
     assert (both.rows, both.other_gpu) == (2, 0) and "another GPU" not in both.line()
 
 
 @pytest.mark.slow
 def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_path):
-    """``search_main(first_pick_prior=[f])``: the search's policy (its checkpoint) learns none of
+    """``FirstPickSettings(prior=(f,))``: the search's learner (its checkpoint) learns none of
     the file's rows, the held-out check's copy does (its id carries them: ``-p``) and still leaves
     out the held-out shape's own rows; ``"auto"`` on the CPU (no committed list) adds none."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_search_plugin import FAMILY
+
+    from dataclasses import replace
 
     from kernels_search.search.db import KernelDB
     from kernels_search.search.run import search_main
@@ -188,9 +193,10 @@ def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_
         rows += [row("old", shape, "torch", "nn", 10.0, baseline=True), row("old", shape, good, "nn", 8.0)]
     f = write(tmp_path / "prior.parquet", rows)
     lines = []
-    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
-              print_fn=lines.append, holdout=[Shape(16, 16, 16)], max_rounds=1)
-    doc = search_main([Shape(16, 16, 32)], "60s", tmp_path / "s", first_pick_prior=[f], **kw)
+    cpu = SearchSettings(budget="60s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                         timing_budget_s=0.1, max_rounds=1)
+    kw = dict(print_fn=lines.append, holdout=[Shape(16, 16, 16)])
+    doc = search_main([Shape(16, 16, 32)], tmp_path / "s", replace(cpu, first_pick=FirstPickSettings(prior=(f,))), **kw)
     assert any(ln.startswith("prior: 1 rows on 1 shapes from 1 files") and ln.endswith("for the first pick")
                for ln in lines), lines
     assert len(doc["first_pick"]) == 1
@@ -199,16 +205,16 @@ def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_
     searched = policy_of(tmp_path / "s")
     assert searched.seen and not any(r.startswith("prior:") for r in searched.seen)  # the checkpoint never saw the file
     lines.clear()
-    search_main([Shape(16, 16, 32)], "60s", tmp_path / "auto", **kw)  # default "auto": the CPU has no list
+    search_main([Shape(16, 16, 32)], tmp_path / "auto", cpu, **kw)  # default "auto": the CPU has no evidence
     assert not any(ln.startswith("prior:") for ln in lines), lines
     assert not any(i.endswith("-p1") for i in set(KernelDB(tmp_path / "auto" / "db").df["search_id"]))
 
 
 def policy_of(folder: Path):
-    """The policy a search folder's checkpoint holds (its families as the test plug-in registers)."""
-    from kernels_search.search.policy import Policy, default_families
+    """The learner a search folder's checkpoint holds (its families as the test plug-in registers)."""
+    from kernels_search.search.learner import default_families
 
-    pol = Policy(default_families("cpu"), ("nn",), seed=0)
+    pol = Learner(default_families("cpu"), ("nn",), seed=0)
     assert pol.load(folder / "policy.npz")
     return pol
 

@@ -66,7 +66,8 @@ class Evidence:
 
     @property
     def label(self) -> str:
-        return f"the packaged {self.gpu_name} evidence ({len(self.parts)} runs)"
+        n = len(self.parts)
+        return f"the packaged {self.gpu_name} evidence ({n} run{'s' if n != 1 else ''})"
 
     def shapes(self) -> set[str]:
         return set().union(*(set(p["shape"]) for p in self.parts)) if self.parts else set()
@@ -138,6 +139,19 @@ def load(gpu_name: str | None) -> Evidence | None:
         return None
     with res.open("rb") as fh:
         return read(fh)
+
+
+def resolve(prior, gpu_name: str | None) -> tuple[list, str]:
+    """What a first pick folds in for ``FirstPickSettings.prior``, as (sources for
+    ``prior.fold_prior``, a label for its summary line): ``"auto"``, this GPU model's packaged
+    evidence (nothing where the package has none); ``"none"``, nothing; else the compare Parquets
+    (or ``.txt`` lists) it names, which must exist (``PriorError``)."""
+    if prior == "auto":
+        ev = load(gpu_name)
+        return (ev.parts, ev.label) if ev is not None else ([], "")
+    if prior in ("none", None, ()):
+        return [], ""
+    return prior_paths([prior] if isinstance(prior, (str, Path)) else list(prior)), ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

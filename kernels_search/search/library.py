@@ -54,7 +54,6 @@ import torch
 
 from harness.method import SUPPORTED, Prepared, PrepareContext, Support
 from harness.problem import Problem, Shape
-from harness.registry import register
 from kernels_search.search.db import finite_float
 from kernels_search.search.features import shape_distance
 
@@ -298,10 +297,9 @@ def _parse_args(args: str | None) -> dict:
     return out
 
 
-register("library", lambda args: LibraryMethod(**_parse_args(args)), default=False,
-         help="searched-kernel library: exact shape, else the nearest tuned shape's kernel (within "
-              "max_distance in log2 M, N, K), else cuBLASLt autotune, labelled as a fallback "
-              "(library:path=lib.json,nearest=4,verify=1,max_distance=1)")
+def make_method(args: str | None) -> "LibraryMethod":
+    """The ``library`` Method for ``library[:args]`` (registered by the ``kernels_search`` package)."""
+    return LibraryMethod(**_parse_args(args))
 
 
 # ---------------------------------------------------------------------------------- PyTorch API

@@ -21,11 +21,12 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     CPU timings do not always measure one config on every searched shape: then the model's pool
     decides, as in the search)."""
     from kernels_search.search.run import search_main
+    from kernels_search.search.settings import SearchSettings
 
     shapes = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 32)]
     held = [Shape(16, 16, 16), Shape(32, 32, 64)]
-    doc = search_main(shapes, "120s", tmp_path / "s", device="cpu", batch=3, layouts=("nn",),
-                      plugins=["test_search_plugin"], timing_budget_s=0.1, max_rounds=2, holdout=held,
+    doc = search_main(shapes, tmp_path / "s", SearchSettings(budget="120s", device="cpu", batch=3, layouts=("nn",),
+                      plugins=("test_search_plugin",), timing_budget_s=0.1, max_rounds=2), holdout=held,
                       print_fn=lambda line: None)
     made = {r["shape"]: r["spec"] for r in doc["first_pick"]}
     assert set(made) == {s.name for s in held}
@@ -33,11 +34,11 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert first_picks.main([str(tmp_path / "s"), "--all", "--device", "cpu", "--plugin", "test_search_plugin"]) == 0
     out = capsys.readouterr().out
     pol, _ = first_picks.policy_for(tmp_path / "s", device="cpu", plugins=["test_search_plugin"])
-    first_picks.parse_rule("paired/m10/n2").apply(pol)  # the default, without a prior (none for the CPU)
+    default = first_picks.parse_rule("ranked/m10/n2/d/c").picker(pol)  # the default, without a prior (none for the CPU)
     for s in held:
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(s.name))
         assert "measured" in line and line.rstrip().endswith(made[s.name])
-        known = {c.spec for c in pol.first_pick_candidates(s)}
+        known = {c.spec for c in default.candidates(s)}
         assert made[s.name] in known or not known
         assert not known or min(len(pol.measured_on[spec]) for spec in known) >= 2
     assert "2 of 2 held-out shapes measured" in out
@@ -87,9 +88,9 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
                              "test_search_plugin", "--compare-args", "--top", "3", "--plan-out", str(tmp_path / "top.txt")]) == 0
     capsys.readouterr()
     ranked = {shape.name: _split_methods([text]) for shape, text in read_plan(tmp_path / "top.txt")}
-    first_picks.parse_rule("model/m1").apply(pol)  # evidence on one other searched shape: several configs have it
+    m1 = first_picks.parse_rule("model/m1").picker(pol)  # evidence on one other searched shape: several configs have it
     for name, specs in ranked.items():
-        assert specs == [c.spec for c in pol.first_pick_ranking(parse_shape(name), top=3)]
+        assert specs == [c.spec for c in m1.ranking(parse_shape(name), top=3)]
         assert 1 < len(specs) <= 3
     assert first_picks.main(args + ["--top", "3"]) == 2  # a study's plan needs --compare-args
     assert "--top 3" in capsys.readouterr().err
@@ -201,12 +202,12 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
 
     from lab import local_prebuild
     from kernels_search.search.db import KernelDB
-    from kernels_search.search.policy import Policy
+    from kernels_search.search.learner import Learner
     from kernels_search.search.proposer import Candidate, Outcome
-    from test_search_policy import OTHER, TILED
+    from test_search_learner import OTHER, TILED
 
     fams = {"tiled": TILED, "other": dataclasses.replace(OTHER, backend="triton")}
-    pol = Policy(fams, layouts=("nn",), seed=0)
+    pol = Learner(fams, ("nn",))
     s, t = Shape(1024, 1024, 1024), Shape(64, 64, 64)
     best, second, worst = ({"tile": 128, "split": 1, "stages": 3, "raster": 1},
                            {"tile": 64, "split": 1, "stages": 3, "raster": 1},
@@ -241,8 +242,11 @@ def test_side_by_side_refuses_an_unfinished_search_and_names_the_policy_state(tm
 
     from kernels_search.search.run import search_main
 
-    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "120s", tmp_path / "s", device="cpu", batch=2,
-                layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.05, max_rounds=1,
+    from kernels_search.search.settings import SearchSettings
+
+    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], tmp_path / "s",
+                SearchSettings(budget="120s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                               timing_budget_s=0.05, max_rounds=1),
                 holdout=[Shape(16, 16, 16)], print_fn=lambda line: None)
     args = [str(tmp_path / "s"), "--rules", "model,neighbours", "--device", "cpu",
             "--plugin", "test_search_plugin", "--compare-args"]
@@ -271,11 +275,12 @@ def test_a_rule_spec_names_the_evidence_its_picks_need():
     import pandas as pd
 
     from kernels_search.family import Family, Knob
-    from kernels_search.search.policy import Policy
+    from kernels_search.search.learner import Learner
     from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.search.settings import LearnerSettings
 
     fam = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
-    pol = Policy({"f": fam}, layouts=("nn",), seed=0, elites=0)
+    pol = Learner({"f": fam}, ("nn",), LearnerSettings(elites=0))
     wide, few = {"tile": 32, "stages": 2}, {"tile": 64, "stages": 3}
     shapes = [Shape(2 ** a, 2 ** a, 2 ** (a + 1)) for a in range(6, 14)]
     for i, s in enumerate(shapes):

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 import test_search_plugin  # noqa: F401  (the cpuk family)
-from kernels_search.search.policy import FIRST_PICK_RULES
+from kernels_search.search.first_pick import RULES as FIRST_PICK_RULES
 
 from lab import policy_cv  # noqa: E402
 

@@ -8,7 +8,8 @@ import pytest
 
 from harness.problem import Shape
 from lab import first_picks
-from test_search_prior import A, B, FAM, policy, row, write
+from test_search_prior import A, B, FAM, row, write
+from test_search_prior import learner as policy
 
 
 def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_path):
