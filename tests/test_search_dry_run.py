@@ -159,3 +159,19 @@ def test_the_packaged_search_of_record_is_package_data():
     folder = picks.record_folder()
     assert folder.name == picks.RECORD and (folder / "db" / "parts").is_dir()
     assert list((folder / "db" / "parts").glob("part-*.parquet")) and (folder / "shapes.txt").is_file()
+
+
+def test_the_search_command_module_imports_nothing_heavy():
+    """The harness mounts ``search`` at start-up (``register(app)``): importing its module must not
+    import torch, numpy, pandas, pyarrow or LightGBM, or ``hgemm-bench --help`` pays for them."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys, kernels_search.search.cli as c; assert callable(c.register); "
+            "print(sorted(m for m in ('torch', 'numpy', 'pandas', 'pyarrow', 'lightgbm', 'scipy') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == "[]"
