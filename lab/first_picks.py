@@ -134,7 +134,7 @@ def provenance(folder: Path, db) -> tuple[str, bool]:
     doc = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     df = db.df
     search_id = doc.get("search_id") or search_id_of(db) or "?"
-    rows = int(((df["kind"] == "candidate") & (df["origin"] != "policy:first-pick")).sum()) if not df.empty else 0
+    rows = int((~df["is_baseline"] & (df["origin"] != "policy:first-pick")).sum()) if not df.empty else 0
     finished = bool(doc.get("finished", False))
     used, budget = doc.get("budget_used_s"), doc.get("budget_s")
     spent = f", {used:.0f} of {budget:.0f} s" if used is not None and budget is not None else ""
@@ -344,7 +344,7 @@ def main(argv=None) -> int:
     df = db.df
     search_id = search_id_of(db)
     pick_id = picker.id(search_id, db.search_totals(search_id)["candidates"])
-    done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"]) & {s.name for s in holdout}
+    done = set(df[(df["search_id"] == pick_id) & ~df["is_baseline"]]["shape"]) & {s.name for s in holdout}
     picks = []
     print(f"{pick_id}: {len(done)} of {len(holdout)} held-out shapes measured")
     for shape in holdout:

@@ -46,7 +46,7 @@ def cross_validate(df: pd.DataFrame, search_id: str | None = None, layouts=("nn"
                    settings: FirstPickSettings = EVIDENCE) -> pd.DataFrame:
     """One row per (shape, rule): top1, oracle, random speedups and the Spearman correlation.
     ``families``: name -> Family (default: every built-in family; nothing is compiled here)."""
-    df = df[(df["kind"] == "candidate") & (df["origin"] != "policy:first-pick")]
+    df = df[~df["is_baseline"].astype(bool) & (df["origin"] != "policy:first-pick")]
     if search_id is not None:
         df = df[df["search_id"] == search_id]
     families = families or dict(ALL)

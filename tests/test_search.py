@@ -79,20 +79,25 @@ def test_search_loop_end_to_end_on_cpu(tmp_path):
                              progress=progress.append, settings=settings(), checkpoint=tmp_path / "policy.npz")
     assert summary.stop_reason == "budget" and summary.rounds >= 1
     df = db.df
-    cand = df[df.kind == "candidate"]
-    base = df[df.kind == "baseline"]
+    cand = df[~df.is_baseline]
+    base = df[df.is_baseline]
+    # a DB row is the compare row as measured plus the search's columns
+    from harness.results import RESULT_COLUMNS
+
+    assert set(RESULT_COLUMNS) <= set(df.columns) and df.run_id.notna().all() and (df.schema_version == 1).all()
+    assert (df[df.status == "ok"].timing_method.notna()).all() and df.tflops[df.status == "ok"].gt(0).all()
     # every call measured the baseline with the candidates, in both layouts, and paired them
     assert set(base.method) == {"torch"} and set(base.layout) == {"nn", "tn"}
     assert set(cand.call_id) <= set(base.call_id)
     for call_id, grp in cand[cand.status == "ok"].groupby("call_id"):
         b = base[base.call_id == call_id]
-        assert (grp.baseline_us == b[b.status == "ok"].device_us.min()).all()
+        assert (grp.baseline_us == b[b.status == "ok"].device_us_median.min()).all()
     # rewards: clipped log speedup for correct rows, -1 for each failure kind
     ok = cand[cand.status == "ok"]
     assert ok.reward.between(-1, 1).all() and ok.reward.notna().all()
     import numpy as np
 
-    np.testing.assert_allclose(ok.reward, np.clip(np.log(ok.baseline_us / ok.device_us), -1, 1))
+    np.testing.assert_allclose(ok.reward, np.clip(np.log(ok.baseline_us / ok.device_us_median), -1, 1))
     kinds = dict(zip(cand.method, cand.failure))
     assert kinds["cpuk:pad=3,split=4,bug=2,small=0"] == "crash"
     assert kinds["cpuk:pad=0,split=1,bug=1,small=0"] == "wrong"
@@ -168,7 +173,7 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     before = KernelDB(tmp_path / "db").df
     assert len(list(parts.glob("part-*.parquet"))) >= 4
     rounds_before = int(before["round"].max())
-    n_before = int((before.kind == "candidate").sum())
+    n_before = int((~before.is_baseline).sum())
     ids_before = set(before.row_id)
     # 2) rerun the same command with a round limit: it continues where the DB stops
     proc = _run(script, tmp_path, 600, rounds_before + 2)
@@ -176,7 +181,7 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     assert proc.returncode == 0, out
     assert "STOP rounds" in out, out
     after = KernelDB(tmp_path / "db").df
-    cand = after[after.kind == "candidate"]
+    cand = after[~after.is_baseline]
     assert ids_before <= set(after.row_id)  # nothing lost
     assert len(cand) > n_before  # continued
     assert after.row_id.is_unique

@@ -59,10 +59,10 @@ def folder(tmp_path, monkeypatch):
     for i, shape in enumerate(shapes):
         for r in _rows(shape, "s", {spec: _reward(shape, spec) for spec in SPECS}):
             rows.append(dict(search_id="s", call_id=f"c{i}", round=0, gpu_name=GPU, shape=r["shape"], m=r["m"],
-                             n=r["n"], k=r["k"], layout="nn", kind="baseline" if r["is_baseline"] else "candidate",
+                             n=r["n"], k=r["k"], layout="nn", is_baseline=r["is_baseline"],
                              method=r["method"], family="baseline" if r["is_baseline"] else "dryk",
-                             origin="policy", status="ok", status_reason="", failure="", device_us=r["device_us_median"],
-                             knobs="{}" if r["is_baseline"] else json.dumps(DRY.parse(r["method"].partition(":")[2])),
+                             origin="policy", status="ok", status_reason="", failure="", device_us_median=r["device_us_median"],
+                             config="{}" if r["is_baseline"] else json.dumps(DRY.parse(r["method"].partition(":")[2])),
                              reward=None if r["is_baseline"] else _reward(shape, r["method"])))
     db.append(rows)
     ev_shapes = [f"{m}_{n}_{k}" for m, n, k in ((96, 96, 512), (192, 192, 1024), (384, 384, 1024), (768, 768, 2048),

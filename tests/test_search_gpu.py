@@ -46,7 +46,7 @@ def test_gpu_search_round_measures_paired_candidates(searched):
     out, db, s, env = searched
     assert s.rounds == 1 and s.candidates == 4
     df = db.df
-    cand, base = df[df.kind == "candidate"], df[df.kind == "baseline"]
+    cand, base = df[~df.is_baseline], df[df.is_baseline]
     assert {"torch", "cublas", "cublaslt", "cublaslt-autotune"} <= set(base.method)
     assert (cand.gpu_uuid == env["gpu_uuid"]).all()
     ok = cand[cand.status == "ok"]

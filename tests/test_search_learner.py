@@ -282,7 +282,7 @@ def test_sync_reads_rows_recorded_before_a_knob_existed():
 
     fam = ALL["splitk"]
     old = {k: v for k, v in fam.defaults().items() if k != "kslices"}
-    row = dict(kind="candidate", origin="policy", family="splitk", knobs=json.dumps(old),
+    row = dict(is_baseline=False, origin="policy", family="splitk", config=json.dumps(old),
                method="splitk:bm=64", shape="256_128_16384", layout="nn", status="ok", reward=0.2,
                status_reason="", failure="", row_id="r1")
     pol = Learner({"splitk": fam}, ("nn",))
@@ -305,8 +305,8 @@ def test_a_config_recorded_under_its_old_spec_name_counts_as_measured(tmp_path):
     old = {k: v for k, v in fam.defaults().items() if k != "kslices"}
     old_name = "splitk:" + ",".join(f"{k}={v}" for k, v in old.items())
     db = KernelDB(tmp_path / "db")
-    db.append([dict(kind="candidate", search_id="s", call_id="c", round=0, gpu_name="NVIDIA H200", shape="256_128_16384",
-                    m=256, n=128, k=16384, layout="nn", method=old_name, family="splitk", knobs=json.dumps(old),
+    db.append([dict(is_baseline=False, search_id="s", call_id="c", round=0, gpu_name="NVIDIA H200", shape="256_128_16384",
+                    m=256, n=128, k=16384, layout="nn", method=old_name, family="splitk", config=json.dumps(old),
                     status="ok")])
     got = measured_specs(db, Shape(256, 128, 16384), "NVIDIA H200", {"splitk": fam})
     assert got == {old_name, fam.spec(fam.defaults())} and old_name != fam.spec(fam.defaults())

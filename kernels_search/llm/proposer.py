@@ -346,7 +346,7 @@ def context_from_db(db, shape, layouts: Sequence[str] = ("nn",), *, gpu: str | N
     chosen = []
     for e in best + worse + nearby:
         r = ex_rows[(e.name, e.m, e.n, e.k, e.layout)][1]
-        src = example_source(str(r.get("family") or ""), r.get("knobs"), e.name, kernels)
+        src = example_source(str(r.get("family") or ""), r.get("config"), e.name, kernels)
         note = e.note
         if src and re.search(r"#\s*include\s*[<\"](?:cutlass|cute)/", src):
             # LLM kernels are built alone, without CUTLASS: show the figures, not the source

@@ -457,14 +457,14 @@ class Learner:
         df = db.df
         if df.empty:
             return 0
-        df = df[(df["kind"] == "candidate") & ~df["row_id"].isin(self.seen) & df["family"].isin(list(self.families))
+        df = df[~df["is_baseline"].astype(bool) & ~df["row_id"].isin(self.seen) & df["family"].isin(list(self.families))
                 & (df["origin"] != "policy:first-pick")]
         n = 0
         for shape_name, grp in df.groupby("shape", sort=False):
             shape = parse_shape(shape_name)
             outs = []
             for r in grp.itertuples(index=False):
-                knobs = self.families[r.family].complete(json.loads(r.knobs or "{}"))
+                knobs = self.families[r.family].complete(json.loads(r.config or "{}"))
                 cand = Candidate(r.family, knobs, r.method, r.origin or "")
                 rew = None if r.reward is None or (isinstance(r.reward, float) and math.isnan(r.reward)) else float(r.reward)
                 outs.append(Outcome(cand, r.layout, r.status, rew, None, None,

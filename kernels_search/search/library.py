@@ -76,26 +76,26 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
         df = df[df["gpu_name"] == gpu]
     if shapes is not None:
         df = df[df["shape"].isin({s.name for s in shapes})]
-    ok = df[(df["status"] == "ok") & df["device_us"].notna()]
-    base = ok[ok["kind"] == "baseline"]
-    cand = ok[ok["kind"] == "candidate"]
+    ok = df[(df["status"] == "ok") & df["device_us_median"].notna()]
+    base = ok[ok["is_baseline"].astype(bool)]
+    cand = ok[~ok["is_baseline"].astype(bool)]
     # fastest baseline per (call, layout): what a candidate of that call is paired with
-    call_base = base.groupby(["call_id", "layout"])["device_us"].min()
+    call_base = base.groupby(["call_id", "layout"])["device_us_median"].min()
     entries = []
     for (g, shape, layout), grp in ok.groupby(["gpu_name", "shape", "layout"]):
         cg = cand[(cand["gpu_name"] == g) & (cand["shape"] == shape) & (cand["layout"] == layout)]
         bg = base[(base["gpu_name"] == g) & (base["shape"] == shape) & (base["layout"] == layout)]
         best_base = None
         if not bg.empty:
-            med = bg.groupby("method")["device_us"].median()
+            med = bg.groupby("method")["device_us_median"].median()
             # the reference where it was measured, whatever ran faster in the search (docstring)
             best_base = ((reference, float(med[reference])) if reference in med.index
                          else (str(med.idxmin()), float(med.min())))
         best = None
         for r in cg.itertuples(index=False):
             pb = call_base.get((r.call_id, layout))
-            sp = (float(pb) / float(r.device_us)) if pb is not None and r.device_us > 0 else None
-            key = (sp if sp is not None else -1.0, -float(r.device_us))
+            sp = (float(pb) / float(r.device_us_median)) if pb is not None and r.device_us_median > 0 else None
+            key = (sp if sp is not None else -1.0, -float(r.device_us_median))
             if best is None or key > best[0]:
                 best = (key, r, sp)
         row0 = grp.iloc[0]
@@ -106,8 +106,8 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
         if best is not None and (best_base is None or (best[2] is not None and best[2] >= min_speedup)):
             r = best[1]
             entries.append(dict(common, gpu_uuid=r.gpu_uuid, kind="kernel", spec=r.method, family=r.family,
-                                knobs=json.loads(r.knobs or "{}"), source_hash=r.source_hash or "",
-                                device_us=float(r.device_us), paired_speedup=best[2],
+                                knobs=json.loads(r.config or "{}"), source_hash=r.source_hash or "",
+                                device_us=float(r.device_us_median), paired_speedup=best[2],
                                 registers=finite_float(r.registers), spill_bytes=finite_float(r.spill_bytes),
                                 measured_at=r.measured_at, search_id=r.search_id))
         elif best_base is not None:

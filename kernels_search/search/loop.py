@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.problem import Shape
+from harness.results import RESULT_COLUMNS
 from harness.runner import CompareSettings
 from harness.timing.stats import geomean
 from kernels_search.search.db import KernelDB, finite_float, ptxas_of
@@ -153,21 +154,20 @@ class _Prefetcher:
 
 
 def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: str | None, meta: dict) -> dict:
+    """The kernel DB row of one compare row (``db.FIELDS``): the compare row as measured, a failed
+    row's time nulled, plus the search's columns."""
     info = json.loads(r.get("info") or "{}")
     ptx = ptxas_of(info)
     fk = failure_kind(r)
     us = finite_float(r.get("device_us_median"))
     rew = reward(r, base_us) if cand is not None else None
     return dict(
-        meta,
-        measured_at=r.get("measured_at"), gpu_uuid=r.get("gpu_uuid"), gpu_name=r.get("gpu_name"),
-        device=r.get("device"), shape=r["shape"], m=r["m"], n=r["n"], k=r["k"], layout=r["layout"],
-        kind="candidate" if cand is not None else "baseline", method=r["method"],
-        family=cand.family if cand is not None else r.get("family"),
+        {f: r.get(f) for f in RESULT_COLUMNS}, **meta,
+        is_baseline=cand is None, family=cand.family if cand is not None else r.get("family"),
         origin=cand.origin if cand is not None else "baseline",
-        knobs=cand.knobs_json() if cand is not None else (r.get("config") or "{}"),
-        source_hash=r.get("source_hash") or "", status=r.get("status"), status_reason=r.get("status_reason") or "",
-        failure=fk, gate_passed=r.get("gate_passed"), device_us=us if not fk else None,
+        config=cand.knobs_json() if cand is not None else (r.get("config") or "{}"),
+        source_hash=r.get("source_hash") or "", status_reason=r.get("status_reason") or "",
+        failure=fk, device_us_median=us if not fk else None,
         device_us_ci_lo=finite_float(r.get("device_us_ci_lo")), device_us_ci_hi=finite_float(r.get("device_us_ci_hi")),
         setup_s=finite_float(r.get("setup_s")), compile_s=finite_float(info.get("compile_s")),
         build_cached=info.get("build_cached"), registers=finite_float(ptx.get("max_registers", ptx.get("registers"))),
@@ -184,7 +184,7 @@ def _summary_rows(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> lis
     out = []
     for r in best.itertuples(index=False):
         if r.shape in names:
-            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family, device_us=r.device_us,
+            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family, device_us=r.device_us_median,
                             baseline_us=r.baseline_us, speedup=r.speedup))
     return sorted(out, key=lambda d: (d["shape"], d["layout"]))
 
@@ -253,8 +253,8 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
             for lay in settings.layouts:
                 db_rows.append(dict(call, gpu_uuid=env.get("gpu_uuid"), gpu_name=env.get("gpu_name"),
                                     device=getattr(evaluator, "device", None), shape=shape.name, m=shape.m, n=shape.n,
-                                    k=shape.k, layout=lay, kind="candidate", method=c.spec, family=c.family,
-                                    origin=c.origin, knobs=c.knobs_json(), status="error",
+                                    k=shape.k, layout=lay, is_baseline=False, method=c.spec, family=c.family,
+                                    origin=c.origin, config=c.knobs_json(), status="error",
                                     status_reason=harness_error or "no result row", failure="harness",
                                     reward=None, info="{}"))
     elapsed = time.perf_counter() - t0
@@ -270,7 +270,7 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
     as the spec the learner now writes with that knob at its default, and is not measured again."""
     out = db.measured_specs(shape, gpu)
     sel = db.candidates(gpu, shape)
-    for fam_name, knobs in zip(sel["family"], sel["knobs"]):
+    for fam_name, knobs in zip(sel["family"], sel["config"]):
         fam = families.get(fam_name)
         if fam is not None:
             out.add(fam.spec(fam.complete(json.loads(knobs or "{}"))))
@@ -300,7 +300,7 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, picker, *,
     out_by_shape: dict[str, dict] = {}
     for shape in shapes:
         rows = earlier[earlier["shape"] == shape.name] if not earlier.empty else earlier
-        cand_rows = rows[rows["kind"] == "candidate"] if not rows.empty else rows
+        cand_rows = rows[~rows["is_baseline"].astype(bool)] if not rows.empty else rows
         if cand_rows.empty:
             continue
         last = rows[rows["call_id"] == cand_rows["call_id"].iloc[-1]].to_dict("records")
@@ -336,15 +336,15 @@ def _first_pick_record(shape: Shape, spec: str, rows: Sequence[Mapping], base_us
                        reference: str) -> dict:
     """One held-out shape's result from its call's rows: the pick's best-of-layouts time against
     ``reference``'s (the strongest baseline of the call where ``reference`` has no correct row)."""
-    mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and finite_float(r.get("device_us"))
+    mine = [r["device_us_median"] for r in rows if not r["is_baseline"] and finite_float(r.get("device_us_median"))
             and not r.get("failure")]
-    ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
-           and finite_float(r.get("device_us")) and not r.get("failure")]
+    ref = [r["device_us_median"] for r in rows if r["is_baseline"] and r["method"] == reference
+           and finite_float(r.get("device_us_median")) and not r.get("failure")]
     ref_us = min(ref) if ref else base_us
     cand_us = min(mine) if mine else None
     return dict(shape=shape.name, spec=spec, device_us=cand_us, reference=reference if ref else "strongest",
                 reference_us=ref_us, speedup=(ref_us / cand_us) if (ref_us and cand_us) else 0.0,
-                failure=next((r["failure"] for r in rows if r["kind"] == "candidate" and r.get("failure")), ""))
+                failure=next((r["failure"] for r in rows if not r["is_baseline"] and r.get("failure")), ""))
 
 
 def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB, learner,
@@ -502,17 +502,17 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 pre_s += build_s
                 by_name = {nm: c for c in cands for nm in _names(c.spec)}
                 setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
-                cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
+                cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if not r["is_baseline"])
                 spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
                 shape_walls.append(time.perf_counter() - t0)
                 n_cand += len(cands)
                 compile_s += pre_s + cand_setup
                 measure_s += max(0.0, eval_s - setup)
-                outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["knobs"]),
+                outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["config"]),
                                                                           r["method"]),
-                                    r["layout"], r["status"], r["reward"], r.get("device_us"), base_us,
+                                    r["layout"], r["status"], r["reward"], r.get("device_us_median"), base_us,
                                     r.get("status_reason") or "", r.get("failure") or "", r["row_id"])
-                            for r in db_rows if r["kind"] == "candidate"]
+                            for r in db_rows if not r["is_baseline"]]
                 if learner is not None:
                     learner.observe(shape, outcomes)
                     if checkpoint is not None:

@@ -217,8 +217,8 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
                                  (s, "other", {"x": 1, "y": 1}, 0.1), (t, "other", {"x": 2, "y": 0}, 0.5)):
         spec = fams[fam].spec(knobs)
         pol.observe(shape, [Outcome(Candidate(fam, knobs, spec), "nn", "ok", r, None, None)])
-        rows.append({"kind": "candidate", "shape": shape.name, "method": spec, "family": fam,
-                     "knobs": json.dumps(knobs)})
+        rows.append({"is_baseline": False, "shape": shape.name, "method": spec, "family": fam,
+                     "config": json.dumps(knobs)})
     db = KernelDB(tmp_path / "db")
     db.append(rows)
     got = local_prebuild.local_cuda_specs(pol, db, [s, t])

@@ -28,8 +28,8 @@ def _db(reward_of, shapes=SHAPES) -> pd.DataFrame:
             for split in (1, 2, 4):
                 knobs = dict(pad=pad, split=split, bug=0, small=0)
                 method = "cpuk:" + ",".join(f"{k}={v}" for k, v in knobs.items())
-                rows.append(dict(kind="candidate", origin="policy", search_id="s", shape=shape, layout="nn",
-                                 family="cpuk", knobs=json.dumps(knobs), method=method,
+                rows.append(dict(is_baseline=False, origin="policy", search_id="s", shape=shape, layout="nn",
+                                 family="cpuk", config=json.dumps(knobs), method=method,
                                  reward=reward_of(i, pad, split), row_id=f"{shape}-{pad}-{split}",
                                  status="ok", status_reason="", failure=""))
     return pd.DataFrame(rows)
@@ -83,7 +83,7 @@ def test_rows_recorded_before_the_family_gained_a_knob_still_count():
     fams = {"cpuk": test_search_plugin.FAMILY}
     old = _db(lambda i, pad, split: 0.3 - 0.2 * pad)
     old["method"] = old["method"].str.replace(",small=0", "", regex=False)
-    old["knobs"] = [json.dumps({k: v for k, v in json.loads(kj).items() if k != "small"}) for kj in old["knobs"]]
+    old["config"] = [json.dumps({k: v for k, v in json.loads(kj).items() if k != "small"}) for kj in old["config"]]
     new = policy_cv.summarize(policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",),
                                                        families=fams))
     s = policy_cv.summarize(policy_cv.cross_validate(old, layouts=("nn",), families=fams))
