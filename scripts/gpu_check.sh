@@ -22,8 +22,8 @@
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
 #            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes,
-#            SEARCH_FIRST_PICK_RULE (cautious, the default, model or neighbours) the rule that picks on them
-#            (with search's defaults: evidence on 10 shapes, 2 of them near, and this GPU's committed prior)
+#            SEARCH_FIRST_PICK_RULE (ranked, the default, or paired) the rule that picks on them
+#            (with search's defaults: evidence on 10 shapes, 2 of them near, and this GPU's packaged evidence)
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
@@ -65,10 +65,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 # a build cache may also travel packed (.hbstate/cache*.tar.xz: xz shrinks the CUTLASS binaries ~4x,
 # so more fit the carry limit; packed together with a large dictionary, `tar -cf - . | xz -9e
-# --lzma2=dict=192MiB`, they share most of their bytes and take half that again: the twenty-first
-# session's 153 binaries were 5.4 MB (148 of them 10.6 MB as two packs). Ignored files do not always
-# reach a new session's checkout: that pack did not, and the twenty-second session rebuilt the 41
-# its calls needed (1.3 MB) from their plans (first_picks.py --prebuild, about 1 a minute on 2 cores);
+# --lzma2=dict=192MiB`, they share most of their bytes and take half that again: 153 binaries took
+# 5.4 MB. Ignored files do not always reach a new checkout; a plan's binaries can then be rebuilt
+# from the plan (python -m lab.first_picks --prebuild, about 1 a minute on 2 cores);
 # .hbstate/cache*.tgz: a search call's cache-new.tgz): unpacked into .hbcache
 for pack in .hbstate/cache*.tar.xz .hbstate/cache*.tgz; do
   [ -f "$pack" ] || continue
@@ -78,7 +77,7 @@ done
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=${SEARCH_DIR:-results/search-h200-g}  # the fifteenth session's finished search (a new folder starts a fresh one)
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200-g}  # a finished search's folder (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
   # (only when the tarball holds that folder, $1 or $SEARCH_DIR: a new folder starts a fresh search)
