@@ -321,21 +321,25 @@ def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
     assert len(entries) == 4 and all(e["kind"] == "kernel" and e["gpu_name"] == "NVIDIA H200" for e in entries)
 
 
-@pytest.mark.slow
-def test_search_cli_command_on_cpu(tmp_path):
-    """The mountable `search` command: flags reach search_main, bad input is exit code 2."""
+def search_app():
+    """A Typer app with the mountable `search` command (and a second command, so Typer keeps
+    `search` as a subcommand)."""
     import typer
-    from typer.testing import CliRunner
 
     from kernels_search.search.cli import register
 
     app = typer.Typer()
     register(app)
+    app.command("noop")(lambda: None)
+    return app
 
-    @app.command("noop")
-    def _noop():  # a second command so Typer keeps `search` as a subcommand
-        pass
 
+@pytest.mark.slow
+def test_search_cli_command_on_cpu(tmp_path):
+    """The mountable `search` command: flags reach search_main, bad input is exit code 2."""
+    from typer.testing import CliRunner
+
+    app = search_app()
     run = CliRunner()
     bad = run.invoke(app, ["search", "--shapes", "1_2", "--device", "cpu"])
     assert bad.exit_code == 2 and "malformed shape" in bad.output

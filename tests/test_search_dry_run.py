@@ -116,12 +116,11 @@ def test_the_dry_run_under_the_paired_rule_and_without_evidence(folder):
 def test_search_dry_run_command_prints_the_ranking_and_exits_0_without_a_gpu(folder, monkeypatch):
     """``search --dry-run --shapes ...`` takes what ``compare --shapes`` takes (a list, a file, a
     named set), measures nothing and never resolves a device or starts an evaluator."""
-    import typer
     from typer.testing import CliRunner
 
     import harness.env
     import harness.sandbox
-    from kernels_search.search.cli import register
+    from test_search import search_app
 
     def no_gpu(*a, **kw):
         raise AssertionError("the dry run touched the device path")
@@ -130,13 +129,7 @@ def test_search_dry_run_command_prints_the_ranking_and_exits_0_without_a_gpu(fol
     monkeypatch.setattr(harness.env, "collect", no_gpu)
     monkeypatch.setattr(harness.sandbox, "Evaluator", no_gpu)
     monkeypatch.setattr(picks, "record_folder", lambda: folder)
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")
-    def _noop():
-        pass
-
+    app = search_app()
     run = CliRunner()
     res = run.invoke(app, ["search", "--dry-run", "--shapes", "64_1024_4096"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output

@@ -272,20 +272,13 @@ def test_search_totals_and_progress_count_candidates_not_rows(tmp_path, clock, f
 
 def test_search_cli_run_limit_flag(monkeypatch):
     """--run-limit reaches search_main as given; a bad value is exit code 2."""
-    import typer
     from typer.testing import CliRunner
 
-    from kernels_search.search.cli import register
+    from test_search import search_app
 
     got = {}
     monkeypatch.setattr(runmod, "search_main", lambda shapes, out, settings, **kw: got.update(settings=settings))
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")
-    def _noop():
-        pass
-
+    app = search_app()
     run = CliRunner()
     res = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--run-limit", "8m"])
     assert res.exit_code == 0, res.output
