@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     from lab.prior_cv import measured_speedups, pick, rankable
 
     from harness.shapes import on_cuda_l2_grid
-    from kernels_search.search.loop import geomean
+    from harness.timing.stats import geomean
     from kernels_search.search.prior import prior_paths, with_prior
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
