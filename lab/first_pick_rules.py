@@ -23,7 +23,7 @@ import numpy as np
 
 from harness.shapes import parse_shape
 from kernels_search.search.features import launch, launch_mismatch, shape_distance
-from kernels_search.search.first_pick import FirstPick, _paired_tag, register_rule
+from kernels_search.search.first_pick import FirstPick, paired_tag, register_rule
 
 NEIGHBOURS, BANDWIDTH, MIN_WEIGHT = 5, 1.5, 0.2
 GEOMETRY_SCALE = 0.3
@@ -76,4 +76,4 @@ def geopaired_values(fp: FirstPick, shape, cands, prior=None) -> np.ndarray:
 register_rule("model", model_values, lambda st: "")
 register_rule("cautious", cautious_values, lambda st: f"lcb{st.caution:g}-")
 register_rule("neighbours", neighbour_values, lambda st: "nb-")
-register_rule("geopaired", geopaired_values, lambda st: f"gp{GEOMETRY_SCALE:g}-{_paired_tag(st)}")
+register_rule("geopaired", geopaired_values, lambda st: f"gp{GEOMETRY_SCALE:g}-{paired_tag(st)}")

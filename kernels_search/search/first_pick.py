@@ -214,12 +214,7 @@ class FirstPick:
                     distance=dist, speedup=math.exp(measured[nearest]))
 
 
-def first_pick_id(search_id: str, candidates: int, picker: FirstPick) -> str:
-    """``picker.id``: the search id of a held-out check."""
-    return picker.id(search_id, candidates)
-
-
-def _paired_tag(st: FirstPickSettings) -> str:
+def paired_tag(st: FirstPickSettings) -> str:
     return f"pr{st.paired_bandwidth:g}s{st.paired_shrink:g}-lcb{st.caution:g}-"
 
 
@@ -235,4 +230,4 @@ def _ranked(fp: FirstPick, shape: Shape, cands: Sequence[Candidate]) -> np.ndarr
 
 
 register_rule("ranked", _ranked, lambda st: "rk-")
-register_rule("paired", _paired, _paired_tag)
+register_rule("paired", _paired, paired_tag)
