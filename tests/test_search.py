@@ -354,9 +354,15 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert bad.exit_code == 2 and "--first-pick-min-near" in bad.output
     bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-prior", "nowhere.txt"])
     assert bad.exit_code == 2 and "--first-pick-prior: prior nowhere.txt: no such file" in bad.output
-    for rule in ("model", "cautious", "neighbours", "geopaired"):  # study rules: not the product's
-        bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-rule", rule])
-        assert bad.exit_code == 2 and f"--first-pick-rule {rule!r}: one of ranked, paired" in bad.output
+    # the product's rules only (lab/first_pick_rules.py registers the study rules when imported)
+    from kernels_search.search import first_pick
+
+    product = {name: first_pick.RULES[name] for name in ("ranked", "paired")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(first_pick, "RULES", product)
+        for rule in ("model", "cautious", "neighbours", "geopaired"):
+            bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-rule", rule])
+            assert bad.exit_code == 2 and f"--first-pick-rule {rule!r}: one of ranked, paired" in bad.output
     res = run.invoke(app, ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin",
                            "test_search_plugin", "--layouts", "nn", "--batch", "1", "--max-rounds", "1",
                            "--time-budget", "0.1", "--holdout", "1", "--budget", "2m", "--out", str(tmp_path / "s"),
