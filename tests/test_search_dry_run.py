@@ -143,8 +143,8 @@ def test_search_dry_run_command_prints_the_ranking_and_exits_0_without_a_gpu(fol
     assert "128_256_512:" in res.output and "96_96_96:" in res.output and "by paired/" in res.output
     bad = run.invoke(app, ["search", "--dry-run", "--shapes", "1_2"])
     assert bad.exit_code == 2 and "malformed shape" in bad.output
-    bad = run.invoke(app, ["search", "--dry-run", "--shapes", "64_64_64", "--first-pick-rule", "model"])
-    assert bad.exit_code == 2 and "--first-pick-rule 'model': one of" in bad.output
+    bad = run.invoke(app, ["search", "--dry-run", "--shapes", "64_64_64", "--first-pick-rule", "best"])
+    assert bad.exit_code == 2 and "--first-pick-rule 'best': one of" in bad.output
 
 
 def test_the_packaged_search_of_record_is_package_data():
