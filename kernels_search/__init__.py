@@ -24,6 +24,12 @@ def make_method(family_name: str, args: str | None):
     return CudaKernelMethod(family, knobs)
 
 
+def _library(args: str | None):
+    from kernels_search.search.library import make_method
+
+    return make_method(args)
+
+
 def _register_all() -> None:
     for name, fam in FAMILIES.items():
         knobs = ", ".join(f"{k.name}{'*' if k.runtime else ''}" for k in fam.knobs)
@@ -33,9 +39,11 @@ def _register_all() -> None:
             default=False,
             help=f"{name} kernel family; knobs: {knobs} (* = runtime option)",
         )
+    # searched kernels as data, with a dispatcher; imported when resolved (it needs torch)
+    register("library", _library, default=False,
+             help="searched-kernel library: exact shape, else the nearest tuned shape's kernel (within "
+                  "max_distance in log2 M, N, K), else cuBLASLt autotune, labelled as a fallback "
+                  "(library:path=lib.json,nearest=4,verify=1,max_distance=1)")
 
 
 _register_all()
-
-# The `library` method (searched kernels as data, with a dispatcher) is resolvable by default.
-import kernels_search.search.library  # noqa: E402,F401

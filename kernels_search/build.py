@@ -110,7 +110,7 @@ def _set_aside(entry: Path, why: str) -> None:
     """Move an unusable entry out of the way, so the fresh build can be published in its place.
 
     ``os.rename`` onto a non-empty directory fails, so before this an entry that existed but
-    could not be read (the H200 search of 2026-11-30, twice) made every later build of its key
+    could not be read (seen on the H200 host) made every later build of its key
     fail after compiling. It is kept, renamed, for a look at what broke it."""
     stale = Path(tempfile.mkdtemp(prefix=f".stale-{entry.name[:12]}-", dir=entry.parent.parent))
     try:
@@ -203,8 +203,8 @@ def build(
         got, why = _load_cached(entry)
         if got is None:
             # Never an ok result without a library: ctypes would dlopen the main program instead
-            # (the H200 search of 2026-11-30 had 6 rows fail with "python3: undefined symbol:
-            # hgemm_run", cause not found). Say so, and leave the entry to the next build.
+            # (seen on the H200 host as rows failing with "python3: undefined symbol: hgemm_run").
+            # Say so, and leave the entry to the next build.
             res.ok = False
             res.log = f"cache entry {entry} unreadable right after it was published ({why})\n" + res.log
             return res

@@ -16,7 +16,7 @@ from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
 
 # The H200's SM count: what runtime options sized to the device assume where none is given (the CPU
-# tests, the policy's features); a kernel launch passes its device's own count.
+# tests, the learner's features); a kernel launch passes its device's own count.
 DEFAULT_SMS = 132
 
 
@@ -46,7 +46,7 @@ class Family:
     knobs: tuple[Knob, ...] = field(default_factory=tuple)
     backend: str = "cuda"  # "cuda": rendered to an hgemm C-ABI library; "triton": Python-side
     # configs measured to win somewhere (knob specs, e.g. "bm=32:bn=64"): the search's initial
-    # design measures them on every shape first (kernels_search.search.policy)
+    # design measures them on every shape first (kernels_search.search.learner)
     presets: tuple[str, ...] = ()
 
     # ---- knob handling ---------------------------------------------------------------------

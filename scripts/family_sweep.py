@@ -103,7 +103,7 @@ PARALLEL_SPLITK_SWEEP = [
     "hopper:scheduler=splitk:tile_n=64:cluster_m=2:cluster_n=2:sk_splits=16",
 ]
 # Mid-size shapes (cuBLAS at 2.7-60 us: K <= 2048, 0.1-30 M outputs), where every family config
-# the fifth session's search measured was 0.60x-0.97x of cuBLASLt autotune: the search barely
+# an early H200 search measured was 0.60x-0.97x of cuBLASLt autotune: the search barely
 # tried Triton's usual wgmma-sized tiles there (its space is ~70,000 configs), nor mma.sync tiles
 # above 64 with one split, nor CUTLASS 64x64 tiles (more CTAs than 128x256 on 1-30 M outputs).
 MIDSIZE_SWEEP = [
@@ -124,8 +124,8 @@ MIDSIZE_SWEEP = [
     "hopper:tile_n=128:cluster_m=1",
 ]
 # CUTLASS configs that mirror the cuBLAS (nvjet) kernels `scripts/kernel_profile.py` found on the
-# mid-size shapes (H200, sixth session: tile, k-stages, cluster in the kernel name). The sixth
-# session also ran each with a register-to-global epilogue (2-5x slower; that knob was removed).
+# mid-size shapes (H200: tile, k-stages, cluster in the kernel name). A register-to-global epilogue
+# was 2-5x slower on each (that knob was removed).
 NVJET_SWEEP = [
     "hopper:tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
     "hopper:tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",  # nvjet 128x128_64x6_2x1

@@ -22,26 +22,26 @@
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
 #            and new builds come back as $OUT/search-state.tgz and $OUT/cache-new.tgz (see the stage);
 #            SEARCH_HOLDOUT_SEED and SEARCH_HOLDOUT_EXCLUDE (a shape file) choose the held-out shapes,
-#            SEARCH_FIRST_PICK_RULE (cautious, the default, model or neighbours) the rule that picks on them
-#            (with search's defaults: evidence on 10 shapes, 2 of them near, and this GPU's committed prior)
+#            SEARCH_FIRST_PICK_RULE (ranked, the default, or paired) the rule that picks on them
+#            (with search's defaults: evidence on 10 shapes, 2 of them near, and this GPU's packaged evidence)
 #   profile  the kernels PROFILE_SPECS launch on PROFILE_SHAPES and their durations (scripts/kernel_profile.py)
 #   spread   how far apart separate instances of one method measure (SPREAD_CASES, scripts/instance_spread.py),
 #            with a cuBLASLt workspace per instance and with the shared one
 #   library  compare the exported library ($SEARCH_DIR/library.json, or LIBRARY_PATH) with the baselines on the
-#            searched shapes (or LIBRARY_SHAPES), then scripts/library_check.py's per-shape table vs cuBLASLt autotune
+#            searched shapes (or LIBRARY_SHAPES), then lab/library_check.py's per-shape table vs cuBLASLt autotune
 #   pickrules the held-out picks of two first-pick rules (PICK_RULES, default ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior: the default and the one before it) of
 #            $PICK_SEARCH_DIR's policy (default: the committed finished search of record,
 #            kernels_search/library/search-h200-g), measured side by side in one compare call with
-#            cuBLASLt autotune; a search stopped by a run limit is refused (scripts/first_picks.py);
+#            cuBLASLt autotune; a search stopped by a run limit is refused (lab/first_picks.py);
 #            PICK_EXTRA_METHODS names a file of further specs measured in the same call; PICK_ALSO_PICKS a
 #            file of picks made elsewhere (shape<TAB>spec), measured and reported as a column; PICK_SKIP_SHAPES a
 #            file of shapes an earlier call finished (the rest of a draw its time limit stopped); PICK_PLAN=1
 #            measures each shape's own picks only (compare --plan), not every pick on every shape; with it,
 #            PICK_TOP=K measures each rule's K best-ranked configs per shape (a study of its near misses)
-#   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. studies/*.txt)
+#   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. lab/studies/*.txt)
 #            with cuBLASLt autotune, each stopped by SIGINT after PLAN_LIMIT (240) s keeping the shapes it
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
-#            then scripts/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
+#            then lab/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python, the CUTLASS headers and LightGBM (the ranked first-pick rule):
@@ -65,10 +65,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 # a build cache may also travel packed (.hbstate/cache*.tar.xz: xz shrinks the CUTLASS binaries ~4x,
 # so more fit the carry limit; packed together with a large dictionary, `tar -cf - . | xz -9e
-# --lzma2=dict=192MiB`, they share most of their bytes and take half that again: the twenty-first
-# session's 153 binaries were 5.4 MB (148 of them 10.6 MB as two packs). Ignored files do not always
-# reach a new session's checkout: that pack did not, and the twenty-second session rebuilt the 41
-# its calls needed (1.3 MB) from their plans (first_picks.py --prebuild, about 1 a minute on 2 cores);
+# --lzma2=dict=192MiB`, they share most of their bytes and take half that again: 153 binaries took
+# 5.4 MB. Ignored files do not always reach a new checkout; a plan's binaries can then be rebuilt
+# from the plan (python -m lab.first_picks --prebuild, about 1 a minute on 2 cores);
 # .hbstate/cache*.tgz: a search call's cache-new.tgz): unpacked into .hbcache
 for pack in .hbstate/cache*.tar.xz .hbstate/cache*.tgz; do
   [ -f "$pack" ] || continue
@@ -78,7 +77,7 @@ done
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
-SEARCH_DIR=${SEARCH_DIR:-results/search-h200-g}  # the fifteenth session's finished search (a new folder starts a fresh one)
+SEARCH_DIR=${SEARCH_DIR:-results/search-h200-g}  # a finished search's folder (a new folder starts a fresh one)
 restore_search() {
   # a carried copy of an earlier call's search state (see the search stage), when this machine has none
   # (only when the tarball holds that folder, $1 or $SEARCH_DIR: a new folder starts a fresh search)
@@ -151,7 +150,7 @@ for stage in $STAGES; do
           --budget "${PLAN_BUDGET:-0.3}" --out "/tmp/hb/$name.parquet" --fresh --seed 7 > "/tmp/hb/$name.txt" 2>&1
         tail -3 "/tmp/hb/$name.txt"
         [ -f "/tmp/hb/$name.parquet" ] && cp "/tmp/hb/$name.parquet" "$OUT/"  # none when no shape finished
-        python3 scripts/study_table.py "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} ${PLAN_NEW_KNOB:+--new-knob "$PLAN_NEW_KNOB"} \
+        python3 -m lab.study_table "$OUT/$name.parquet" --plan "$plan" ${PLAN_NEW:+--new "$PLAN_NEW"} ${PLAN_NEW_KNOB:+--new-knob "$PLAN_NEW_KNOB"} \
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"
       done ;;
@@ -250,16 +249,16 @@ PY
         # each library spec's table; with two, the first's also paired against the second (--versus)
         libs=($(echo "${LIBRARY_METHODS:-library:path=$lib}" | tr ' ' '\n' | grep '^library'))
         for i in "${!libs[@]}"; do
-          python3 scripts/library_check.py /tmp/hb/library.parquet --library "${libs[$i]}" \
+          python3 -m lab.library_check /tmp/hb/library.parquet --library "${libs[$i]}" \
             $([ "$i" = 0 ] && [ "${#libs[@]}" -gt 1 ] && echo --versus "${libs[1]}") 2>&1 | tee -a "$OUT/library_check.md"
         done
       fi ;;
     pickrules)
       # The held-out picks of two first-pick rules (PICK_RULES, default ranked/m10/n2/d/c/prior,paired/m10/n2/d/c/prior: the default and the one before it) of the
       # search in $PICK_SEARCH_DIR, measured side by side in one compare call with cuBLASLt autotune
-      # (scripts/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
+      # (lab/first_picks.py --rules: picks and the per-rule table). PICK_HOLDOUT_SEED=S: on fresh
       # grid shapes drawn with seed S instead of the search's holdout; S1,S2: disjoint draws in this
-      # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. kernels_search/search/seen_shapes.txt.
+      # one call. PICK_HOLDOUT_EXCLUDE: a shape file they avoid, e.g. lab/seen_shapes.txt.
       # PICK_HOLDOUT_SHAPES=FILE: those shapes instead (first_picks.py --holdout-shapes), e.g. off the grid.
       # (its own folder: $SEARCH_DIR stays the search's for the stages after this one)
       pick_dir=${PICK_SEARCH_DIR:-kernels_search/library/search-h200-g}
@@ -276,7 +275,7 @@ PY
       plan=/tmp/hb/pickrules-plan.txt; rm -f "$plan"
       # PICK_TOP=K (with PICK_PLAN=1): each rule's K best-ranked configs per shape, not only its pick (a study of
       # its near misses, first_picks.py --top); the report is still of the picks
-      args=$(python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
+      args=$(python3 -m lab.first_picks "$pick_dir" --rules "$rules" $fresh $also --compare-args --prebuild \
         ${PICK_PLAN:+--plan-out $plan} ${PICK_TOP:+--top $PICK_TOP} | tee /tmp/hb/pickrules-prebuild.txt | grep '^PICK_')
       grep '^built' /tmp/hb/pickrules-prebuild.txt
       shapes=$(echo "$args" | sed -n 's/^PICK_SHAPES=//p'); methods=$(echo "$args" | sed -n 's/^PICK_METHODS=//p')
@@ -308,7 +307,7 @@ print(",".join(dict.fromkeys(extra)))' "$methods" "$PICK_EXTRA_METHODS")
       timeout -s INT -k 30 "${PICKRULES_LIMIT:-300}" $HB compare "${what[@]}" \
         --budget "${PICKRULES_BUDGET:-0.3}" --out /tmp/hb/pickrules.parquet --fresh --seed 7 > "$OUT/pickrules.txt" 2>&1
       tail -5 "$OUT/pickrules.txt"
-      python3 scripts/first_picks.py "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \
+      python3 -m lab.first_picks "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -3,7 +3,7 @@
 Two instances of one method (two prepares: each its own plan, workspace and wrapper) timed in the
 same interleaved rounds on the same inputs should agree within timing noise. On the H200 they
 did not: the cuBLASLt autotune baseline and the library's fallback to it ran the same algorithm
-up to 4 % apart, and only where the algorithm uses a workspace (BENCHMARKS.md, fourth session).
+up to 4 % apart, and only where the algorithm uses a workspace.
 This script prepares ``--instances`` instances and times each one as two entries (the two entries
 of one instance share everything, so their gap is the timing core's own noise floor), all in
 the same rounds of the offline timing core, then prints each entry's median device time.

@@ -1,7 +1,7 @@
 """Compile ahead every CUDA config that ``compare --plan`` files name, or list the ones not built yet.
 
 Why: a device call's budget clock runs while the GPU host compiles, and a CUTLASS sm90 binary takes
-1-3 minutes of one core. Plans are written before their call (studies/*.txt, registered first), so
+1-3 minutes of one core. Plans are written before their call (lab/studies/*.txt, registered first), so
 their binaries can be built here (nvcc only, no GPU) into ``$HGEMM_BUILD_CACHE`` and carried; on the
 GPU host the same command builds whatever is still missing on all its cores at once, before the
 compare's prepares would build them one at a time. Cache hits cost nothing.

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-STUDIES = Path(__file__).resolve().parents[1] / "kernels_search/search/studies"
+STUDIES = Path(__file__).resolve().parents[1] / "lab/studies"
 
 
 def study_specs(name: str) -> list[str]:
-    """The specs in a study's file under kernels_search/search/studies/ (one a line, ``#`` comments),
+    """The specs in a study's file under lab/studies/ (one a line, ``#`` comments),
     in order: the tests of a study's configs check exactly the configs the study measured."""
     return [ln.strip() for ln in (STUDIES / name).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-import instance_spread  # noqa: E402
+_spec = importlib.util.spec_from_file_location(
+    "instance_spread", Path(__file__).resolve().parents[1] / "scripts" / "instance_spread.py")
+instance_spread = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(instance_spread)
 
 
 def test_instances_are_separate_prepares_timed_in_the_same_rounds(monkeypatch):

@@ -193,10 +193,10 @@ def test_context_from_kernel_db(tmp_path):
     db = KernelDB(tmp_path / "db")
 
     def row(method, family, knobs, m, n, k, layout, status, speedup, origin="policy", failure=None, reason=""):
-        return {"kind": "candidate", "method": method, "family": family, "knobs": json.dumps(knobs),
+        return {"is_baseline": False, "method": method, "family": family, "config": json.dumps(knobs),
                 "origin": origin, "shape": f"{m}_{n}_{k}", "m": m, "n": n, "k": k, "layout": layout,
                 "status": status, "status_reason": reason, "failure": failure, "speedup": speedup,
-                "device_us": 10.0 if status == "ok" else None, "registers": 90.0, "spill_bytes": 0.0,
+                "device_us_median": 10.0 if status == "ok" else None, "registers": 90.0, "spill_bytes": 0.0,
                 "gpu_uuid": "GPU-x", "gpu_name": "NVIDIA H200"}
 
     db.append([

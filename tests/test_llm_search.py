@@ -41,7 +41,7 @@ def test_llm_proposer_in_search_loop_cpu(tmp_path, monkeypatch):
                                       settings=loop.search_settings(timing_budget_s=0.2, min_rounds=2), max_rounds=1)
     assert summary.candidates == 1
     df = KernelDB(tmp_path / "db").df
-    cand = df[df["kind"] == "candidate"]
+    cand = df[~df["is_baseline"]]
     assert len(cand) == 2 and cand["method"].str.startswith("llm:").all()
     assert set(cand["layout"]) == {"nn", "tn"} and (cand["origin"] == "llm").all()
     traj = TrajectoryStore(tmp_path / "traj").load()

@@ -3,7 +3,7 @@
 Uses the synthetic ``cpuk`` family of ``test_search_plugin`` (real CPU work whose speed depends
 on the knobs; wrong-result, crashing and non-building configs). Why these can fail: rewards not
 paired with the same call's baselines, failures not scored -1, a killed search that loses or
-re-measures candidates, a policy that does not see rows written before a kill.
+re-measures candidates, a learner that does not see rows written before a kill.
 """
 
 import json
@@ -22,7 +22,7 @@ from harness.problem import Shape
 from harness.sandbox import Evaluator, Timeouts
 from kernels_search.search.db import KernelDB
 from kernels_search.search.loop import run_search, search_settings
-from kernels_search.search.policy import Policy
+from kernels_search.search.learner import Learner
 from kernels_search.search.proposer import Candidate
 
 TESTS = Path(__file__).resolve().parent
@@ -71,7 +71,7 @@ class Fixed:
 @pytest.mark.slow
 def test_search_loop_end_to_end_on_cpu(tmp_path):
     db = KernelDB(tmp_path / "db")
-    policy = Policy(families(), seed=0)
+    policy = Learner(families(), seed=0)
     fixed = Fixed()
     progress = []
     with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"], timeouts=FAST) as ev:
@@ -79,20 +79,25 @@ def test_search_loop_end_to_end_on_cpu(tmp_path):
                              progress=progress.append, settings=settings(), checkpoint=tmp_path / "policy.npz")
     assert summary.stop_reason == "budget" and summary.rounds >= 1
     df = db.df
-    cand = df[df.kind == "candidate"]
-    base = df[df.kind == "baseline"]
+    cand = df[~df.is_baseline]
+    base = df[df.is_baseline]
+    # a DB row is the compare row as measured plus the search's columns
+    from harness.results import RESULT_COLUMNS
+
+    assert set(RESULT_COLUMNS) <= set(df.columns) and df.run_id.notna().all() and (df.schema_version == 1).all()
+    assert (df[df.status == "ok"].timing_method.notna()).all() and df.tflops[df.status == "ok"].gt(0).all()
     # every call measured the baseline with the candidates, in both layouts, and paired them
     assert set(base.method) == {"torch"} and set(base.layout) == {"nn", "tn"}
     assert set(cand.call_id) <= set(base.call_id)
     for call_id, grp in cand[cand.status == "ok"].groupby("call_id"):
         b = base[base.call_id == call_id]
-        assert (grp.baseline_us == b[b.status == "ok"].device_us.min()).all()
+        assert (grp.baseline_us == b[b.status == "ok"].device_us_median.min()).all()
     # rewards: clipped log speedup for correct rows, -1 for each failure kind
     ok = cand[cand.status == "ok"]
     assert ok.reward.between(-1, 1).all() and ok.reward.notna().all()
     import numpy as np
 
-    np.testing.assert_allclose(ok.reward, np.clip(np.log(ok.baseline_us / ok.device_us), -1, 1))
+    np.testing.assert_allclose(ok.reward, np.clip(np.log(ok.baseline_us / ok.device_us_median), -1, 1))
     kinds = dict(zip(cand.method, cand.failure))
     assert kinds["cpuk:pad=3,split=4,bug=2,small=0"] == "crash"
     assert kinds["cpuk:pad=0,split=1,bug=1,small=0"] == "wrong"
@@ -127,12 +132,12 @@ RUNNER = textwrap.dedent("""
         from harness.sandbox import Evaluator, Timeouts
         from kernels_search.search.db import KernelDB
         from kernels_search.search.loop import run_search, search_settings
-        from kernels_search.search.policy import Policy
+        from kernels_search.search.learner import Learner
         import test_search_plugin
 
         out = Path(out)
         db = KernelDB(out / "db")
-        policy = Policy({"cpuk": test_search_plugin.FAMILY}, seed=0)
+        policy = Learner({"cpuk": test_search_plugin.FAMILY}, seed=0)
         with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"],
                        timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
             s = run_search([Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)], float(budget), ev, db, policy,
@@ -168,7 +173,7 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     before = KernelDB(tmp_path / "db").df
     assert len(list(parts.glob("part-*.parquet"))) >= 4
     rounds_before = int(before["round"].max())
-    n_before = int((before.kind == "candidate").sum())
+    n_before = int((~before.is_baseline).sum())
     ids_before = set(before.row_id)
     # 2) rerun the same command with a round limit: it continues where the DB stops
     proc = _run(script, tmp_path, 600, rounds_before + 2)
@@ -176,7 +181,7 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     assert proc.returncode == 0, out
     assert "STOP rounds" in out, out
     after = KernelDB(tmp_path / "db").df
-    cand = after[after.kind == "candidate"]
+    cand = after[~after.is_baseline]
     assert ids_before <= set(after.row_id)  # nothing lost
     assert len(cand) > n_before  # continued
     assert after.row_id.is_unique
@@ -185,11 +190,11 @@ def test_resume_after_kill_loses_nothing_and_measures_nothing_twice(tmp_path):
     # every (round, shape) measured at most once: the interrupted round was completed, not redone
     calls = after.groupby(["round", "shape"]).call_id.nunique()
     assert (calls == 1).all(), calls
-    # the policy checkpoint covers every candidate row (replayed or observed), budget was carried over
-    from kernels_search.search.policy import Policy
+    # the learner's checkpoint covers every candidate row (replayed or observed), budget was carried over
+    from kernels_search.search.learner import Learner
     import test_search_plugin
 
-    pol = Policy({"cpuk": test_search_plugin.FAMILY})
+    pol = Learner({"cpuk": test_search_plugin.FAMILY})
     assert pol.load(tmp_path / "policy.npz")
     assert set(cand.row_id) <= pol.seen
     db = KernelDB(tmp_path / "db")
@@ -201,7 +206,10 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     """What the `search` CLI command calls: a tiny CPU search with the synthetic family, a
     held-out first-pick check, the library export, then a resume that only adds rounds."""
     from kernels_search.search.library import load_library
+    from dataclasses import replace
+
     from kernels_search.search.run import holdout_shapes, parse_duration, search_main
+    from kernels_search.search.settings import SearchSettings
 
     assert parse_duration("20m") == 1200 and parse_duration("90s") == 90 and parse_duration(5) == 5
     with pytest.raises(ValueError):
@@ -209,9 +217,9 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     held = holdout_shapes(SHAPES, 3)
     assert len(held) == 3 and not {s.name for s in held} & {s.name for s in SHAPES}
     lines = []
-    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
-              print_fn=lines.append)
-    doc = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=1, holdout=[Shape(16, 16, 16)], **kw)
+    cpu = SearchSettings(budget="60s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                         timing_budget_s=0.1, max_rounds=1)
+    doc = search_main(SHAPES, tmp_path / "s", cpu, holdout=[Shape(16, 16, 16)], print_fn=lines.append)
     assert doc["rounds"] == 1 and doc["candidates"] == 4 and doc["stop_reason"] == "rounds"
     assert len(doc["first_pick"]) == 1 and doc["first_pick"][0]["reference"] == "strongest"
     assert any("shapes" in ln and "cand" in ln for ln in lines) and any("per GPU-minute" in ln for ln in lines)
@@ -222,7 +230,7 @@ def test_search_main_runs_resumes_exports_and_checks_held_out_shapes(tmp_path, m
     assert parse_shapes(str(tmp_path / "s" / "holdout.txt")) == [Shape(16, 16, 16)]
     entries = load_library(tmp_path / "s" / "library.json")
     assert {e["shape"] for e in entries} == {s.name for s in SHAPES}  # held-out shapes are not exported
-    doc2 = search_main(SHAPES, "60s", tmp_path / "s", max_rounds=2, **kw)
+    doc2 = search_main(SHAPES, tmp_path / "s", replace(cpu, max_rounds=2), print_fn=lines.append)
     # this run's numbers, and the whole search id's (both runs, from the DB)
     assert doc2["run_rounds"] == 1 and doc2["run_candidates"] == 4
     assert doc2["rounds"] == 2 and doc2["candidates"] == 8
@@ -246,7 +254,7 @@ def test_lookahead_builds_next_shapes_while_the_current_one_is_measured(tmp_path
     db = KernelDB(tmp_path / "db")
     done = []
     with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"], timeouts=FAST) as ev:
-        run_search(shapes, 300, ev, db, Policy(families(), layouts=("nn",), seed=0), batch_per_shape=2,
+        run_search(shapes, 300, ev, db, Learner(families(), layouts=("nn",), seed=0), batch_per_shape=2,
                    progress=lambda p: done.append((p.shape, time.perf_counter(), p.compile_s, p.compile_wait_s)),
                    settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1), max_rounds=1,
                    prebuild=prebuild, lookahead=2)
@@ -288,13 +296,13 @@ class FakeGpuEvaluator:
 
 def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
     from kernels_search.search.library import library_entries
-    from kernels_search.search.policy import default_families
+    from kernels_search.search.learner import default_families
 
     fams = default_families("cuda")
     assert {"hopper", "splitk", "smalltile"} <= set(fams)
     db = KernelDB(tmp_path / "db")
     ev = FakeGpuEvaluator()
-    policy = Policy(fams, seed=0, compile_penalty=0.02)
+    policy = Learner(fams, seed=0)  # the default compile penalty
     shapes = [Shape(4096, 4096, 4096), Shape(256, 128, 16384)]
     s = run_search(shapes, 1e9, ev, db, policy, batch_per_shape=3,
                    max_rounds=2, prebuild=None, settings=search_settings())
@@ -313,21 +321,25 @@ def test_real_families_through_the_loop_with_a_fake_gpu_evaluator(tmp_path):
     assert len(entries) == 4 and all(e["kind"] == "kernel" and e["gpu_name"] == "NVIDIA H200" for e in entries)
 
 
-@pytest.mark.slow
-def test_search_cli_command_on_cpu(tmp_path):
-    """The mountable `search` command: flags reach search_main, bad input is exit code 2."""
+def search_app():
+    """A Typer app with the mountable `search` command (and a second command, so Typer keeps
+    `search` as a subcommand)."""
     import typer
-    from typer.testing import CliRunner
 
     from kernels_search.search.cli import register
 
     app = typer.Typer()
     register(app)
+    app.command("noop")(lambda: None)
+    return app
 
-    @app.command("noop")
-    def _noop():  # a second command so Typer keeps `search` as a subcommand
-        pass
 
+@pytest.mark.slow
+def test_search_cli_command_on_cpu(tmp_path):
+    """The mountable `search` command: flags reach search_main, bad input is exit code 2."""
+    from typer.testing import CliRunner
+
+    app = search_app()
     run = CliRunner()
     bad = run.invoke(app, ["search", "--shapes", "1_2", "--device", "cpu"])
     assert bad.exit_code == 2 and "malformed shape" in bad.output
@@ -342,6 +354,15 @@ def test_search_cli_command_on_cpu(tmp_path):
     assert bad.exit_code == 2 and "--first-pick-min-near" in bad.output
     bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-prior", "nowhere.txt"])
     assert bad.exit_code == 2 and "--first-pick-prior: prior nowhere.txt: no such file" in bad.output
+    # the product's rules only (lab/first_pick_rules.py registers the study rules when imported)
+    from kernels_search.search import first_pick
+
+    product = {name: first_pick.RULES[name] for name in ("ranked", "paired")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(first_pick, "RULES", product)
+        for rule in ("model", "cautious", "neighbours", "geopaired"):
+            bad = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--first-pick-rule", rule])
+            assert bad.exit_code == 2 and f"--first-pick-rule {rule!r}: one of ranked, paired" in bad.output
     res = run.invoke(app, ["search", "--shapes", "16_16_32,32_16_64", "--device", "cpu", "--plugin",
                            "test_search_plugin", "--layouts", "nn", "--batch", "1", "--max-rounds", "1",
                            "--time-budget", "0.1", "--holdout", "1", "--budget", "2m", "--out", str(tmp_path / "s"),
@@ -360,32 +381,18 @@ def test_search_cli_command_on_cpu(tmp_path):
 def test_holdout_never_draws_a_shape_measured_before():
     """The held-out first pick tests generalization only on shapes nobody tuned for: with seen
     shapes excluded, seed 3's draw holds none of them, while the same draw without the exclusion
-    does hold some. The project's own list (every grid shape BENCHMARKS.md names) is the whole
-    grid since the twenty-first session, so a draw against it is empty."""
+    does hold some; with the whole grid excluded the draw is empty."""
     from harness.shapes import parse_shapes, sample_grid
     from kernels_search.search.run import holdout_shapes
 
-    root = Path(__file__).resolve().parents[1]
-    seen = parse_shapes(str(root / "kernels_search" / "search" / "seen_shapes.txt"))
+    grid = sorted(parse_shapes("cuda-l2"), key=lambda s: (s.m * s.n * s.k, s.name))
     train = sample_grid(40, 0)
-    names = {s.name for s in seen}
-    assert names == {s.name for s in parse_shapes("cuda-l2")}
-    assert holdout_shapes(train, 20, 3, exclude=seen) == []
-    some = seen[: len(seen) * 3 // 4]  # the 750 smallest: as the list stood a few sessions ago
+    assert holdout_shapes(train, 20, 3, exclude=grid) == []
+    some = grid[: len(grid) * 3 // 4]  # the 750 smallest
     plain = holdout_shapes(train, 20, 3)
     clean = holdout_shapes(train, 20, 3, exclude=some)
     assert len(clean) == 20 and not {s.name for s in clean} & ({s.name for s in some} | {s.name for s in train})
     assert {s.name for s in plain} & {s.name for s in some}  # what the exclusion is for
-    # every shape the shipped library was searched on is in it
-    lib = json.loads((root / "kernels_search" / "library" / "library.json").read_text())
-    assert {e["shape"] for e in lib["entries"]} <= names
-    # scripts/seen_shapes.py, which writes the file: grid shapes named in a text, sorted by size
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("seen_shapes", root / "scripts" / "seen_shapes.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.seen_grid_shapes(["16384_64_12288, 64_64_64 and 100_200_300."]) == ["64_64_64", "16384_64_12288"]
 
 
 def test_search_cli_holdout_options_and_a_resume_keeps_its_held_out_shapes(tmp_path):
@@ -415,9 +422,7 @@ def test_search_cli_holdout_options_and_a_resume_keeps_its_held_out_shapes(tmp_p
     assert res.exit_code == 0, res.output
     assert "keeping the 1 held-out shapes" in res.output and parse_shapes(str(out / "holdout.txt")) == first
     # an exclusion that leaves the grid no shape: said, and the search runs without a held-out check
-    root = Path(__file__).resolve().parents[1]
-    res = run.invoke(app, base[:-4] + ["--out", str(tmp_path / "t"), "--run-limit", "1s", "--holdout-exclude",
-                                       str(root / "kernels_search/search/seen_shapes.txt")],
+    res = run.invoke(app, base[:-4] + ["--out", str(tmp_path / "t"), "--run-limit", "1s", "--holdout-exclude", "cuda-l2"],
                      catch_exceptions=False, env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "--holdout 1: only 0 grid shapes are outside the searched shapes and --holdout-exclude" in res.output

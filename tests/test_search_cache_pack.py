@@ -75,9 +75,9 @@ def test_library_keys_map_library_specs_to_build_keys_through_the_db(tmp_path):
 
     db = KernelDB(tmp_path / "db")
     spec = "splitk:bm=64,splits=2"
-    db.append([dict(search_id="s", call_id="c", kind="candidate", method=spec, shape="64_64_64", layout=lay,
+    db.append([dict(search_id="s", call_id="c", is_baseline=False, method=spec, shape="64_64_64", layout=lay,
                     info=json.dumps({"build_key": key(7)})) for lay in ("nn", "tn")]
-              + [dict(search_id="s", call_id="c", kind="candidate", method="splitk:bm=128", shape="64_64_64",
+              + [dict(search_id="s", call_id="c", is_baseline=False, method="splitk:bm=128", shape="64_64_64",
                       layout="nn", info=json.dumps({"build_key": key(8)}))])
     lib = tmp_path / "library.json"
     lib.write_text(json.dumps({"version": 1, "entries": [

@@ -21,7 +21,7 @@ from harness.problem import Shape  # noqa: E402
 from harness.sandbox import Evaluator  # noqa: E402
 from kernels_search.search.db import KernelDB  # noqa: E402
 from kernels_search.search.loop import run_search, search_settings  # noqa: E402
-from kernels_search.search.policy import Policy  # noqa: E402
+from kernels_search.search.learner import Learner  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def searched(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("search")
     db = KernelDB(out / "db")
-    policy = Policy({"splitk": ALL["splitk"], "smalltile": ALL["smalltile"]}, seed=0)
+    policy = Learner({"splitk": ALL["splitk"], "smalltile": ALL["smalltile"]})
     env = envmod.collect("cuda")
     with Evaluator("cuda", env) as ev:
         s = run_search(SHAPES, 1800, ev, db, policy, batch_per_shape=2, max_rounds=1,
@@ -46,7 +46,7 @@ def test_gpu_search_round_measures_paired_candidates(searched):
     out, db, s, env = searched
     assert s.rounds == 1 and s.candidates == 4
     df = db.df
-    cand, base = df[df.kind == "candidate"], df[df.kind == "baseline"]
+    cand, base = df[~df.is_baseline], df[df.is_baseline]
     assert {"torch", "cublas", "cublaslt", "cublaslt-autotune"} <= set(base.method)
     assert (cand.gpu_uuid == env["gpu_uuid"]).all()
     ok = cand[cand.status == "ok"]

@@ -7,6 +7,7 @@ kernel for a shape it never saw, or a fallback that is not labelled as one.
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,16 +28,16 @@ def cand_row(shape, layout, spec, us, base_us, call, **kw):
     m, n, k = map(int, shape.split("_"))
     knobs = dict(p.split("=") for p in spec.split(":", 1)[1].split(","))
     return dict(dict(search_id="s", call_id=call, round=0, gpu_uuid="cpu", gpu_name=GPU, device="cpu", shape=shape,
-                     m=m, n=n, k=k, layout=layout, kind="candidate", method=spec, family="cpuk", origin="policy",
-                     knobs=json.dumps({a: int(b) for a, b in knobs.items()}), status="ok", failure="",
-                     device_us=us, baseline_us=base_us, speedup=base_us / us if us else None, reward=0.0, elapsed_s=1.0), **kw)
+                     m=m, n=n, k=k, layout=layout, is_baseline=False, method=spec, family="cpuk", origin="policy",
+                     config=json.dumps({a: int(b) for a, b in knobs.items()}), status="ok", failure="",
+                     device_us_median=us, baseline_us=base_us, speedup=base_us / us if us else None, reward=0.0, elapsed_s=1.0), **kw)
 
 
 def base_row(shape, layout, us, call, method="torch"):
     m, n, k = map(int, shape.split("_"))
     return dict(search_id="s", call_id=call, round=0, gpu_uuid="cpu", gpu_name=GPU, device="cpu", shape=shape, m=m,
-                n=n, k=k, layout=layout, kind="baseline", method=method, family="baseline", origin="baseline",
-                knobs="{}", status="ok", failure="", device_us=us, elapsed_s=1.0)
+                n=n, k=k, layout=layout, is_baseline=True, method=method, family="baseline", origin="baseline",
+                config="{}", status="ok", failure="", device_us_median=us, elapsed_s=1.0)
 
 
 K_FAST = "cpuk:pad=0,split=1,bug=0,small=0"
@@ -226,3 +227,40 @@ def test_a_tuned_shape_serves_another_only_within_max_distance_and_the_rest_fall
     for bad, why in (("max_distance=near", "not a number"), ("max_distance=-1", ">= 0"), ("max_dist=1", "expected path=")):
         with pytest.raises(ValueError, match=why):
             lib._parse_args(bad)
+
+
+def test_parts_written_before_the_shared_schema_load_renamed_and_export_the_committed_library(tmp_path):
+    """The packaged searches' DB parts name three columns as the DB did before it shared compare's
+    row schema (``device_us``, ``knobs``, ``kind``): they load under compare's names, and the library
+    exported from search-h200-g is the committed library.json, entry for entry. New rows appended to
+    such a DB read back with the old ones; a row with a column outside the schema is refused."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from harness.results import RESULT_COLUMNS
+    from harness.shapes import parse_shapes
+    from kernels_search.search.db import COLUMNS
+
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "kernels_search" / "library" / "search-h200-g"
+    raw = pq.read_table(next((folder / "db" / "parts").glob("part-*.parquet"))).to_pandas()
+    assert {"device_us", "knobs", "kind"} <= set(raw.columns)
+    assert set(RESULT_COLUMNS) <= set(COLUMNS)
+    db = KernelDB(folder / "db")
+    assert {"device_us_median", "config", "is_baseline"} <= set(db.df.columns)
+    assert not {"device_us", "knobs", "kind"} & set(db.df.columns)
+    assert db.df["is_baseline"].dtype == bool and db.df["is_baseline"].tolist() == (raw["kind"] == "baseline").tolist()
+    assert db.df["device_us_median"].equals(raw["device_us"]) and db.df["config"].tolist() == raw["knobs"].tolist()
+    entries = lib.library_entries(db, gpu="NVIDIA H200", min_speedup=1.02, shapes=parse_shapes(str(folder / "shapes.txt")))
+    committed = json.loads((root / "kernels_search" / "library" / "library.json").read_text())["entries"]
+    assert json.loads(json.dumps(entries, default=str)) == committed
+    copy = tmp_path / "db"
+    shutil.copytree(folder / "db", copy)
+    old = KernelDB(copy)
+    old.append([base_row("16_16_32", "nn", 9.0, "new-call"), cand_row("16_16_32", "nn", K_FAST, 3.0, 9.0, "new-call")])
+    back = KernelDB(copy).df
+    assert len(back) == len(raw) + 2 and back["is_baseline"].dtype == bool
+    assert back[back.call_id == "new-call"].device_us_median.tolist() == [9.0, 3.0]
+    with pytest.raises(KeyError, match="not in the schema: \\['kind'\\]"):
+        old.append([dict(base_row("16_16_32", "tn", 9.0, "c2"), kind="baseline")])

@@ -21,7 +21,7 @@ import os
 from harness.method import SUPPORTED, Prepared, unsupported
 from harness.registry import register
 from kernels_search.family import Family, Knob
-from kernels_search.search.policy import register_search_family
+from kernels_search.search.learner import register_search_family
 
 
 class CpuFamily(Family):

@@ -1,10 +1,8 @@
-"""kernels_search/search/prior.py: earlier compare results folded into a policy, and the
-``/prior`` first-pick rules of scripts/first_picks.py."""
+"""kernels_search/search/prior.py: earlier compare results folded into a learner."""
 
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,20 +10,17 @@ import pytest
 
 from harness.problem import Shape
 from kernels_search.family import Family, Knob
-from kernels_search.search.loop import first_pick_id
-from kernels_search.search.policy import Policy
+from kernels_search.search.first_pick import FirstPick
+from kernels_search.search.learner import Learner
 from kernels_search.search.prior import PriorError, fold_prior, prior_paths, prior_shapes, read_prior
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-import first_picks  # noqa: E402
+from kernels_search.search.settings import FirstPickSettings, LearnerSettings, SearchSettings
 
 FAM = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
 A, B = FAM.spec({"tile": 32, "stages": 2}), FAM.spec({"tile": 128, "stages": 3})
 
 
-def policy() -> Policy:
-    return Policy({"f": FAM}, layouts=("nn", "tn"), seed=0, elites=0)
+def learner() -> Learner:
+    return Learner({"f": FAM}, layouts=("nn", "tn"), settings=LearnerSettings(elites=0))
 
 
 def row(run, shape, method, layout, us, *, baseline=False, status="ok", mode="offline"):
@@ -58,7 +53,7 @@ def test_rewards_are_against_the_fastest_baseline_of_the_same_run_and_shape(tmp_
         row("r2", "512_512_512", A, "nn", 5.0),
     ]
     f = write(tmp_path / "p.parquet", rows)
-    pol = policy()
+    pol = learner()
     s = fold_prior(pol, [f])
     assert (s.rows, s.skipped, s.no_baseline, s.shapes) == (4, 1, 1, {"256_256_256"})
     # A's best reward on the shape: log(8/4) from run 1, not log(20/30) from run 2
@@ -69,15 +64,15 @@ def test_rewards_are_against_the_fastest_baseline_of_the_same_run_and_shape(tmp_
     assert pol.model.n == 4
     # folding again, or into a copy that has it, adds nothing
     assert fold_prior(pol, [f]).rows == 0 and pol.model.n == 4
-    assert first_pick_id("s", 10, pol).endswith("-c10-p4")
-    assert first_pick_id("s", 10, policy()).endswith("-c10")
+    assert FirstPick(pol).id("s", 10).endswith("-c10-p4")
+    assert FirstPick(learner()).id("s", 10).endswith("-c10")
 
 
 def test_excluded_shapes_are_not_learnt(tmp_path):
     f = write(tmp_path / "p.parquet", [
         row("r", "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", "256_256_256", A, "nn", 5.0),
         row("r", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", "64_64_64", A, "nn", 5.0)])
-    pol = policy()
+    pol = learner()
     s = fold_prior(pol, [f], exclude_shapes=["64_64_64"])
     assert s.shapes == {"256_256_256"} and set(pol.measured_on[A]) == {"256_256_256"}
     assert prior_shapes([f]) == {"256_256_256", "64_64_64"}
@@ -99,66 +94,11 @@ def test_bad_prior_files_are_named_errors(tmp_path):
     assert prior_paths([lst], root=tmp_path) == [tmp_path / "other.parquet"]
 
 
-def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_path):
-    """The search measured A on every shape and B on none near the held-out shape; the prior
-    measured B well there. Without the prior the rule can only pick A; with it, B. A held-out
-    shape that the prior measured is not fresh: refused."""
-    pol = policy()
-    from kernels_search.search.proposer import Candidate, Outcome
-
-    for e in range(6, 12):
-        pol.observe(Shape(2 ** e, 2 ** e, 2 ** e), [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
-    rows = []
-    for m in (1024, 2048, 4096):
-        name = f"{m}_{m}_2048"
-        rows += [row("r", name, "cublaslt-autotune", "nn", 10.0, baseline=True), row("r", name, A, "nn", 12.0),
-                 row("r", name, B, "nn", 7.0)]
-    f = write(tmp_path / "p.parquet", rows)
-    held = [Shape(3072, 3072, 2048)]
-    empty = type("DB", (), {"df": pd.DataFrame()})()
-    with_prior = first_picks.with_prior_policy(pol, [f], held)
-    picks = first_picks.picks_by_rule(pol, empty, held, ["cautious", "cautious/prior"], {"": with_prior})
-    assert picks["cautious"][held[0].name] == A and picks["cautious/prior"][held[0].name] == B
-    assert B not in pol.measured_on  # the search's own policy is untouched
-    # /prior=LIST: that file's policy for that rule alone, beside the default prior's (here none)
-    by_list = first_picks.picks_by_rule(pol, empty, held, ["cautious", f"cautious/prior={f}"], {str(f): with_prior})
-    assert by_list == {"cautious": picks["cautious"], f"cautious/prior={f}": picks["cautious/prior"]}
-    with pytest.raises(ValueError, match="needs the policy with the prior"):
-        first_picks.picks_by_rule(pol, empty, held, ["cautious/prior=other.txt"], {"": with_prior, str(f): with_prior})
-    with pytest.raises(ValueError, match="1024_1024_2048 are in the prior: they are not fresh"):
-        first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)])
-    # --leave-out: such a shape is accepted and every row of it is dropped from the prior, the rest kept
-    left = first_picks.with_prior_policy(pol, [f], [Shape(1024, 1024, 2048)], leave_out=True)
-    assert set(left.measured_on[B]) == {"2048_2048_2048", "4096_4096_2048"}
-    assert set(with_prior.measured_on[B]) == {"1024_1024_2048", "2048_2048_2048", "4096_4096_2048"}
-
-
-def test_the_committed_h200_prior_lists_readable_compare_results():
-    """Every file the default prior list names exists and is compare results with family rows."""
-    root = Path(__file__).resolve().parent.parent
-    paths = prior_paths([root / "kernels_search/search/prior_h200.txt"], root=root)
-    assert len(paths) >= 9
-    for p in paths:
-        df = read_prior(p)
-        assert (~df["is_baseline"]).any() and (df["method"] == "cublaslt-autotune").any(), p
-    # every prior shape is one a fresh check must avoid: a grid shape in seen_shapes.txt, or one of
-    # an off-grid file's (studies/offgrid-*shapes.txt: the checks and the study since the
-    # twenty-first session), which a later off-grid draw excludes
-    from harness.shapes import read_shape_file
-
-    seen = set((root / "kernels_search/search/seen_shapes.txt").read_text().split())
-    offgrid = sorted((root / "kernels_search/search/studies").glob("offgrid-*shapes.txt"))
-    assert len(offgrid) >= 2
-    seen |= {s.name for f in offgrid for s in read_shape_file(f)}
-    assert prior_shapes(paths) <= seen
-
-
 @pytest.mark.slow
 def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes(tmp_path):
     """``search_main(prior=...)`` on the CPU with the synthetic family: the prior's rows on a
     searched shape and on a shape never searched are learnt, its rows on the held-out shape are
     not; a resume folds nothing twice; the held-out check's id carries the prior's row count."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_search_plugin import FAMILY
 
     from kernels_search.search.run import search_main
@@ -170,9 +110,10 @@ def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes
                  row("old", shape, slow, "nn", 40.0)]
     f = write(tmp_path / "prior.parquet", rows)
     lines = []
-    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
-              print_fn=lines.append, prior=[f], holdout=[Shape(16, 16, 16)])
-    doc = search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=1, **kw)
+    cpu = SearchSettings(budget="60s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                         timing_budget_s=0.1, prior=(f,), max_rounds=1)
+    kw = dict(print_fn=lines.append, holdout=[Shape(16, 16, 16)])
+    doc = search_main([Shape(16, 16, 32), Shape(32, 16, 64)], tmp_path / "s", cpu, **kw)
     assert any("prior: 4 rows on 2 shapes from 1 files" in ln for ln in lines), lines
     from kernels_search.search.db import KernelDB
 
@@ -181,7 +122,9 @@ def test_a_search_with_a_prior_learns_it_once_and_never_from_its_held_out_shapes
     assert any(i.endswith("-p4") and "-first-pick-" in i for i in ids), ids
     assert len(doc["first_pick"]) == 1
     lines.clear()
-    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "60s", tmp_path / "s", max_rounds=2, **kw)
+    from dataclasses import replace
+
+    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], tmp_path / "s", replace(cpu, max_rounds=2), **kw)
     assert any("prior: 0 rows" in ln for ln in lines), lines  # the checkpoint had them
 
 
@@ -194,57 +137,52 @@ def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(mo
 
     from kernels_search.search.proposer import Candidate, Outcome
 
-    pol = policy()
+    pol = learner()
     far_k, near_k = FAM.parse(B.partition(":")[2]), FAM.parse(A.partition(":")[2])
     for i in range(12):
         big = Shape(2048 * (1 + i % 3), 1024 * (1 + i // 3 % 2), 8192 * (1 + i // 6))
         small = Shape(64 * (1 + i % 3), 64 * (1 + i // 3 % 2), 256 * (1 + i // 6))
         pol.observe(big, [Outcome(Candidate("f", far_k, B), "nn", "ok", 0.6, None, None)])
         pol.observe(small, [Outcome(Candidate("f", near_k, A), "nn", "ok", 0.05, None, None)])
-    monkeypatch.setattr(pol, "first_pick_values", lambda shape, cands: np.array([float(c.spec == B) for c in cands]))
+    def picker(near: int) -> FirstPick:
+        fp = FirstPick(pol, FirstPickSettings(rule="paired", min_shapes=10, min_near=near))
+        monkeypatch.setattr(fp, "values", lambda shape, cands: np.array([float(c.spec == B) for c in cands]))
+        return fp
+
     held = Shape(128, 64, 512)
-    empty = type("DB", (), {"df": pd.DataFrame()})()
-    assert pol.near_evidence(B, held) == 0 and pol.near_evidence(A, held) >= 2
-    picks = first_picks.picks_by_rule(pol, empty, [held], ["model/m10", "model/m10/n2"])
-    assert picks["model/m10"][held.name] == B and picks["model/m10/n2"][held.name] == A
-    assert first_pick_id("s", 5, pol).startswith("s-first-pick-m10-n2-c5")
+    assert picker(2).near_evidence(B, held) == 0 and picker(2).near_evidence(A, held) >= 2
+    assert picker(0).pick(held).spec == B
+    assert picker(2).pick(held).spec == A
+    assert "-m10-n2-" in picker(2).id("s", 5)
     # nobody has evidence near a huge short-K shape: the far config competes again, and wins
     huge = Shape(16384, 16384, 64)
-    assert pol.near_evidence(A, huge) == pol.near_evidence(B, huge) == 0
-    assert first_picks.picks_by_rule(pol, empty, [huge], ["model/m10/n2"])["model/m10/n2"][huge.name] == B
+    assert picker(2).near_evidence(A, huge) == picker(2).near_evidence(B, huge) == 0
+    assert picker(2).pick(huge).spec == B
 
 
-def test_the_prior_of_a_gpu_model_is_its_committed_list_and_rows_of_another_model_are_left_out(tmp_path):
-    """``prior_for_gpu`` finds ``prior_h200.txt`` for an "NVIDIA H200" (what ``search --holdout``
-    adds by default there) and nothing for another model or the CPU; ``fold_prior(gpu=...)`` learns
-    only the rows of that model and counts the others in its line."""
-    from kernels_search.search.prior import gpu_model_slug, prior_for_gpu
-
-    assert gpu_model_slug("NVIDIA H200") == "h200" and gpu_model_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
-    h200 = prior_for_gpu("NVIDIA H200")
-    assert h200 == prior_paths([Path("kernels_search/search/prior_h200.txt")], root=Path(__file__).resolve().parents[1])
-    assert all(p.is_absolute() and p.exists() for p in h200)
-    assert prior_for_gpu("NVIDIA H100 80GB HBM3") == [] and prior_for_gpu("CPU: x86_64") == [] and prior_for_gpu(None) == []
+def test_rows_of_another_gpu_model_are_left_out_and_counted(tmp_path):
+    """``fold_prior(gpu=...)`` learns only the rows of that model and counts the others in its line."""
     rows = []
     for gpu, us in (("NVIDIA H200", 5.0), ("NVIDIA B200", 20.0)):
         rows += [dict(row(gpu, "256_256_256", "cublaslt-autotune", "nn", 10.0, baseline=True), gpu_name=gpu),
                  dict(row(gpu, "256_256_256", A, "nn", us), gpu_name=gpu)]
     f = write(tmp_path / "two-gpus.parquet", rows)
-    pol = policy()
+    pol = learner()
     s = fold_prior(pol, [f], gpu="NVIDIA H200")
     assert (s.rows, s.other_gpu) == (1, 2) and "2 of another GPU model" in s.line()
     assert pol.measured_on[A] == {"256_256_256": pytest.approx(math.log(2.0))}  # the H200's 2x, not the B200's 0.5x
-    both = fold_prior(policy(), [f])
+    both = fold_prior(learner(), [f])
     assert (both.rows, both.other_gpu) == (2, 0) and "another GPU" not in both.line()
 
 
 @pytest.mark.slow
 def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_path):
-    """``search_main(first_pick_prior=[f])``: the search's policy (its checkpoint) learns none of
+    """``FirstPickSettings(prior=(f,))``: the search's learner (its checkpoint) learns none of
     the file's rows, the held-out check's copy does (its id carries them: ``-p``) and still leaves
     out the held-out shape's own rows; ``"auto"`` on the CPU (no committed list) adds none."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_search_plugin import FAMILY
+
+    from dataclasses import replace
 
     from kernels_search.search.db import KernelDB
     from kernels_search.search.run import search_main
@@ -255,9 +193,10 @@ def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_
         rows += [row("old", shape, "torch", "nn", 10.0, baseline=True), row("old", shape, good, "nn", 8.0)]
     f = write(tmp_path / "prior.parquet", rows)
     lines = []
-    kw = dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.1,
-              print_fn=lines.append, holdout=[Shape(16, 16, 16)], max_rounds=1)
-    doc = search_main([Shape(16, 16, 32)], "60s", tmp_path / "s", first_pick_prior=[f], **kw)
+    cpu = SearchSettings(budget="60s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                         timing_budget_s=0.1, max_rounds=1)
+    kw = dict(print_fn=lines.append, holdout=[Shape(16, 16, 16)])
+    doc = search_main([Shape(16, 16, 32)], tmp_path / "s", replace(cpu, first_pick=FirstPickSettings(prior=(f,))), **kw)
     assert any(ln.startswith("prior: 1 rows on 1 shapes from 1 files") and ln.endswith("for the first pick")
                for ln in lines), lines
     assert len(doc["first_pick"]) == 1
@@ -266,51 +205,17 @@ def test_the_first_pick_prior_reaches_only_the_held_out_pick_not_the_search(tmp_
     searched = policy_of(tmp_path / "s")
     assert searched.seen and not any(r.startswith("prior:") for r in searched.seen)  # the checkpoint never saw the file
     lines.clear()
-    search_main([Shape(16, 16, 32)], "60s", tmp_path / "auto", **kw)  # default "auto": the CPU has no list
+    search_main([Shape(16, 16, 32)], tmp_path / "auto", cpu, **kw)  # default "auto": the CPU has no evidence
     assert not any(ln.startswith("prior:") for ln in lines), lines
     assert not any(i.endswith("-p1") for i in set(KernelDB(tmp_path / "auto" / "db").df["search_id"]))
 
 
 def policy_of(folder: Path):
-    """The policy a search folder's checkpoint holds (its families as the test plug-in registers)."""
-    from kernels_search.search.policy import Policy, default_families
+    """The learner a search folder's checkpoint holds (its families as the test plug-in registers)."""
+    from kernels_search.search.learner import default_families
 
-    pol = Policy(default_families("cpu"), ("nn",), seed=0)
+    pol = Learner(default_families("cpu"), ("nn",), seed=0)
     assert pol.load(folder / "policy.npz")
     return pol
 
 
-def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_evidence(tmp_path):
-    """scripts/prior_cv.py: files that share a shape are one draw, except a later file on shapes all
-    seen before (``remeasurements``); each file's speedups are against
-    its own reference rows, best of layouts; ``pick`` with ``RULE/mN/nK`` lets only configs with
-    near evidence compete, so a far config that measured better on the shape is not the pick."""
-    import prior_cv
-
-    from kernels_search.search.proposer import Candidate, Outcome
-
-    f1 = write(tmp_path / "1.parquet", [row("a", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
-                                        row("a", "64_64_64", A, "nn", 8.0), row("a", "64_64_64", A, "tn", 5.0)])
-    f2 = write(tmp_path / "2.parquet", [row("b", "64_64_64", "cublaslt-autotune", "nn", 9.0, baseline=True),
-                                        row("b", "128_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
-                                        row("b", "128_64_64", B, "nn", 20.0)])
-    f3 = write(tmp_path / "3.parquet", [row("c", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
-    assert prior_cv.draws_of([f1, f2, f3]) == [[f1, f2], [f3]]
-    # a later call on shapes all seen before (a study) is a re-measurement, which joins no draw;
-    # order decides which file is the later one
-    f4 = write(tmp_path / "4.parquet", [row("d", "4096_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
-                                        row("d", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True)])
-    assert prior_cv.remeasurements([f1, f2, f3, f4]) == [f4]
-    assert prior_cv.remeasurements([f4, f1, f2, f3]) == [f1, f3]  # f4 first: the others repeat its shapes
-    assert prior_cv.measured_speedups([f1, f2]) == {"64_64_64": {A: 2.0}, "128_64_64": {B: 0.5}}
-    # a shape with one measured config (a check of each shape's own pick) ranks nothing: not scored
-    assert prior_cv.rankable({"64_64_64": {A: 2.0}, "128_64_64": {A: 0.9, B: 0.5}}) == {"128_64_64": {A: 0.9, B: 0.5}}
-    pol = policy()
-    near, far = [Shape(128, 256, 256), Shape(256, 128, 256), Shape(256, 256, 128)], [Shape(4096, 4096, 4096 * 2 ** i) for i in range(3)]
-    for a_shape, b_shape in zip(near, far):  # A measured 1.0 from 256_256_256 (three shapes), B only far away
-        pol.observe(a_shape, [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
-        pol.observe(b_shape, [Outcome(Candidate("f", FAM.parse(B.partition(":")[2]), B), "nn", "ok", 0.5, None, None)])
-    measured = {A: 1.1, B: 1.5}
-    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 3, False, 2)) == (1.1, 1.1)
-    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 3, False))[1] == 1.5  # both compete without /n2
-    assert prior_cv.pick(pol, "256_256_256", measured, first_picks.RuleSpec("cautious", 4, False)) is None  # neither has 4 shapes

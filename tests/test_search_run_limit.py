@@ -23,7 +23,8 @@ from kernels_search.search import loop as loopmod
 from kernels_search.search import run as runmod
 from kernels_search.search.db import KernelDB
 from kernels_search.search.loop import run_search, search_settings
-from kernels_search.search.policy import Policy
+from kernels_search.search.learner import Learner
+from kernels_search.search.settings import SearchSettings
 
 STEP = 10.0  # fake seconds per evaluate_shape call
 SHAPES = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)]
@@ -93,12 +94,12 @@ def fake_eval(monkeypatch, clock):
     return FakeEvaluator
 
 
-def _main(out, lines, budget="100s", **kw):
+def _main(out, lines, budget="100s", holdout=HELD, **kw):
     from kernels_search.search.run import search_main
 
-    kw = dict(dict(device="cpu", batch=2, layouts=("nn",), plugins=["test_search_plugin"], holdout=HELD,
-                   run_limit_s="35s", print_fn=lines.append), **kw)
-    return search_main(SHAPES, budget, out, **kw)
+    settings = SearchSettings(**dict(dict(budget=budget, device="cpu", batch=2, layouts=("nn",),
+                                          plugins=("test_search_plugin",), run_limit="35s"), **kw))
+    return search_main(SHAPES, out, settings, holdout=holdout, print_fn=lines.append)
 
 
 def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_last(tmp_path, fake_eval):
@@ -142,14 +143,14 @@ def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_la
     assert len(sel) == 20 and not sel.duplicated(["shape", "method", "layout"]).any()
     assert (db.df[db.df.search_id == "s"].groupby(["round", "shape"]).call_id.nunique() == 1).all()
     # 4) a rerun of the finished search measures nothing: the held-out result is read back from
-    # the DB, then export and summary; the policy does not learn from the holdout's rows
+    # the DB, then export and summary; the learner does not learn from the holdout's rows
     n_calls, n_lines = len(fake_eval.calls), len(lines)
     d4 = _main(out, lines)
     assert d4["stop_reason"] == "budget" and d4["run_candidates"] == 0 and d4["candidates"] == 20
     assert fake_eval.calls[n_calls:] == []
     assert d4["first_pick"] == d["first_pick"] and d4["first_pick_geomean"] == d["first_pick_geomean"]
     assert not any("replayed" in ln for ln in lines[n_lines:])
-    # 5) a resume with a larger budget searches on, then measures the first pick of the policy
+    # 5) a resume with a larger budget searches on, then measures the first pick of the learner
     # it has now (one more evaluation of the held-out shape, under a new id), not the old one
     n_calls = len(fake_eval.calls)
     d5 = _main(out, lines, budget="120s")
@@ -183,7 +184,9 @@ def test_first_pick_eval_picks_every_shape_then_builds_them_in_one_batch(tmp_pat
 
     db = KernelDB(tmp_path / "db")
     held = [Shape(48, 16, 16), Shape(16, 48, 32), Shape(64, 16, 64)]
-    out = first_pick_eval(held, Recording(), db, Policy(families(), layouts=("nn",), seed=0),
+    from kernels_search.search.first_pick import FirstPick
+
+    out = first_pick_eval(held, Recording(), db, FirstPick(Learner(families(), layouts=("nn",), seed=0)),
                           settings=search_settings(["nn"]), search_id="fp", prebuild=prebuild)
     assert [e[0] for e in events] == ["build", "measure", "measure", "measure"]
     assert events[0][1] == tuple(r["spec"] for r in out) and [r["shape"] for r in out] == [s.name for s in held]
@@ -209,7 +212,7 @@ def test_run_limit_finishes_the_shape_in_flight_and_builds_only_reachable_shapes
     db = KernelDB(tmp_path / "db")
     kw = dict(batch_per_shape=2, settings=search_settings(["nn"]), checkpoint=tmp_path / "policy.npz",
               search_id="rl", prebuild=prebuild, lookahead=3)
-    s = run_search(shapes, 1000, FakeEvaluator(), db, Policy(families(), layouts=("nn",), seed=0),
+    s = run_search(shapes, 1000, FakeEvaluator(), db, Learner(families(), layouts=("nn",), seed=0),
                    run_limit_s=35, run_t0=clock.t, **kw)
     # calls start at 0, 10, 20, 30 s (the last one ends past the limit and is kept); none at 40 s
     assert s.stop_reason == "run-limit" and s.candidates == 8 and s.elapsed_s == 40
@@ -223,7 +226,7 @@ def test_run_limit_finishes_the_shape_in_flight_and_builds_only_reachable_shapes
     assert len(built) == 4
     assert set(db.candidates().method) <= {sp for b in built for sp in b}
     # the next invocation finishes round 0 (shapes 4-7, each once) and stops on the round limit
-    s2 = run_search(shapes, 1000, FakeEvaluator(), db, Policy(families(), layouts=("nn",), seed=0), max_rounds=1,
+    s2 = run_search(shapes, 1000, FakeEvaluator(), db, Learner(families(), layouts=("nn",), seed=0), max_rounds=1,
                     run_limit_s=35, run_t0=clock.t, **kw)
     # (the limit passes during shape 7's call too, but the round is complete: the search is over)
     assert s2.stop_reason == "rounds" and s2.candidates == 8
@@ -240,11 +243,11 @@ def test_run_limit_between_rounds_and_no_limit(tmp_path, clock, fake_eval):
 
     db = KernelDB(tmp_path / "db")
     kw = dict(batch_per_shape=1, settings=search_settings(["nn"]), search_id="b", prebuild=None)
-    s = run_search(SHAPES, 1000, FakeEvaluator(), db, Policy(families(), layouts=("nn",), seed=0),
+    s = run_search(SHAPES, 1000, FakeEvaluator(), db, Learner(families(), layouts=("nn",), seed=0),
                    run_limit_s=30, run_t0=clock.t, **kw)
     assert s.stop_reason == "run-limit" and s.rounds == 1 and s.candidates == 3
     assert db.last_round("b") == 0
-    s = run_search(SHAPES, 60, FakeEvaluator(), db, Policy(families(), layouts=("nn",), seed=0), **kw)
+    s = run_search(SHAPES, 60, FakeEvaluator(), db, Learner(families(), layouts=("nn",), seed=0), **kw)
     assert s.stop_reason == "budget" and s.candidates == 3 and s.elapsed_s == 60
     assert db.last_round("b") == 1
 
@@ -257,8 +260,8 @@ def test_search_totals_and_progress_count_candidates_not_rows(tmp_path, clock, f
     seen = []
     kw = dict(batch_per_shape=2, settings=search_settings(["nn", "tn"]), search_id="t", prebuild=None,
               progress=seen.append)
-    run_search(SHAPES[:1], 20, FakeEvaluator(), db, Policy(families(), seed=0), **kw)
-    run_search(SHAPES[:1], 40, FakeEvaluator(), db, Policy(families(), seed=0), **kw)
+    run_search(SHAPES[:1], 20, FakeEvaluator(), db, Learner(families(), seed=0), **kw)
+    run_search(SHAPES[:1], 40, FakeEvaluator(), db, Learner(families(), seed=0), **kw)
     assert [p.candidates for p in seen] == [2, 4, 2, 4] and [p.candidates_total for p in seen] == [2, 4, 6, 8]
     tot = db.search_totals("t")
     assert tot["candidates"] == 8 == len(db.candidates()) // 2 and tot["calls"] == 4 and tot["budget_used_s"] == 40
@@ -269,27 +272,20 @@ def test_search_totals_and_progress_count_candidates_not_rows(tmp_path, clock, f
 
 def test_search_cli_run_limit_flag(monkeypatch):
     """--run-limit reaches search_main as given; a bad value is exit code 2."""
-    import typer
     from typer.testing import CliRunner
 
-    from kernels_search.search.cli import register
+    from test_search import search_app
 
     got = {}
-    monkeypatch.setattr(runmod, "search_main", lambda *a, **kw: got.update(kw))
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")
-    def _noop():
-        pass
-
+    monkeypatch.setattr(runmod, "search_main", lambda shapes, out, settings, **kw: got.update(settings=settings))
+    app = search_app()
     run = CliRunner()
     res = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--run-limit", "8m"])
     assert res.exit_code == 0, res.output
-    assert got["run_limit_s"] == "8m" and runmod.parse_duration(got["run_limit_s"]) == 480
+    assert got["settings"].run_limit == "8m" and runmod.parse_duration(got["settings"].run_limit) == 480
     got.clear()
     run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu"])
-    assert got["run_limit_s"] is None
+    assert got["settings"].run_limit is None
     for bad in ("soon", "0s"):
         res = run.invoke(app, ["search", "--shapes", "16_16_16", "--device", "cpu", "--run-limit", bad])
         assert res.exit_code == 2, res.output
@@ -320,20 +316,18 @@ def test_a_search_resumes_on_another_machine_of_the_same_gpu_model(tmp_path, fak
         _main(out, lines)
 
 
-def test_the_budget_is_wall_time_including_the_policy_and_bookkeeping(tmp_path, fake_eval, monkeypatch):
-    """Time spent outside the paired call (proposing, the policy update and checkpoint) is spent
+def test_the_budget_is_wall_time_including_the_learner_and_bookkeeping(tmp_path, fake_eval, monkeypatch):
+    """Time spent outside the paired call (proposing, the learner's update and checkpoint) is spent
     budget too: a 20-minute search must not run for 30 minutes of wall time."""
-    from kernels_search.search.policy import Policy
-
-    orig = Policy.observe
+    orig = Learner.observe
 
     def slow_observe(self, shape, outcomes):
-        fake_eval.clock.t += 5.0  # 5 fake seconds of policy work after every call
+        fake_eval.clock.t += 5.0  # 5 fake seconds of learner work after every call
         return orig(self, shape, outcomes)
 
-    monkeypatch.setattr(Policy, "observe", slow_observe)
+    monkeypatch.setattr(Learner, "observe", slow_observe)
     out, lines = tmp_path / "s", []
-    d = _main(out, lines, run_limit_s=None, holdout=())
-    # every call costs 10 s measuring + 5 s policy: 100 s of budget is 7 calls, not 10
+    d = _main(out, lines, run_limit=None, holdout=())
+    # every call costs 10 s measuring + 5 s learner: 100 s of budget is 7 calls, not 10
     assert d["stop_reason"] == "budget" and len(fake_eval.calls) == 7
-    assert d["budget_used_s"] == pytest.approx(6 * 15 + 10)  # the last call's policy update is after the stop check
+    assert d["budget_used_s"] == pytest.approx(6 * 15 + 10)  # the last call's learner update is after the stop check

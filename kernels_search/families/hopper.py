@@ -36,10 +36,8 @@ def _stage_bytes(k: Mapping) -> int:
 # warpgroups share the tile's rows), so a 128x192 tile takes 12 store rounds. ``epi_n`` widens the
 # sub-tile (fewer, larger TMA stores and barrier waits per tile) for shapes whose time is mostly the
 # epilogue: short K with a large output, where the best config measured 0.89-0.94x of cuBLAS.
-# Measured side by side (twenty-first session, H200, 113 shapes with K <= 512): +4.5 % for 128x192
-# pingpong with 64, +5.1 % / +5.3 % for 128x128 pingpong (6 stages) with 64 / 128, +6.3 % for
-# 128x256 cooperative with 128, more on larger outputs; with K of 1024-4096 (50 shapes) nothing for
-# the pingpong tiles and +1.6 % for the cooperative one. The first-pick rule learns where from both.
+# Measured on an H200 (113 shapes with K <= 512): +4.5 % to +6.3 % with a wider sub-tile, more on
+# larger outputs; with K of 1024-4096 nothing for the pingpong tiles. The first pick learns where.
 EPI_AUTO = "cutlass::epilogue::collective::EpilogueTileAuto, float, float,"
 
 
@@ -52,26 +50,25 @@ def epilogue_tile(k: Mapping) -> tuple[int, int] | None:
     return min(128 if k["schedule"] == "cooperative" else 64, k["tile_m"]), n
 
 
-# Tile N sizes off the powers of two. Why: on 280 off-grid shapes (sides 3, 5 or 7 x 2^k; H200,
-# twenty-second session) cuBLASLt autotune's winning nvjet kernels had tiles such as 128x160,
+# Tile N sizes off the powers of two. Why: on 280 off-grid shapes (sides 3, 5 or 7 x 2^k; H200)
+# cuBLASLt autotune's winning nvjet kernels had tiles such as 128x160,
 # 176x128, 144x128, 112x128, 224x64 and 96x64 (cuBLAS's m x n: our N x M), chosen so that the tile
 # count fills whole waves of the 132 SMs or a side of 3, 5 or 7 x 2^k splits into whole tiles;
 # where they won, the best config measured here was 0.82-0.96x. WGMMA's N is any multiple of 8,
 # TMA's box any multiple of 8 elements; with B N-major ("nn") a tile N that is not a multiple of
 # 64 takes a narrower shared-memory swizzle (CUTLASS's ss_smem_selector: 32 -> 64 B, 16 -> 32 B).
 # CUTLASS's automatic epilogue sub-tile is gcd(32, tile N) wide, so every size here divides evenly.
-# Measured side by side (twenty-third session, H200, studies/odd-tile-specs.txt's 14 configs): the
-# best of them over the best config measured before on the shape, 1.080x on 48 off-grid shapes (the
-# 24 worst for the power-of-two tiles and 24 random; 160_1536_7168 0.695x -> 1.079x with 128x80
-# split-K on the transposed problem, 448_2560_3584 0.664x -> 1.017x with 64x160), but 0.927x on 60
-# random ones: they win where a power-of-two tile leaves a wave or a tile partly empty.
+# Measured on an H200: the best of these tiles over the best power-of-two config on the shape, 1.080x
+# on 48 off-grid shapes (160_1536_7168 0.695x -> 1.079x with 128x80 split-K on the transposed
+# problem), but 0.927x on 60 random ones: they win where a power-of-two tile leaves a wave or a tile
+# partly empty.
 ODD_TILE_N = (80, 96, 112, 144, 160, 176, 224)
 
 # TMA's L2 promotion (``l2_promo``): the request size an L2 miss of a TMA load is promoted to.
 # CUTLASS's descriptors ask for 128 B (cute's make_tma_copy_desc), which with a 64-element K tile is
 # exactly one row of a box, so every row of every k-tile is its own DRAM request; 256 B also brings
-# the row's next k-tile (DeepGEMM's descriptors ask for 256 B). Why it was tried (twenty-sixth
-# session): on the long narrow shapes (M >= 2048 with N <= 256, or the transpose) cuBLAS streams the
+# the row's next k-tile (DeepGEMM's descriptors ask for 256 B). Why: on the long narrow shapes
+# (M >= 2048 with N <= 256, or the transpose) cuBLAS streams the
 # large operand at 4.0-4.3 TB/s (12288_64_12288 in 71.5 us, 12288_128_16384 in 102.8 us) where the
 # best config measured here, with cuBLAS's own tile and cluster, reached 0.86-0.93x of that: the
 # same bytes, less bandwidth. 0 keeps CUTLASS's descriptors (and the source and build-cache entry);
@@ -92,16 +89,14 @@ def l2_promo_source(body: str, promo: int) -> str:
 
 # Tile N sizes below 64. Why: on the cuda-l2 grid's shapes with N of 64-256 and a long M (or the
 # transposed case), where the best config measured here was 0.82-0.92x of cuBLASLt autotune
-# (4096_64_4096, 4096_128_4096, 2048_64_2048, 512_256_2048; H200, prior Parquets read in the
-# twenty-fourth session), the nvjet kernels autotune chose had tiles 32x64 and 16x64 (cuBLAS's
+# (4096_64_4096, 4096_128_4096, 2048_64_2048, 512_256_2048; H200), the nvjet kernels autotune
+# chose had tiles 32x64 and 16x64 (cuBLAS's
 # m x n: our tile N of 32 or 16) in a cluster of two along N: twice or four times the CTAs of a
 # 64-wide tile on a narrow output, the pair sharing each A tile by TMA multicast, so the SMs that
 # stream the large operand are not half idle. Standard WGMMA widths: no extended-shapes define.
-# Measured side by side (twenty-fourth session, H200, studies/narrow-tile-specs.txt): on the 40
-# narrow grid shapes where the best config measured lost most, 64x32 / 64x16 in a 1x2 cluster beat it
-# only where N = 64 (4096_64_4096 0.984x -> 1.049x, 2048_64_2048 0.903x -> 1.016x) and lost with N of
-# 128-256 (4096_128_4096 0.829x -> 0.741x); over 44 more N = 64 shapes they won on 10 (M of 1024-4096,
-# K <= 1024). The first pick learns where from those rows.
+# Measured on an H200, on the 40 narrow grid shapes where the best config lost most: 64x32 / 64x16
+# in a 1x2 cluster beat it only where N = 64 (4096_64_4096 0.984x -> 1.049x) and lost with N of
+# 128-256 (4096_128_4096 0.829x -> 0.741x). The first pick learns where from those rows.
 NARROW_TILE_N = (32, 16)
 
 
@@ -121,8 +116,8 @@ def extended_mma_flag(k: Mapping) -> tuple[str, ...]:
 # column-major order, is the same memory as C, M x N row-major; operand A is B (N x K: column-major
 # for "nn", row-major for "tn") and operand B is A (K x M column-major: the same memory as A, M x K
 # row-major). A shape with few rows of tiles along N (N <= 128) becomes one with few along M, where
-# the split-K configs win on the H200 (64_2048_8192 at 1.11x, while 1024_64_12288 is at 0.65x:
-# BENCHMARKS.md, ninth session). Substituted, not switched by a define, so that every other
+# the split-K configs win on the H200 (64_2048_8192 at 1.11x, while 1024_64_12288 is at 0.65x).
+# Substituted, not switched by a define, so that every other
 # config renders the source it had before (and keeps its build-cache entry). TMA's alignment needs
 # stay K and N multiples of 8, as before.
 SWAP_AB = (
@@ -149,15 +144,14 @@ SWAP_AB = (
 
 # sk_splits=-1 with scheduler=splitk: the slice count that fills one wave, resolved here from the
 # problem and the device's SM count and passed to the kernel as an explicit count (so the binary
-# and its build-cache entry are those of every other slice count). Why (sixteenth session, H200,
-# 18 few-tile deep-K shapes, splitk_tma_swap 64x128): the best count put tiles x slices at about one
+# and its build-cache entry are those of every other slice count). Why: measured on an H200 (18
+# few-tile deep-K shapes, splitk_tma_swap 64x128), the best count put tiles x slices at about one
 # wave, 4 slices on 32 tiles (1.04-1.12x, where the automatic count measured 0.74-0.88x), 8 on 16,
-# 16 on 8; the fixed counts of the knob serve each tile count only by luck, and 64 tiles had no 2.
-# Measured on 134 shapes (twentieth session): at least as good as any config measured there before
-# on 1-33 tiles with K > 4096 (17-33 tiles: 1.001x against 0.977x), but 0.68-0.79x with K <= 1024,
-# and 2 slices on 34-66 tiles gained nothing; the first-pick rule learns where from that study.
+# 16 on 8; the fixed counts of the knob serve each tile count only by luck. On 134 shapes it was at
+# least as good as any config measured before on 1-33 tiles with K > 4096, but 0.68-0.79x with
+# K <= 1024; the first pick learns where.
 ONE_WAVE = -1
-MIN_SLICE_K_TILES = 8  # 16 slices of 512 on 256_256_8192 was that study's best: shallower is not tried
+MIN_SLICE_K_TILES = 8  # 16 slices of 512 on 256_256_8192 measured best: shallower slices are not tried
 
 
 def slices_fit(k: int, slices: int) -> bool:
@@ -198,7 +192,7 @@ class Hopper(Family):
             return "pingpong gives each consumer warpgroup a whole tile: tile_m must be 64 or 128"
         if k["schedule"] == "pingpong" and tm * tn > 128 * 192:
             # 128x256 built with 168 registers a thread and 4.7 KB of spills, and measured 0.06x of
-            # cuBLAS (twenty-sixth session, the per-shape mirror study)
+            # cuBLAS on an H200
             return "pingpong gives each consumer warpgroup a whole tile: its accumulators hold at most 128x192"
         if k["schedule"] == "single":
             if tm not in (64, 128) or tm * tn > 128 * 128:
@@ -345,26 +339,18 @@ class HopperView(Family):
 
 FAMILY = Hopper(
     name="hopper",
-    # 128x256 cooperative, cluster 2x1: 4096^3 at 0.98x of cuBLAS, 12288_1024_64 at 0.985x; 64x128
-    # pingpong: the family's best at 1024^3 (H200, BENCHMARKS.md, fourth session); 128x128 pingpong,
-    # cluster 2x1, 6 stages (cuBLAS's nvjet tile there): the best family config on write-heavy
-    # shapes, 2048_8192_64 at 1.03x, 16384_2048_512 at 0.96x (sixth session)
-    # The non-persistent 64x64 and 64x128 tiles with 4 stages: above cuBLASLt autotune on 8 and 2
-    # of the 40 searched shapes (1.00-1.08x, all of 2.2-3.5 us), where every persistent config
-    # was 0.7-0.9x (sixth session).
-    # About one wave of those non-persistent tiles with deep pipelines (eleventh session, sweeps):
-    # 64x64, A multicast along N, 12 stages: 4096_128_2048 1.06x, 4096_128_8192 1.02x (cuBLAS runs
-    # 64x64 with 13 stages there); 64x128, 8 stages: 512_2048_8192 1.02x (the search's best 0.80x).
-    # Stream-K, which search-h200-f tried 16 times in 772 hopper rows (fourteenth session, calls
-    # 3-4: the best config measured so far on these shapes, where the fresh-draw picks lost):
-    # 128x128 cooperative, cluster 1x1, heuristic decomposition: 12288_256_16384 0.95x (best
-    # before 0.83x), 128_12288_4096 0.95x (0.91x), 8192_256_4096 0.98x (0.93x), 4096_512_4096
-    # 0.98x (0.90x); 128x64 cooperative split into 2 by the stream-K scheduler: 256_2048_12288
-    # 0.92x (0.79x). Both lose to the persistent 128x128 pingpong on large and short-K shapes.
-    # 128x192 pingpong, cluster 2x1 (near nvjet's 176x128 tile there): the best config measured on
-    # short-K shapes with a large output, 12288_4096_256 0.94x, 16384_8192_256 0.94x, 8192_8192_256
-    # 0.93x, 2048_16384_256 0.93x, where the 128x128 pingpong (the best before) measured 0.87-0.90x
-    # (fourteenth session, call 6).
+    # Each preset is the best config measured on some shape class (H200, against cuBLAS in the same
+    # calls): 128x256 cooperative, cluster 2x1 (the default): 4096^3 at 0.98x, 12288_1024_64 at
+    # 0.985x; 64x128 pingpong: the family's best at 1024^3; 128x128 pingpong, cluster 2x1, 6 stages
+    # (cuBLAS's nvjet tile there): write-heavy shapes, 2048_8192_64 at 1.03x; the non-persistent
+    # 64x64 and 64x128 tiles with 4 stages: small shapes of 2.2-3.5 us (1.00-1.08x), where every
+    # persistent config was 0.7-0.9x; the same tiles with deep pipelines at about one wave, 64x64
+    # with A multicast along N and 12 stages (4096_128_2048 1.06x) and 64x128 with 8 stages
+    # (512_2048_8192 1.02x); stream-K, 128x128 cooperative with the heuristic decomposition
+    # (12288_256_16384 0.95x, where the best before was 0.83x) and 128x64 split into 2
+    # (256_2048_12288 0.92x, 0.79x before); 128x192 pingpong, cluster 2x1 (near nvjet's 176x128):
+    # short-K shapes with a large output, 12288_4096_256 0.94x, where 128x128 pingpong measured
+    # 0.87-0.90x.
     presets=("", "tile_m=64:tile_n=128:cluster_m=1:schedule=pingpong",
              "tile_m=128:tile_n=128:cluster_m=2:schedule=pingpong:stages=6",
              "tile_m=64:tile_n=64:cluster_m=1:schedule=single:stages=4",

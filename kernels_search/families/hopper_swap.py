@@ -2,7 +2,7 @@
 
 C^T = B^T A^T through hopper.py's ``SWAP_AB`` substitution, with no K slices: the epilogue writes
 C^T column-major, which is C's memory, so there is no fp32 slice buffer and no reduce kernel
-(``splitk_tma_swap`` with ``slices=1`` pays both: 0.54-0.86x on the tall shapes, H200, 2026-12-01).
+(``splitk_tma_swap`` with ``slices=1`` pays both: 0.54-0.86x on the tall shapes, H200).
 
 Why: tall, skinny shapes (M >= 2048, N <= 128) are memory-bound on A, and cuBLAS (cuBLASLt
 autotune on the H200) runs them transposed: ``nvjet_sm90_hsh_64x192_64x6_2x1_v`` on 12288_128_1024
@@ -43,7 +43,7 @@ class HopperSwap(hopper.HopperView):
 
 FAMILY = HopperSwap(
     name="hopper_swap",
-    # 64x192, one CTA per tile: 12288_128_1024 1.01x, 12288_128_8192 0.99x (H200 sweeps, 2026-12-01;
+    # 64x192, one CTA per tile: 12288_128_1024 1.01x, 12288_128_8192 0.99x (H200 sweeps;
     # the same tile persistent with pingpong 0.92x and 0.98x, with the cluster pair 0.90x and 0.97x);
     # 64x128 with 8 stages: 2 x 64 CTAs on M = 8192 (not measured on such a shape yet)
     presets=("tile_m=64:tile_n=192:cluster_m=1:cluster_n=1:schedule=single:stages=6",

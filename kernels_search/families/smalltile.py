@@ -30,7 +30,7 @@ class SmallTile(Family):
 
 FAMILY = SmallTile(
     name="smalltile",
-    # 32x32x64, 2 warps: 64_64_64 at 1.19x cuBLASLt autotune (H200, BENCHMARKS.md, fourth session)
+    # 32x32x64, 2 warps: 64_64_64 at 1.19x cuBLASLt autotune (H200)
     presets=("",),
     knobs=(
         Knob("bm", (32, 16, 64), 32, help="CTA tile rows (<= 64)"),

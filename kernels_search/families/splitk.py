@@ -39,7 +39,7 @@ class SplitK(Family):
 
 FAMILY = SplitK(
     name="splitk",
-    # 32x64 tiles, 5 stages, automatic splits: 64_256_2048 at 1.06x (H200, BENCHMARKS.md, third session)
+    # 32x64 tiles, 5 stages, automatic splits: 64_256_2048 at 1.06x (H200)
     presets=("bm=32:bn=64:stages=5",),
     knobs=(
         Knob("bm", (64, 32, 128), 64, help="CTA tile rows"),

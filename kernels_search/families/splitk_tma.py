@@ -4,8 +4,8 @@ The kernel is the hopper family's ``scheduler=splitk`` (templates/hopper_cutlass
 HG_SPLITK): K cut into equal slices that run as the batches of one persistent GEMM into fp32,
 summed in order and cast by a second kernel launched as a programmatic dependent launch, both
 inside the timed call. This family exposes only the knobs that mattered on the H200 for
-few-tile, large-K shapes (tile, cluster, schedule, slice count; BENCHMARKS.md, fourth session):
-about 220 valid configs (54 binaries), few enough that the search policy ranks all of them for
+few-tile, large-K shapes (tile, cluster, schedule, slice count):
+about 220 valid configs (54 binaries), few enough that the search's learner ranks all of them for
 every shape, where it only samples the hopper family's space (stages, SM limits, swizzle,
 raster, stream-K options...). Raster order stays at the heuristic and the slice counts are
 those the H200 sweeps found best (4, 8, 16) plus automatic.
@@ -53,9 +53,9 @@ TILE_M_HELP = "CTA tile rows (pingpong: one warpgroup per tile)"
 FAMILY = SplitKTma(
     name="splitk_tma",
     # 64x64 pingpong, cluster 2x2, automatic slices: 512_64_4096 at 1.16x, 256_128_16384 at 1.08x;
-    # 64x128, cluster 1x4, 8 slices: 64_1024_16384 at 1.15x (H200, BENCHMARKS.md, fourth session);
+    # 64x128, cluster 1x4, 8 slices: 64_1024_16384 at 1.15x (H200);
     # 128x64, cluster 1x2, 8 slices (the tile, cluster and split of cuBLAS's nvjet kernel there):
-    # 128_1024_16384 at 0.92x, where the search's configs reached 0.66x (fourteenth session)
+    # 128_1024_16384 at 0.92x, where the search's configs reached 0.66x
     presets=("", "tile_n=128:cluster_m=1:cluster_n=4:slices=8", "tile_m=128:cluster_m=1:cluster_n=2:slices=8"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help=TILE_M_HELP),
@@ -70,10 +70,10 @@ FAMILY = SplitKTma(
 SWAP = SplitKTmaSwap(
     name="splitk_tma_swap",
     # the mirror images of splitk_tma's presets and of its 64_2048_8192 winner (64x128, cluster
-    # 1x1, 8 slices, 1.11x on the H200). Measured on the H200 (2026-12-01): 1024_64_12288 1.05x
+    # 1x1, 8 slices, 1.11x on the H200). Measured on the H200: 1024_64_12288 1.05x
     # (64x128; splitk_tma's best there 0.65x), 128_64_16384 1.00x (the default); tall shapes with
     # M >= 4096 lose 0.54-0.83x to the fp32 slices' traffic (hopper_swap serves those).
-    # 64x128 with 4 slices (sixteenth session, H200, 18 few-tile deep-K shapes): the best slice
+    # 64x128 with 4 slices (H200, 18 few-tile deep-K shapes): the best slice
     # count puts tiles x slices near one wave, 4 where 32-64 tiles, 8 where 16: 512_512_8192
     # 1.12x, 256_1024_8192 1.11x, 2048_128_8192 1.06x, 1024_256_16384 1.05x (8 slices there:
     # 0.94x, 0.94x, 0.90x, 0.92x); geomean over the 18, 0.899x against 0.865x for 8 slices

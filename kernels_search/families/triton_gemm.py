@@ -67,16 +67,16 @@ class TritonGemm(Family):
 FAMILY = TritonGemm(
     name="triton",
     backend="triton",
-    # Tiny shapes: 16x64x64 with 4 warps, found by search-h200-c's policy in round 2 (1.20-1.27x on
-    # 256_128_64, 128_512_64, 1024_128_64; BENCHMARKS.md, seventh session).
-    # The TMA kernel, from the eighth session's sweeps on searched shapes (BENCHMARKS.md):
+    # Tiny shapes: 16x64x64 with 4 warps, found by a search (1.20-1.27x on 256_128_64, 128_512_64,
+    # 1024_128_64; H200).
+    # The TMA kernel, from sweeps on searched shapes (H200):
     # 128x128 with 2 programs an SM: 2048_8192_64 1.18x, 8192_1024_128 1.02x;
     # 64x128 with 3 an SM: 512_12288_64 1.06x, 256_12288_128 1.01x;
     # 64x64 with 4 an SM: 512_2048_64 1.08x, 1024_512_128 1.07x, 1024_4096_64 1.04x;
     # 64x256 with 2 an SM: 12288_16384_64 1.06x;
     # 128x64 with 6 stages (skinny, memory-bound shapes): 16384_64_12288 1.00x, 8192_64_8192 0.99x.
     # The earlier presets (16x128x64, a 64x32 persistent tile, 64x64x64) were never the best
-    # config on any of search-h200-c's 40 shapes.
+    # config on any of a 40-shape H200 search's shapes.
     presets=("block_m=16:block_n=64:block_k=64:group_m=1:num_warps=4:num_stages=4",
              "block_m=128:block_n=128:block_k=64:num_warps=4:num_stages=3:persistent=1:per_sm=2:tma=1:epi_split=2",
              "block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=2:persistent=1:per_sm=3:tma=1:epi_split=2",

@@ -12,7 +12,7 @@ row (``TrajectoryStore``) at once; the reward row follows:
 * compile failure when ``precompile`` is on (build through the same cache the evaluator uses):
   ``compile_fail_reward`` (-1) immediately, the log tail becomes the next prompt's "last compiler
   error" for that shape;
-* a source identical to one already rewarded in this session: that reward again (note
+* a source identical to one already rewarded in this search: that reward again (note
   "duplicate"), not evaluated twice;
 * otherwise the candidate goes to the evaluator and its reward is written by ``observe`` or
   ``record_reward``: the mean over the layouts it was measured in of the search's per-layout
@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from harness.timing.stats import geomean
 from kernels_search.llm.backends import Backend
 from kernels_search.llm.kernels import KernelStore, source_hash
 from kernels_search.llm.parse import parse_completion
@@ -270,7 +271,7 @@ def aggregate_outcomes(outs: Sequence) -> dict:
         "reward": sum(rewards) / len(rewards) if rewards else None,
         "build_ok": False if build_failed else (True if any(o.status == "ok" for o in outs) else None),
         "gate": "pass" if not bad else "; ".join(bad)[:2000],
-        "speedup": math.exp(sum(math.log(x) for x in sp) / len(sp)) if sp else None,
+        "speedup": geomean(sp) if sp else None,
         "note": "; ".join(bad)[:4000],
     }
 
@@ -345,7 +346,7 @@ def context_from_db(db, shape, layouts: Sequence[str] = ("nn",), *, gpu: str | N
     chosen = []
     for e in best + worse + nearby:
         r = ex_rows[(e.name, e.m, e.n, e.k, e.layout)][1]
-        src = example_source(str(r.get("family") or ""), r.get("knobs"), e.name, kernels)
+        src = example_source(str(r.get("family") or ""), r.get("config"), e.name, kernels)
         note = e.note
         if src and re.search(r"#\s*include\s*[<\"](?:cutlass|cute)/", src):
             # LLM kernels are built alone, without CUTLASS: show the figures, not the source

@@ -7,17 +7,19 @@ leaves whole parts only (a stray ``.tmp`` is ignored and removed on the next ope
 ``row_id``; loading drops duplicates, so a part written twice (never in normal use) cannot
 double-count.
 
-Columns (``BASE_FIELDS``): identity (row_id, search_id, call_id, round, recorded_at, measured_at), GPU
-(gpu_uuid, gpu_name, device), problem (shape, m, n, k, layout), kernel (kind = candidate |
-baseline, method = spec, family, origin, knobs JSON, source_hash), verdict (status,
-status_reason, failure, gate_passed), timing (device_us and its CI, setup_s, compile_s),
-ptxas (registers, spill_bytes, ptxas JSON), comparison (baseline_us: the strongest baseline of
-the shape in the same call, baseline_method, speedup, reward), cost (eval_s: the call's wall
-time, prebuild_s: seconds its candidates spent compiling on the build pool before the call,
-wait_s: seconds the loop waited for their background builds, elapsed_s: this part's share of
-the search budget, wall time since the previous call's rows; elapsed_s - eval_s - wait_s is the
-loop's own bookkeeping), info JSON. Every knob also gets a
-string column ``knob_<name>`` (null where the family has no such knob).
+Columns (``FIELDS``): a DB row is a ``compare`` result row (``harness.results.RESULT_FIELDS``:
+identity, environment, problem, method with its ``config`` JSON and ``is_baseline``, verdict,
+``device_us_median`` and the other timing summaries; ``device_us_median`` is null for a failed
+row) plus what the search adds (``SEARCH_FIELDS``): identity (row_id, search_id, call_id, round,
+recorded_at), the proposer (origin), the failure kind, build figures (compile_s, build_cached,
+ptxas registers and spills), the comparison (baseline_us: the strongest baseline of the shape in
+the same call, baseline_method, speedup, reward) and cost (eval_s: the call's wall time,
+prebuild_s: seconds its candidates spent compiling on the build pool before the call, wait_s:
+seconds the loop waited for their background builds, elapsed_s: this part's share of the search
+budget, wall time since the previous call's rows; elapsed_s - eval_s - wait_s is the loop's own
+bookkeeping). Every knob also gets a string column ``knob_<name>`` (null where the family has
+no such knob). Parts written before the DB shared compare's columns named three of them
+otherwise (``device_us``, ``knobs``, ``kind``); they are renamed on read (``upgrade``).
 """
 
 from __future__ import annotations
@@ -33,40 +35,21 @@ from typing import Any, Mapping
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.problem import Shape
+from harness.results import RESULT_FIELDS
 from kernels_search.search.features import shape_distance
 
-BASE_FIELDS: list[tuple[str, pa.DataType]] = [
+SEARCH_FIELDS: list[tuple[str, pa.DataType]] = [
     ("row_id", pa.string()),
     ("search_id", pa.string()),
     ("call_id", pa.string()),  # one evaluate_shape call = one part
     ("round", pa.int32()),
     ("recorded_at", pa.string()),
-    ("measured_at", pa.string()),
-    ("gpu_uuid", pa.string()),
-    ("gpu_name", pa.string()),
-    ("device", pa.string()),
-    ("shape", pa.string()),
-    ("m", pa.int64()),
-    ("n", pa.int64()),
-    ("k", pa.int64()),
-    ("layout", pa.string()),
-    ("kind", pa.string()),
-    ("method", pa.string()),
-    ("family", pa.string()),
-    ("origin", pa.string()),
-    ("knobs", pa.string()),
-    ("source_hash", pa.string()),
-    ("status", pa.string()),
-    ("status_reason", pa.string()),
-    ("failure", pa.string()),
-    ("gate_passed", pa.bool_()),
-    ("device_us", pa.float64()),
-    ("device_us_ci_lo", pa.float64()),
-    ("device_us_ci_hi", pa.float64()),
-    ("setup_s", pa.float64()),
+    ("origin", pa.string()),  # the proposer and how it chose (policy:design, policy:greedy, llm, baseline...)
+    ("failure", pa.string()),  # "" | compile | wrong | crash | timeout | unsupported | error | harness
     ("compile_s", pa.float64()),
     ("build_cached", pa.bool_()),
     ("registers", pa.float64()),
@@ -80,10 +63,24 @@ BASE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("prebuild_s", pa.float64()),  # absent (null) in parts written before it existed
     ("wait_s", pa.float64()),  # likewise
     ("elapsed_s", pa.float64()),
-    ("info", pa.string()),
 ]
-BASE_SCHEMA = pa.schema(BASE_FIELDS)
-COLUMNS = [f for f, _ in BASE_FIELDS]
+FIELDS = list(RESULT_FIELDS) + SEARCH_FIELDS
+SCHEMA = pa.schema(FIELDS)
+COLUMNS = [f for f, _ in FIELDS]
+RENAMED = {"device_us": "device_us_median", "knobs": "config"}  # a part's old column -> compare's name
+
+
+def upgrade(table: pa.Table) -> pa.Table:
+    """A part as this schema names it: ``device_us`` -> ``device_us_median``, ``knobs`` ->
+    ``config``, ``kind`` ("candidate" | "baseline") -> ``is_baseline``."""
+    names = table.column_names
+    for old, new in RENAMED.items():
+        if old in names and new not in names:
+            table = table.rename_columns([new if c == old else c for c in table.column_names])
+    if "kind" in names and "is_baseline" not in names:
+        is_baseline = pc.fill_null(pc.equal(table["kind"], "baseline"), False)
+        table = table.drop_columns(["kind"]).append_column("is_baseline", is_baseline)
+    return table
 
 
 def finite_float(v) -> float | None:
@@ -115,9 +112,9 @@ class KernelDB:
         return sorted(self.parts_dir.glob("part-*.parquet"))
 
     def _load(self) -> pd.DataFrame:
-        tables = [pq.read_table(p) for p in self.part_files()]
+        tables = [upgrade(pq.read_table(p)) for p in self.part_files()]
         if not tables:
-            return pd.DataFrame({c: pd.Series(dtype=t.to_pandas_dtype()) for c, t in BASE_FIELDS})
+            return pd.DataFrame({c: pd.Series(dtype=t.to_pandas_dtype()) for c, t in FIELDS})
         table = pa.concat_tables(tables, promote_options="default")
         df = table.to_pandas()
         return df.drop_duplicates("row_id", keep="first").reset_index(drop=True)
@@ -127,9 +124,12 @@ class KernelDB:
 
     def append(self, rows: list[dict]) -> Path | None:
         """Write one part atomically; returns its path. Rows get a row_id and recorded_at (set
-        on the given dicts too, so callers can refer to them)."""
+        on the given dicts too, so callers can refer to them); a key outside ``FIELDS`` is an error."""
         if not rows:
             return None
+        unknown = set().union(*(set(r) for r in rows)) - set(COLUMNS)
+        if unknown:
+            raise KeyError(f"kernel DB rows have columns not in the schema: {sorted(unknown)}")
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         knob_cols: set[str] = set()
         out = []
@@ -137,11 +137,11 @@ class KernelDB:
             r.setdefault("row_id", uuid.uuid4().hex)
             r.setdefault("recorded_at", now)
             r = dict(r)
-            for k, v in json.loads(r.get("knobs") or "{}").items():
+            for k, v in json.loads(r.get("config") or "{}").items():
                 r[f"knob_{k}"] = str(v)
                 knob_cols.add(f"knob_{k}")
             out.append(r)
-        fields = BASE_FIELDS + [(c, pa.string()) for c in sorted(knob_cols)]
+        fields = FIELDS + [(c, pa.string()) for c in sorted(knob_cols)]
         schema = pa.schema(fields)
         table = pa.Table.from_pylist([{f: r.get(f) for f, _ in fields} for r in out], schema=schema)
         name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
@@ -162,7 +162,7 @@ class KernelDB:
         return {c for c in self.df.columns if c.startswith("knob_")}
 
     def _sel(self, gpu: str | None = None, shape: Shape | str | None = None, layout: str | None = None,
-             kind: str | None = "candidate") -> pd.DataFrame:
+             baseline: bool | None = False) -> pd.DataFrame:
         df = self.df
         if df.empty:
             return df
@@ -173,8 +173,8 @@ class KernelDB:
             mask &= df["shape"] == (shape.name if isinstance(shape, Shape) else shape)
         if layout is not None:
             mask &= df["layout"] == layout
-        if kind is not None:
-            mask &= df["kind"] == kind
+        if baseline is not None:
+            mask &= df["is_baseline"] == baseline
         return df[mask]
 
     def candidates(self, gpu: str | None = None, shape: Shape | str | None = None,
@@ -188,7 +188,7 @@ class KernelDB:
     def correct(self, gpu: str | None = None, shape: Shape | str | None = None,
                 layout: str | None = None) -> pd.DataFrame:
         df = self._sel(gpu, shape, layout)
-        return df[(df["status"] == "ok") & df["device_us"].notna()] if not df.empty else df
+        return df[(df["status"] == "ok") & df["device_us_median"].notna()] if not df.empty else df
 
     def best(self, gpu: str | None = None, shape: Shape | str | None = None,
              layout: str | None = None) -> pd.DataFrame:
@@ -196,18 +196,18 @@ class KernelDB:
         df = self.correct(gpu, shape, layout)
         if df.empty:
             return df
-        idx = df.groupby(["gpu_name", "shape", "layout"])["device_us"].idxmin()
+        idx = df.groupby(["gpu_name", "shape", "layout"])["device_us_median"].idxmin()
         return df.loc[idx.values].reset_index(drop=True)
 
     def best_baselines(self, gpu: str | None = None) -> pd.DataFrame:
         """The fastest correct baseline row per (gpu_name, shape, layout)."""
-        df = self._sel(gpu, kind="baseline")
+        df = self._sel(gpu, baseline=True)
         if df.empty:
             return df
-        df = df[(df["status"] == "ok") & df["device_us"].notna()]
+        df = df[(df["status"] == "ok") & df["device_us_median"].notna()]
         if df.empty:
             return df
-        idx = df.groupby(["gpu_name", "shape", "layout"])["device_us"].idxmin()
+        idx = df.groupby(["gpu_name", "shape", "layout"])["device_us_median"].idxmin()
         return df.loc[idx.values].reset_index(drop=True)
 
     def shapes(self, gpu: str | None = None) -> list[Shape]:
@@ -258,7 +258,7 @@ class KernelDB:
         sel = df[df["search_id"] == search_id] if not df.empty else df
         if sel.empty:
             return dict(candidates=0, calls=0, budget_used_s=0.0, compile_s=0.0, measure_s=0.0)
-        cand = sel[sel["kind"] == "candidate"]
+        cand = sel[~sel["is_baseline"].astype(bool)]
         per_call = sel.groupby("call_id")
         setup = per_call["setup_s"].sum(min_count=1).fillna(0.0)
         eval_s = per_call["eval_s"].first().fillna(0.0)

@@ -1,4 +1,4 @@
-"""Features the policy conditions on: shape features, config features and their interactions.
+"""Features the learner conditions on: shape features, config features and their interactions.
 
 Shape features (``shape_features``), all O(1) in size so one linear model spans the grid:
 log2 M, N, K and log2 min(M, N) (the skinny side, which bounds useful tile sizes), scaled to
@@ -74,24 +74,11 @@ def geometry(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tupl
       an automatic slice count, 0 in the knobs: that count is decided at run time; the one-wave
       count, -1, is resolved as the kernel will be, on 132 SMs).
 
-    Why the last two (fourteenth session). The first picks of search-h200-f's policy lost worst
-    where they ignored them: a 128-wide tile on 8192_64_2048 (0.49x) and 8192_64_4096 (0.69x),
-    and a config padding 256_12288_12288 (0.55x). The one-hot knobs times the shape features can
-    only learn such interactions knob value by knob value; these say them directly. With them,
-    leave-one-shape-out on search-h200-f's DB (``scripts/policy_cv.py``, model rule) went from
-    0.935x to 0.952x (rank correlation 0.877 to 0.884); on the 60 fresh shapes of seeds 3-5 the
-    model's picks moved on 8 shapes, from 0.920x to 0.950x over the 59 whose new pick had been
-    measured. Those 60 shapes are the ones that suggested the features, so that figure is not a
-    test. The test, registered before it ran: 40 fresh shapes (seeds 6 and 7), where the model
-    rule's picks measured 0.945x over cuBLASLt autotune with these features, against 0.910x for
-    the old features' picks in the same calls (BENCHMARKS.md, fourteenth session).
-
-    The swap families (hopper_swap, splitk_tma_swap) tile the transposed problem, so their tile_m
-    runs along N and tile_n along M. Until the eighteenth session this function read their tiles
-    along M x N like everyone else's: a 64x128 swap tile on M = 64 was taken to fill its tiles, where
-    half of each is zeros. That session's fresh draw (seeds 26-27) lost most where that happened:
-    64_256_16384 and 64_64_8192 picked splitk_tma_swap 64x128 (0.59x, 0.85x) over the 64x64 tile
-    (0.87x, 1.10x).
+    Why the last two: the one-hot knobs times the shape features can only learn such interactions
+    knob value by knob value (a 128-wide tile on N = 64; a config padding a shape); these say them
+    directly. Measured on an H200: the linear model's picks on 40 fresh shapes, 0.945x of cuBLASLt
+    autotune with them against 0.910x without. A swap family's tiles are read along N x M, where
+    they run: read along M x N, a 64x128 swap tile on M = 64 looks full where half of each is zeros.
     """
     got = launch(shape, knobs, swap)
     if got is None:
@@ -112,8 +99,7 @@ def tile_of(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def kernel_mn(shape: Shape, swap: bool = False) -> tuple[int, int]:
-    """M and N of the kernel's own problem: N x M for a ``swap`` family (read as M x N before the
-    eighteenth session: geometry's docstring)."""
+    """M and N of the kernel's own problem: N x M for a ``swap`` family."""
     return (shape.n, shape.m) if swap else (shape.m, shape.n)
 
 
@@ -204,11 +190,9 @@ def launch_mismatch(a: tuple | None, b: tuple | None) -> float:
 def partial_cluster(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> bool:
     """Whether a clustered config leaves a cluster partly empty on this shape: its tile count along M
     (or N) is not a multiple of the cluster's size there, so the grid, rounded up to whole clusters,
-    launches CTAs with no tile (on the kernel's own problem, N x M for a ``swap`` family). Twenty-fifth
-    session, over every H200 Parquet: such a config measured 0.818x of the same config in a 1x1
-    cluster on the same shape in the same call (128 pairs, slower on 94 %), where a full cluster
-    measured 1.027x (708 pairs); the default first pick took 64x192 in a 2x1 cluster on M = 192 (three
-    64-row tiles) twice off the grid, at 0.632x and 0.479x."""
+    launches CTAs with no tile (on the kernel's own problem, N x M for a ``swap`` family). Measured
+    on an H200: such a config ran at 0.818x of the same config in a 1x1 cluster on the same shape
+    in the same call (128 pairs, slower on 94 %), where a full cluster ran at 1.027x (708 pairs)."""
     cm, cn = int(knobs.get("cluster_m", 1)), int(knobs.get("cluster_n", 1))
     tile = tile_of(knobs)
     if tile is None or cm * cn == 1:
@@ -220,10 +204,8 @@ def partial_cluster(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) 
 def one_slice_split_k(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> bool:
     """Whether a config asks for the one-wave slice count (-1) and it resolves to a single slice on
     this shape: its tiles alone fill a wave, so the split-K kernel runs one slice through its fp32
-    workspace and the reduction for nothing. Twentieth session's study: 198 such rows measured
-    0.595x of cuBLASLt autotune (geomean), against 0.69-0.93x with 2-24 slices; off the grid the
-    default picked it twice (1536_768_14336 0.498x; 320_3072_14336 0.464x, where the same tile
-    without split-K measured 1.18x)."""
+    workspace and the reduction for nothing. Measured on an H200: 198 such rows ran at 0.595x of
+    cuBLASLt autotune (geomean), against 0.69-0.93x with 2-24 slices."""
     if not any(knobs.get(s) == ONE_WAVE for s in SPLIT_KNOBS):
         return False
     got = launch(shape, knobs, swap)

@@ -1,17 +1,17 @@
-"""The search loop: propose -> measure with the baselines (paired) -> DB -> reward -> policy.
+"""The search loop: propose -> measure with the baselines (paired) -> DB -> reward -> learner.
 
 Per round, for each shape: every proposer suggests up to ``batch_per_shape`` candidates it has
 not measured on that shape; CUDA candidates are compiled in parallel on the build pool first
 (cache hits cost nothing); then one ``Evaluator.evaluate_shape`` call measures the candidates
 *together with* the baselines (same worker, same interleaved timing rounds), the rows go to the
-kernel DB as one atomic part, rewards go to the policy (and each proposer's ``observe``), and the
-policy is checkpointed. The loop stops when the budget is spent, ``max_rounds`` are done, no
+kernel DB as one atomic part, rewards go to the learner (and each proposer's ``observe``), and the
+learner is checkpointed. The loop stops when the budget is spent, ``max_rounds`` are done, no
 proposer has anything new, or (``run_limit_s``) this invocation has run for as long as it may:
 then the shape being measured is finished, no new one is started, and a rerun resumes.
 
 Resume: the budget is the total for ``search_id`` (what earlier runs spent is read back from the
 DB), the round restarts where the DB says it stopped (shapes already measured in that round are
-skipped), the policy loads its checkpoint and replays DB rows it has not seen, and what was
+skipped), the learner loads its checkpoint and replays DB rows it has not seen, and what was
 measured is never proposed again for that shape. A kill loses at most the one call in flight.
 """
 
@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.problem import Shape
+from harness.results import RESULT_COLUMNS
 from harness.runner import CompareSettings
+from harness.timing.stats import geomean
 from kernels_search.search.db import KernelDB, finite_float, ptxas_of
 from kernels_search.search.proposer import Candidate, Outcome, Proposer, SearchContext, observe
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline
@@ -152,21 +154,20 @@ class _Prefetcher:
 
 
 def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: str | None, meta: dict) -> dict:
+    """The kernel DB row of one compare row (``db.FIELDS``): the compare row as measured, a failed
+    row's time nulled, plus the search's columns."""
     info = json.loads(r.get("info") or "{}")
     ptx = ptxas_of(info)
     fk = failure_kind(r)
     us = finite_float(r.get("device_us_median"))
     rew = reward(r, base_us) if cand is not None else None
     return dict(
-        meta,
-        measured_at=r.get("measured_at"), gpu_uuid=r.get("gpu_uuid"), gpu_name=r.get("gpu_name"),
-        device=r.get("device"), shape=r["shape"], m=r["m"], n=r["n"], k=r["k"], layout=r["layout"],
-        kind="candidate" if cand is not None else "baseline", method=r["method"],
-        family=cand.family if cand is not None else r.get("family"),
+        {f: r.get(f) for f in RESULT_COLUMNS}, **meta,
+        is_baseline=cand is None, family=cand.family if cand is not None else r.get("family"),
         origin=cand.origin if cand is not None else "baseline",
-        knobs=cand.knobs_json() if cand is not None else (r.get("config") or "{}"),
-        source_hash=r.get("source_hash") or "", status=r.get("status"), status_reason=r.get("status_reason") or "",
-        failure=fk, gate_passed=r.get("gate_passed"), device_us=us if not fk else None,
+        config=cand.knobs_json() if cand is not None else (r.get("config") or "{}"),
+        source_hash=r.get("source_hash") or "", status_reason=r.get("status_reason") or "",
+        failure=fk, device_us_median=us if not fk else None,
         device_us_ci_lo=finite_float(r.get("device_us_ci_lo")), device_us_ci_hi=finite_float(r.get("device_us_ci_hi")),
         setup_s=finite_float(r.get("setup_s")), compile_s=finite_float(info.get("compile_s")),
         build_cached=info.get("build_cached"), registers=finite_float(ptx.get("max_registers", ptx.get("registers"))),
@@ -183,7 +184,7 @@ def _summary_rows(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> lis
     out = []
     for r in best.itertuples(index=False):
         if r.shape in names:
-            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family, device_us=r.device_us,
+            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family, device_us=r.device_us_median,
                             baseline_us=r.baseline_us, speedup=r.speedup))
     return sorted(out, key=lambda d: (d["shape"], d["layout"]))
 
@@ -198,7 +199,7 @@ def _shape_stats(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> tupl
     per_shape = best.groupby("shape")["speedup"].max()
     if per_shape.empty:
         return 0, 0, None, None
-    gm = math.exp(sum(math.log(x) for x in per_shape) / len(per_shape))
+    gm = geomean(per_shape)
     return len(per_shape), int((per_shape > 1.0).sum()), float(per_shape.max()), gm
 
 
@@ -252,8 +253,8 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
             for lay in settings.layouts:
                 db_rows.append(dict(call, gpu_uuid=env.get("gpu_uuid"), gpu_name=env.get("gpu_name"),
                                     device=getattr(evaluator, "device", None), shape=shape.name, m=shape.m, n=shape.n,
-                                    k=shape.k, layout=lay, kind="candidate", method=c.spec, family=c.family,
-                                    origin=c.origin, knobs=c.knobs_json(), status="error",
+                                    k=shape.k, layout=lay, is_baseline=False, method=c.spec, family=c.family,
+                                    origin=c.origin, config=c.knobs_json(), status="error",
                                     status_reason=harness_error or "no result row", failure="harness",
                                     reward=None, info="{}"))
     elapsed = time.perf_counter() - t0
@@ -266,44 +267,24 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
 def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mapping[str, Any]) -> set[str]:
     """Specs measured on ``shape`` as recorded, plus each one's current canonical name: a row
     recorded before its family gained a knob (e.g. splitk's ``kslices``) names the same config
-    as the spec the policy now writes with that knob at its default, and is not measured again."""
+    as the spec the learner now writes with that knob at its default, and is not measured again."""
     out = db.measured_specs(shape, gpu)
     sel = db.candidates(gpu, shape)
-    for fam_name, knobs in zip(sel["family"], sel["knobs"]):
+    for fam_name, knobs in zip(sel["family"], sel["config"]):
         fam = families.get(fam_name)
         if fam is not None:
             out.add(fam.spec(fam.complete(json.loads(knobs or "{}"))))
     return out
 
 
-def first_pick_id(search_id: str, candidates: int, policy) -> str:
-    """The search id of a held-out check: the search, the pick rule (``nb-`` for the neighbour rule,
-    ``lcb<caution>-`` for the cautious one, ``pr<bandwidth>s<shrink>-lcb<caution>-`` for the paired one,
-    ``gp<scale>-`` before that for the geometry-weighted paired one, ``rk-`` for the learned ranker
-    (``search.ranker``), nothing for the model's argmax; ``m<first_pick_min_shapes>``;
-    ``-n<N>`` for the near evidence it asks for, ``-d`` when it declines one-slice split-K, ``-pc`` when it
-    declines partly empty clusters), how many candidates the policy had seen and
-    (``-p<rows>``) how many prior rows it learnt (``search.prior``), so that a check is read back only
-    by a policy that would pick the same kernels."""
-    lcb = f"lcb{policy.first_pick_caution:g}-"
-    paired = f"pr{policy.first_pick_paired_bandwidth:g}s{policy.first_pick_paired_shrink:g}-{lcb}"
-    rule = {"neighbours": "nb-", "cautious": lcb, "paired": paired,
-            "geopaired": f"gp{policy.first_pick_geometry_scale:g}-{paired}", "ranked": "rk-"}.get(policy.first_pick_rule, "")
-    prior = sum(1 for r in policy.seen if r.startswith("prior:"))  # rows folded in by search.prior
-    near = policy.first_pick_min_near
-    return (f"{search_id}-first-pick-{rule}m{policy.first_pick_min_shapes}" + (f"-n{near}" if near else "")
-            + ("-d" if policy.first_pick_decline_one_slice else "")
-            + ("-pc" if policy.first_pick_decline_partial_cluster else "") + f"-c{candidates}" + (f"-p{prior}" if prior else ""))
-
-
-def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *, settings: CompareSettings | None = None,
+def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, picker, *, settings: CompareSettings | None = None,
                     baselines: Sequence[str] | None = None, reference: str = "cublaslt-autotune",
                     search_id: str = "first-pick", prebuild="auto", run_id: str | None = None,
                     progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """Generalization check: one evaluation per shape of the policy's first pick (argmax of
-    predicted reward), paired with the baselines. Per shape: the pick, its best-of-layouts time,
+    """Generalization check: one evaluation per shape of ``picker``'s pick (a ``first_pick.FirstPick``),
+    paired with the baselines. Per shape: the pick, its best-of-layouts time,
     ``reference``'s best-of-layouts time (the strongest baseline where ``reference`` has no
-    correct row) and the speedup. Rows are recorded in the DB under ``search_id``; the policy
+    correct row) and the speedup. Rows are recorded in the DB under ``search_id``; the learner
     is not updated here. Every pick is made before any is measured (no held-out shape's result
     informs another's pick) and, with a prebuild, all picks compile in one parallel batch first
     (one build's time, not one per shape)."""
@@ -319,7 +300,7 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
     out_by_shape: dict[str, dict] = {}
     for shape in shapes:
         rows = earlier[earlier["shape"] == shape.name] if not earlier.empty else earlier
-        cand_rows = rows[rows["kind"] == "candidate"] if not rows.empty else rows
+        cand_rows = rows[~rows["is_baseline"].astype(bool)] if not rows.empty else rows
         if cand_rows.empty:
             continue
         last = rows[rows["call_id"] == cand_rows["call_id"].iloc[-1]].to_dict("records")
@@ -329,7 +310,7 @@ def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, policy, *,
     todo = [s for s in shapes if s.name not in out_by_shape]
     picks = []
     for shape in todo:
-        cand = policy.first_pick(shape, db, gpu)
+        cand = picker.pick(shape, db, gpu)
         cand.origin = "policy:first-pick"
         picks.append(cand)
     pre_s = 0.0
@@ -355,23 +336,18 @@ def _first_pick_record(shape: Shape, spec: str, rows: Sequence[Mapping], base_us
                        reference: str) -> dict:
     """One held-out shape's result from its call's rows: the pick's best-of-layouts time against
     ``reference``'s (the strongest baseline of the call where ``reference`` has no correct row)."""
-    mine = [r["device_us"] for r in rows if r["kind"] == "candidate" and finite_float(r.get("device_us"))
+    mine = [r["device_us_median"] for r in rows if not r["is_baseline"] and finite_float(r.get("device_us_median"))
             and not r.get("failure")]
-    ref = [r["device_us"] for r in rows if r["kind"] == "baseline" and r["method"] == reference
-           and finite_float(r.get("device_us")) and not r.get("failure")]
+    ref = [r["device_us_median"] for r in rows if r["is_baseline"] and r["method"] == reference
+           and finite_float(r.get("device_us_median")) and not r.get("failure")]
     ref_us = min(ref) if ref else base_us
     cand_us = min(mine) if mine else None
     return dict(shape=shape.name, spec=spec, device_us=cand_us, reference=reference if ref else "strongest",
                 reference_us=ref_us, speedup=(ref_us / cand_us) if (ref_us and cand_us) else 0.0,
-                failure=next((r["failure"] for r in rows if r["kind"] == "candidate" and r.get("failure")), ""))
+                failure=next((r["failure"] for r in rows if not r["is_baseline"] and r.get("failure")), ""))
 
 
-def geomean(xs: Sequence[float]) -> float | None:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
-def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB, policy,
+def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB, learner,
                proposers: Sequence[Proposer] | None = None, batch_per_shape: int = 4,
                progress: Callable[[SearchProgress], None] | None = None, *,
                settings: CompareSettings | None = None, baselines: Sequence[str] | None = None,
@@ -382,9 +358,9 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                prior: Sequence[Path] = (), prior_exclude: Sequence[str] = ()) -> SearchSummary:
     """Search kernels for ``shapes`` until ``budget_s`` seconds (total for ``search_id``) are spent.
 
-    ``evaluator``: a harness.sandbox.Evaluator (its ``env`` names the GPU). ``policy``: the
-    knob-level Policy; it learns from every outcome and is checkpointed to ``checkpoint`` after
-    every shape. ``proposers``: who proposes (default ``[policy]``; add an LLM proposer for
+    ``evaluator``: a harness.sandbox.Evaluator (its ``env`` names the GPU). ``learner``: the
+    ``learner.Learner``; it learns from every outcome and is checkpointed to ``checkpoint`` after
+    every shape. ``proposers``: who proposes (default ``[learner]``; add an LLM proposer for
     code-level search). ``settings``: timing settings (default ``search_settings()``).
     ``baselines``: method specs measured with the candidates in every call (default: every
     cuBLAS-family method on CUDA, torch on CPU). ``prebuild``: "auto" compiles CUDA candidates
@@ -399,7 +375,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     is started, and background builds are only started for shapes this run can still expect to
     reach (by its mean time per shape so far). Everything is in the DB and the checkpoint; the
     same call again resumes.
-    ``prior``: compare Parquets of earlier measurements folded into the policy after its checkpoint
+    ``prior``: compare Parquets of earlier measurements folded into the learner after its checkpoint
     and DB (``search.prior.fold_prior``; rows of the ``prior_exclude`` shapes left out, e.g. the
     held-out ones); a checkpoint that has them already takes none twice.
     """
@@ -409,22 +385,22 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     gpu = env.get("gpu_name")  # rows of every machine of this GPU model count (paired per call)
     settings = settings or search_settings()
     baselines = list(baselines if baselines is not None else default_baselines(device))
-    proposers = list(proposers) if proposers else [policy]
+    proposers = list(proposers) if proposers else [learner]
     run_id = run_id or f"{search_id}-{uuid.uuid4().hex[:8]}"
     if prebuild == "auto":
         prebuild = auto_prebuild if device == "cuda" else None
 
-    if checkpoint is not None and policy is not None:
-        if policy.load(checkpoint):
-            log(f"policy checkpoint {checkpoint} loaded ({policy.model.n} observations)")
-    if policy is not None:
-        replayed = policy.sync(db)
+    if checkpoint is not None and learner is not None:
+        if learner.load(checkpoint):
+            log(f"learner checkpoint {checkpoint} loaded ({learner.model.n} observations)")
+    if learner is not None:
+        replayed = learner.sync(db)
         if replayed:
-            log(f"policy: replayed {replayed} DB row(s) the checkpoint had not seen")
-    if policy is not None and prior:
+            log(f"learner: replayed {replayed} DB row(s) the checkpoint had not seen")
+    if learner is not None and prior:
         from kernels_search.search.prior import fold_prior
 
-        log(fold_prior(policy, list(prior), exclude_shapes=prior_exclude, gpu=gpu).line())
+        log(fold_prior(learner, list(prior), exclude_shapes=prior_exclude, gpu=gpu).line())
 
     spent = db.budget_used(search_id)
     rnd = max(db.last_round(search_id), 0)
@@ -452,7 +428,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
 
     def plan(shape: Shape):
         """Ask every proposer for candidates for ``shape``: (candidates, spec -> proposer)."""
-        exclude = measured_specs(db, shape, gpu, policy.families if policy is not None else {})
+        exclude = measured_specs(db, shape, gpu, learner.families if learner is not None else {})
         cands: list[Candidate] = []
         owner: dict[str, Proposer] = {}
         for p in proposers:
@@ -518,7 +494,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 else:
                     build_s, pre = 0.0, prebuild
                 # the budget is wall time: this call's rows are charged everything since the previous
-                # call's rows were written (proposing, the policy update and checkpoint, progress)
+                # call's rows were written (proposing, the learner update and checkpoint, progress)
                 pre_s, eval_s, db_rows, base_us = measure_candidates(
                     shape, cands, evaluator, db, settings, baselines,
                     dict(search_id=search_id, round=rnd, wait_s=wait_s), pre, run_id, log, t0=mark)
@@ -526,23 +502,23 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 pre_s += build_s
                 by_name = {nm: c for c in cands for nm in _names(c.spec)}
                 setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
-                cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if r["kind"] == "candidate")
+                cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if not r["is_baseline"])
                 spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
                 shape_walls.append(time.perf_counter() - t0)
                 n_cand += len(cands)
                 compile_s += pre_s + cand_setup
                 measure_s += max(0.0, eval_s - setup)
-                outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["knobs"]),
+                outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["config"]),
                                                                           r["method"]),
-                                    r["layout"], r["status"], r["reward"], r.get("device_us"), base_us,
+                                    r["layout"], r["status"], r["reward"], r.get("device_us_median"), base_us,
                                     r.get("status_reason") or "", r.get("failure") or "", r["row_id"])
-                            for r in db_rows if r["kind"] == "candidate"]
-                if policy is not None:
-                    policy.observe(shape, outcomes)
+                            for r in db_rows if not r["is_baseline"]]
+                if learner is not None:
+                    learner.observe(shape, outcomes)
                     if checkpoint is not None:
-                        policy.save(checkpoint)
+                        learner.save(checkpoint)
                 for p in proposers:
-                    if p is not policy:
+                    if p is not learner:
                         try:
                             observe(p, shape, [o for o in outcomes if owner.get(o.candidate.spec) is p])
                         except Exception:

@@ -1,33 +1,21 @@
-"""Earlier measurements folded into a policy: what a search or a first pick knows before it starts.
+"""Earlier measurements folded into a learner: what a search or a first pick knows before it starts.
 
-A search's policy learns only from its own DB: on search-h200-g, 40 shapes, where a config was
-measured either on all of them (the presets) or on at most 6. Every held-out check since has
-measured 15-25 configs on 20 fresh grid shapes with cuBLASLt autotune in the same call, and those
-rows taught the policy nothing. ``fold_prior`` turns such ``compare`` Parquets into the policy's
+A search's learner learns only from its own DB: a few dozen shapes. ``fold_prior`` turns
+``compare`` results (Parquets, or the packaged evidence: ``search.evidence``) into the learner's
 observations, with the search's own reward (``reward.reward``: clipped log speedup over the
 fastest correct baseline row of the same run and shape, over both layouts; -1 for a failed row),
-so one policy learns from every shape measured on this GPU, not only the searched ones. Only
-offline warm rows count, as the search measures.
+so one learner learns from every shape measured on this GPU model. Only offline warm rows count,
+as the search measures.
 
-Why it was tried (sixteenth session, CPU, before any device call): leave-one-draw-out over the
-held-out Parquets of seeds 3-12 (``scripts/prior_cv.py``), ranking only the configs measured on
-the left-out shapes, search-h200-g's policy with the other draws folded in picked better on every
-draw (over the 180 shapes, 0.894x to 0.966x under ``cautious/m10``). What the registered tests on
-fresh shapes found (BENCHMARKS.md, sixteenth session): no gain. With the prior, 0.976x and 0.951x
-on seeds 13-14 and 15-16; without, 0.972x and 0.959x in the same calls, paired 0.998x (95 % CI
-0.972-1.024) over the 80 shapes. The gains (deep-K shapes, 0.57x to 0.99x) were paid for by
-losses where the prior's evidence lay far from the shape (a split-K config measured on 18 deep-K
-shapes, picked for 128_64_512: 0.56x). So it is opt-in for the search itself (``search --prior``).
-With evidence required near the shape as well (``first_pick_min_near`` 2), it won its registered
-test (seventeenth session, seeds 17-18: 0.980x against 0.936x for ``cautious/m10``, paired 1.047x,
-95 % CI 1.011-1.090). So the held-out first pick folds this GPU model's committed list in by
-default (``prior_for_gpu``; ``search --first-pick-prior``), into a copy of the finished search's
-policy. ``first_picks.py``'s default rule was ``cautious/m10/n2/prior`` until the nineteenth
-session, and is ``paired/m10/n2/prior`` since (``policy.Policy.paired_values``).
+The held-out first pick folds this GPU model's packaged evidence into a copy of the finished
+search's learner by default (``search --first-pick-prior auto``); the search itself learns from a
+prior only when asked (``search --prior``): measured on an H200, a prior folded into the search
+did not improve its held-out picks (paired 0.998x over 80 fresh shapes), while the first pick with
+evidence required near the shape did (paired 1.047x over 40).
 
-Rows are keyed ``prior:<run_id>:<shape>:<method>:<layout>``, so folding the same file twice, or
-into a policy restored from a checkpoint that had it, adds nothing. Baseline rows set the
-reference only; rows of methods the policy does not search (``library``, ``extern``, a family
+Rows are keyed ``prior:<run_id>:<shape>:<method>:<layout>``, so folding the same rows twice, or
+into a learner restored from a checkpoint that had them, adds nothing. Baseline rows set the
+reference only; rows of methods the learner does not search (``library``, ``extern``, a family
 it lacks, a spec its family no longer parses) are skipped and counted.
 """
 
@@ -51,36 +39,17 @@ class PriorError(ValueError):
 @dataclass
 class PriorSummary:
     files: int
-    rows: int  # folded into the policy (new observations)
+    rows: int  # folded into the learner (new observations)
     shapes: set
-    skipped: int  # rows of methods the policy does not search
+    skipped: int  # rows of methods the learner does not search
     no_baseline: int  # rows of shapes whose run has no correct baseline row
-    other_gpu: int = 0  # rows measured on another GPU model than the policy's
+    other_gpu: int = 0  # rows measured on another GPU model than the learner's
+    source: str = ""  # what was folded in, when not files named by the user (e.g. the packaged evidence)
 
     def line(self) -> str:
-        return (f"prior: {self.rows} rows on {len(self.shapes)} shapes from {self.files} files folded in"
-                f" ({self.skipped} rows of methods the policy does not search, {self.no_baseline} without a baseline"
+        return (f"prior: {self.rows} rows on {len(self.shapes)} shapes from {self.source or f'{self.files} files'} folded in"
+                f" ({self.skipped} rows of methods the learner does not search, {self.no_baseline} without a baseline"
                 + (f", {self.other_gpu} of another GPU model" if self.other_gpu else "") + ")")
-
-
-PACKAGE = Path(__file__).resolve().parent
-ROOT = PACKAGE.parents[1]  # the repository root: a list's paths are relative to it
-
-
-def gpu_model_slug(gpu_name: str) -> str:
-    """``"NVIDIA H200"`` -> ``"h200"``: the GPU model as a prior list's file name carries it."""
-    words = gpu_name.replace("NVIDIA", "").split()
-    return "-".join(w.lower() for w in words)
-
-
-def prior_for_gpu(gpu_name: str | None) -> list[Path]:
-    """The committed prior of this GPU model: the Parquets ``kernels_search/search/prior_<model>.txt``
-    lists (``prior_h200.txt`` for an "NVIDIA H200"), or [] where the model has none (another GPU,
-    the CPU). What ``search``'s held-out first pick adds by default (``--first-pick-prior auto``)."""
-    if not gpu_name:
-        return []
-    listed = PACKAGE / f"prior_{gpu_model_slug(gpu_name)}.txt"
-    return prior_paths([listed], root=ROOT) if listed.exists() else []
 
 
 def prior_paths(specs: Iterable[str | Path], root: Path = Path(".")) -> list[Path]:
@@ -116,7 +85,7 @@ def read_prior(path: Path):
     return df
 
 
-def prior_outcomes(policy, df) -> tuple[list[tuple], int, int]:
+def prior_outcomes(learner, df) -> tuple[list[tuple], int, int]:
     """([(Shape, [Outcome])], rows skipped, rows without a baseline) from compare rows, grouped
     by (run, shape) so each row's reward is against its own run's baselines."""
     groups, skipped, no_base = [], 0, 0
@@ -127,7 +96,7 @@ def prior_outcomes(policy, df) -> tuple[list[tuple], int, int]:
         for r in rows:
             if r["is_baseline"]:
                 continue
-            cand = policy.candidate_for(str(r["method"]))
+            cand = learner.candidate_for(str(r["method"]))
             if cand is None:
                 skipped += 1
                 continue
@@ -143,25 +112,28 @@ def prior_outcomes(policy, df) -> tuple[list[tuple], int, int]:
     return groups, skipped, no_base
 
 
-def with_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = (),
-               gpu: str | None = None) -> tuple[object, PriorSummary]:
-    """A copy of ``policy`` that has also learnt ``paths`` (``fold_prior``), and the fold's summary;
-    the policy itself is untouched (a search's own, or the one a rule without the prior picks with)."""
+def with_prior(learner, sources: Sequence, exclude_shapes: Iterable[str] = (),
+               gpu: str | None = None, source: str = "") -> tuple[object, PriorSummary]:
+    """A copy of ``learner`` that has also learnt ``sources`` (``fold_prior``), and the fold's summary;
+    the learner itself is untouched (a search's own)."""
     import copy
 
-    out = copy.deepcopy(policy)
-    return out, fold_prior(out, paths, exclude_shapes, gpu)
+    out = copy.deepcopy(learner)
+    return out, fold_prior(out, sources, exclude_shapes, gpu, source)
 
 
-def fold_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = (), gpu: str | None = None) -> PriorSummary:
-    """Fold every row of ``paths`` the policy has not seen into it (``Policy.observe``), except rows
-    of ``exclude_shapes`` (names): a held-out check keeps its own shapes out of what it learns from.
-    With ``gpu`` (a GPU model name), rows that name another model are left out and counted: which
-    kernel wins depends on the GPU, and a policy learns for one."""
+def fold_prior(learner, sources: Sequence, exclude_shapes: Iterable[str] = (), gpu: str | None = None,
+               source: str = "") -> PriorSummary:
+    """Fold every row of ``sources`` (compare Parquet paths, or DataFrames of their rows such as
+    ``Evidence.parts``), in order, that the learner has not seen into it (``Learner.observe``),
+    except rows of ``exclude_shapes`` (names): a held-out check keeps its own shapes out of what it
+    learns from. With ``gpu`` (a GPU model name), rows that name another model are left out and
+    counted: which kernel wins depends on the GPU, and a learner learns for one. ``source`` names
+    what was folded in for the summary line (default: the number of files)."""
     excluded = set(exclude_shapes)
-    summary = PriorSummary(len(paths), 0, set(), 0, 0)
-    for path in paths:
-        df = read_prior(path)
+    summary = PriorSummary(len(sources), 0, set(), 0, 0, source=source)
+    for src in sources:
+        df = read_prior(src) if isinstance(src, (str, Path)) else src
         df = df[~df["shape"].isin(excluded)]
         if gpu and "gpu_name" in df.columns:
             other = df["gpu_name"].notna() & (df["gpu_name"] != gpu)
@@ -170,12 +142,12 @@ def fold_prior(policy, paths: Sequence[Path], exclude_shapes: Iterable[str] = ()
         for col, want in (("mode", "offline"), ("cache", "warm")):  # as the search measures
             if col in df.columns:
                 df = df[df[col] == want]
-        groups, skipped, no_base = prior_outcomes(policy, df)
+        groups, skipped, no_base = prior_outcomes(learner, df)
         summary.skipped += skipped
         summary.no_baseline += no_base
         for shape, outs in groups:
-            new = [o for o in outs if o.row_id not in policy.seen]
-            policy.observe(shape, new)
+            new = [o for o in outs if o.row_id not in learner.seen]
+            learner.observe(shape, new)
             summary.rows += len(new)
             if new:
                 summary.shapes.add(shape.name)

@@ -1,6 +1,6 @@
 """The proposer interface: anything that suggests kernels for a shape plugs into the search loop.
 
-Two kinds of proposer exist: the knob-level policy (``kernels_search.search.policy``, the
+Two kinds of proposer exist: the knob-level learner (``kernels_search.search.learner``, the
 default) and the code-level LLM proposer (``kernels_search.llm``, opt-in). Both return
 ``Candidate`` objects whose ``spec`` is a method spec the evaluator's worker can resolve through
 ``harness.registry`` (``splitk:bm=64,...`` for a family config; an LLM proposer that writes new
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class Candidate:
     """One kernel to measure on one shape.
 
-    ``family`` and ``knobs`` describe it for the DB and the policy (every knob, runtime ones
+    ``family`` and ``knobs`` describe it for the DB and the learner (every knob, runtime ones
     included); ``spec`` is what the evaluator resolves. ``origin`` names the proposer;
     ``meta`` is the proposer's own (JSON-able) data: the LLM proposer keeps its prompt and
     completion there so the loop can hand them back with the reward in ``observe``.

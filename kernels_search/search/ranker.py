@@ -1,29 +1,20 @@
-"""The learned first-pick ranker (``first_pick_rule="ranked"``): LightGBM's LambdaRank over the
-configs measured on each shape.
+"""The learned first-pick ranker (the ``ranked`` rule of ``first_pick``): LightGBM's LambdaRank over
+the configs measured on each shape.
 
-What it learns from. Every shape on which the policy measured two or more configs correctly is one
+What it learns from. Every shape on which the learner measured two or more configs correctly is one
 query; each config measured there is one document, labelled by how far its reward (log speedup
-over the strongest baseline, best of layouts: ``Policy.measured_on``) lies below the best on that
+over the strongest baseline, best of layouts: ``Learner.measured_on``) lies below the best on that
 shape, one grade per 1 % (``LABEL_STEP``) from ``TOP_GRADE`` at the best down to 0 at 30 % or
-more below it. The features (``config_features``) are the shape's (log2 M, N, K and
+more below it. The features (``Ranker.features``) are the shape's (log2 M, N, K and
 ``features.shape_features``), the config's family and knob values, and how the config launches on
 the shape (``features.launch``: tile, slices, CTAs, wave efficiency, tile fill, and how many times
 the tiles read A and B). A ranking objective asks only for the order within a shape, which is all
 a first pick uses: how strong cuBLAS happens to be on a shape is not the ranker's to learn.
 
-Why (twenty-seventh session, on the CPU, not a test): 10-fold cross-validation by shape over the
-700 rankable grid shapes of the H200 prior (each fold's shapes left out of the prior, the search's
-DB kept; ``scripts/ranker_cv.py``), picking among the configs measured on each left-out shape that
-the default rule's constraints admit (``/m10/n2/d/c``): the paired rule's pick measured 0.996x of
-cuBLASLt autotune, the ranker's 1.012x, the best candidate 1.022x (paired 1.016x, better on 261
-shapes, worse on 97; on the long narrow shapes, M >= 2048 with N <= 256, 0.970x -> 0.984x). The linear model's additive
-knob effects and the paired rule's kernel smoothing in log2 (M, N, K) cannot express "this tile
-wins where its CTA count fills the waves and its B re-reads stay few"; trees over knobs and launch
-geometry can. What cross-validation cannot say is how the ranker orders configs never measured
-near the shape, which a fresh shape's pick ranks too: that was the registered GPU test's question
-(BENCHMARKS.md, twenty-seventh session). Against the paired rule, over the 154 of 200 picks it
-changed: paired 1.055x (1.040-1.072); the grid check's 100 shapes, each picked without its own rows,
-1.010x (0.997-1.023) against 0.988x; 100 fresh off-grid shapes 0.965x against 0.908x.
+Why a ranker: the learner's additive knob effects and the paired rule's kernel smoothing in log2
+(M, N, K) cannot express "this tile wins where its CTA count fills the waves and its B re-reads
+stay few"; trees over knobs and launch geometry can. Measured on an H200 against the paired rule:
+paired 1.055x (95 % CI 1.040-1.072) over the 154 of 200 picks it changed.
 
 LightGBM is deterministic here (``deterministic``, ``force_row_wise``, a fixed seed): a held-out
 check resumed in another process picks the same kernels.
@@ -113,7 +104,7 @@ class Ranker:
             exclude_shape: str | None = None) -> "Ranker":
         """Fit on every shape (but ``exclude_shape``) with two or more configs measured correctly
         (``measured_on``: spec -> {shape: reward}); ``config_of(spec)`` -> (family, knobs), or None
-        for a spec the policy no longer searches. With no such shape there is no order to learn and
+        for a spec the learner no longer searches. With no such shape there is no order to learn and
         the ranker stays unfitted (``fitted`` False)."""
         try:
             import lightgbm

@@ -5,7 +5,7 @@ torch.matmul, cuBLAS, cuBLASLt, cuBLASLt autotune) over *both* layouts, by media
 measured in the same ``evaluate_shape`` call as the candidate (paired: same process, same
 interleaved rounds). A candidate that failed to compile, gave a wrong result (gate or anti-cheat
 failed), crashed or timed out (status ``error``) gets -1; an ``unsupported`` one too (a wasted
-evaluation the policy should learn to avoid). Rewards are clipped to [-1, 1].
+evaluation the learner should learn to avoid). Rewards are clipped to [-1, 1].
 """
 
 from __future__ import annotations

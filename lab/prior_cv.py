@@ -14,7 +14,7 @@ This ranks configs that earlier calls measured, which is not the choice a fresh 
 (every config with the evidence): it says whether the prior helps, not by how much on a fresh
 draw. That test is a registered call (BENCHMARKS.md).
 
-    python3 scripts/prior_cv.py kernels_search/library/search-h200-g [--rules cautious/m10,model/m10]
+    python -m lab.prior_cv kernels_search/library/search-h200-g [--rules cautious/m10,model/m10]
 """
 
 from __future__ import annotations
@@ -96,19 +96,18 @@ def pick(pol, shape_name: str, measured: dict[str, float], rule) -> tuple[float,
     evidence ``rule`` (``first_picks.RuleSpec``: ``RULE/mN/nK``) asks for."""
     from harness.shapes import parse_shape
 
-    rule.apply(pol)
+    fp = rule.picker(pol)
     shape = parse_shape(shape_name)
     canonical = {c.spec: sp for c, sp in ((pol.candidate_for(m), sp) for m, sp in measured.items()) if c is not None}
-    cands = [(c, canonical[c.spec]) for c in pol.first_pick_candidates(shape, canonical)]
+    cands = [(c, canonical[c.spec]) for c in fp.candidates(shape, canonical)]
     if not cands:
         return None
-    values = pol.first_pick_values(shape, [c for c, _ in cands])
+    values = fp.values(shape, [c for c, _ in cands])
     return cands[int(np.argmax(values))][1], max(sp for _, sp in cands)
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from first_picks import parse_rule, policy_for
+    from lab.first_picks import parse_rule, policy_for
 
     from kernels_search.search.prior import prior_paths, prior_shapes, with_prior
 

@@ -9,7 +9,7 @@ the pick. This is how a fresh grid shape looks to the policy (every other grid s
 that the candidates are the configs some earlier call measured on the shape, not every config with
 evidence: it compares rules' orderings, and the registered GPU test measures the picks themselves.
 
-    python3 scripts/ranker_cv.py kernels_search/library/search-h200-g \\
+    python -m lab.ranker_cv kernels_search/library/search-h200-g \\
         [--rules paired/m10/n2/d/c,ranked/m10/n2/d/c] [--folds 10]
 
 Prints per rule the geomean pick, per class of shape, and the first rule against each other, paired
@@ -37,14 +37,12 @@ def shape_class(name: str) -> str:
 
 
 def main(argv=None) -> int:
-    here = Path(__file__).resolve().parent
-    sys.path.insert(0, str(here))
-    from first_picks import parse_rule, policy_for
-    from first_pick_record import pooled
-    from prior_cv import measured_speedups, pick, rankable
+    from lab.first_picks import parse_rule, policy_for
+    from lab.first_pick_record import pooled
+    from lab.prior_cv import measured_speedups, pick, rankable
 
     from harness.shapes import on_cuda_l2_grid
-    from kernels_search.search.loop import geomean
+    from harness.timing.stats import geomean
     from kernels_search.search.prior import prior_paths, with_prior
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -21,7 +21,7 @@ along our M; its cluster p x q likewise (p CTAs along N, q along M).
 - Autotune's choice on a shape: that of its fastest autotune row in the prior's files
   (``info``'s ``algo_tile_id`` and ``algo_cluster_shape_id``, named by nvmath's cuBLASLt enums).
 
-    python3 scripts/mirror_plan.py --where "m >= 2048 and n <= 256" --below 0.97 \\
+    python -m lab.mirror_plan --where "m >= 2048 and n <= 256" --below 0.97 \\
         --prior kernels_search/search/prior_h200.txt --exclude FILE --exclude-search FOLDER --note ... \
         --out PLAN [--specs-out SPECS]
 
@@ -38,8 +38,6 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HOPPER_TILE_M = (64, 128, 256)
 
@@ -120,7 +118,7 @@ def measured_configs(frames, shapes: set[str]) -> dict[str, set[str]]:
 
 
 def main(argv=None) -> int:
-    import class_plan
+    from lab import class_plan
     from kernels_search.search.prior import prior_paths, read_prior
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -149,10 +147,10 @@ def main(argv=None) -> int:
         rows.append(f"{s} {','.join(new + ([anchor[s][1]] if s in anchor else []))}")
     head = [f"# {a.note}" if a.note else "# a per-shape mirror study",
             f"# {len(rows)} shapes, {len(configs)} distinct new configs, then each shape's anchor; made by: "
-            "python3 scripts/mirror_plan.py " + shlex.join(argv if argv is not None else sys.argv[1:])]
+            "python -m lab.mirror_plan " + shlex.join(argv if argv is not None else sys.argv[1:])]
     a.out.write_text("\n".join(head + rows) + "\n")
     if a.specs_out:
-        a.specs_out.write_text(f"# the new configs of {a.out.name} (scripts/mirror_plan.py)\n"
+        a.specs_out.write_text(f"# the new configs of {a.out.name} (lab/mirror_plan.py)\n"
                                + "".join(f"{c}\n" for c in sorted(configs)))
     print(f"{a.out}: {len(rows)} shapes, {len(configs)} new configs")
     return 0

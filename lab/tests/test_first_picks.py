@@ -1,4 +1,4 @@
-"""scripts/first_picks.py: the held-out picks made without a GPU are the search's own picks."""
+"""lab/first_picks.py: the held-out picks made without a GPU are the search's own picks."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 
 from harness.problem import Shape
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import first_picks  # noqa: E402
+from lab import first_picks
 
 
 @pytest.mark.slow
@@ -22,11 +21,12 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     CPU timings do not always measure one config on every searched shape: then the model's pool
     decides, as in the search)."""
     from kernels_search.search.run import search_main
+    from kernels_search.search.settings import SearchSettings
 
     shapes = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 32)]
     held = [Shape(16, 16, 16), Shape(32, 32, 64)]
-    doc = search_main(shapes, "120s", tmp_path / "s", device="cpu", batch=3, layouts=("nn",),
-                      plugins=["test_search_plugin"], timing_budget_s=0.1, max_rounds=2, holdout=held,
+    doc = search_main(shapes, tmp_path / "s", SearchSettings(budget="120s", device="cpu", batch=3, layouts=("nn",),
+                      plugins=("test_search_plugin",), timing_budget_s=0.1, max_rounds=2), holdout=held,
                       print_fn=lambda line: None)
     made = {r["shape"]: r["spec"] for r in doc["first_pick"]}
     assert set(made) == {s.name for s in held}
@@ -34,11 +34,11 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
     assert first_picks.main([str(tmp_path / "s"), "--all", "--device", "cpu", "--plugin", "test_search_plugin"]) == 0
     out = capsys.readouterr().out
     pol, _ = first_picks.policy_for(tmp_path / "s", device="cpu", plugins=["test_search_plugin"])
-    first_picks.parse_rule("paired/m10/n2").apply(pol)  # the default, without a prior (none for the CPU)
+    default = first_picks.parse_rule("ranked/m10/n2/d/c").picker(pol)  # the default, without a prior (none for the CPU)
     for s in held:
         line = next(ln for ln in out.splitlines() if ln.strip().startswith(s.name))
         assert "measured" in line and line.rstrip().endswith(made[s.name])
-        known = {c.spec for c in pol.first_pick_candidates(s)}
+        known = {c.spec for c in default.candidates(s)}
         assert made[s.name] in known or not known
         assert not known or min(len(pol.measured_on[spec]) for spec in known) >= 2
     assert "2 of 2 held-out shapes measured" in out
@@ -88,9 +88,9 @@ def test_first_picks_script_reproduces_the_searchs_held_out_picks(tmp_path, caps
                              "test_search_plugin", "--compare-args", "--top", "3", "--plan-out", str(tmp_path / "top.txt")]) == 0
     capsys.readouterr()
     ranked = {shape.name: _split_methods([text]) for shape, text in read_plan(tmp_path / "top.txt")}
-    first_picks.parse_rule("model/m1").apply(pol)  # evidence on one other searched shape: several configs have it
+    m1 = first_picks.parse_rule("model/m1").picker(pol)  # evidence on one other searched shape: several configs have it
     for name, specs in ranked.items():
-        assert specs == [c.spec for c in pol.first_pick_ranking(parse_shape(name), top=3)]
+        assert specs == [c.spec for c in m1.ranking(parse_shape(name), top=3)]
         assert 1 < len(specs) <= 3
     assert first_picks.main(args + ["--top", "3"]) == 2  # a study's plan needs --compare-args
     assert "--top 3" in capsys.readouterr().err
@@ -194,20 +194,20 @@ def test_a_compare_stopped_by_its_time_limit_reports_only_the_shapes_it_finished
 
 
 def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_configs(tmp_path):
-    """scripts/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
+    """lab/local_prebuild.py: for each shape, the one-knob mutations of its two best configs
     that a resumed search's local picks can choose, less what the shape measured already and
     less Triton configs (nothing to build)."""
     import dataclasses
     import json
 
-    import local_prebuild
+    from lab import local_prebuild
     from kernels_search.search.db import KernelDB
-    from kernels_search.search.policy import Policy
+    from kernels_search.search.learner import Learner
     from kernels_search.search.proposer import Candidate, Outcome
-    from test_search_policy import OTHER, TILED
+    from test_search_learner import OTHER, TILED
 
     fams = {"tiled": TILED, "other": dataclasses.replace(OTHER, backend="triton")}
-    pol = Policy(fams, layouts=("nn",), seed=0)
+    pol = Learner(fams, ("nn",))
     s, t = Shape(1024, 1024, 1024), Shape(64, 64, 64)
     best, second, worst = ({"tile": 128, "split": 1, "stages": 3, "raster": 1},
                            {"tile": 64, "split": 1, "stages": 3, "raster": 1},
@@ -217,8 +217,8 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
                                  (s, "other", {"x": 1, "y": 1}, 0.1), (t, "other", {"x": 2, "y": 0}, 0.5)):
         spec = fams[fam].spec(knobs)
         pol.observe(shape, [Outcome(Candidate(fam, knobs, spec), "nn", "ok", r, None, None)])
-        rows.append({"kind": "candidate", "shape": shape.name, "method": spec, "family": fam,
-                     "knobs": json.dumps(knobs)})
+        rows.append({"is_baseline": False, "shape": shape.name, "method": spec, "family": fam,
+                     "config": json.dumps(knobs)})
     db = KernelDB(tmp_path / "db")
     db.append(rows)
     got = local_prebuild.local_cuda_specs(pol, db, [s, t])
@@ -242,8 +242,11 @@ def test_side_by_side_refuses_an_unfinished_search_and_names_the_policy_state(tm
 
     from kernels_search.search.run import search_main
 
-    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], "120s", tmp_path / "s", device="cpu", batch=2,
-                layouts=("nn",), plugins=["test_search_plugin"], timing_budget_s=0.05, max_rounds=1,
+    from kernels_search.search.settings import SearchSettings
+
+    search_main([Shape(16, 16, 32), Shape(32, 16, 64)], tmp_path / "s",
+                SearchSettings(budget="120s", device="cpu", batch=2, layouts=("nn",), plugins=("test_search_plugin",),
+                               timing_budget_s=0.05, max_rounds=1),
                 holdout=[Shape(16, 16, 16)], print_fn=lambda line: None)
     args = [str(tmp_path / "s"), "--rules", "model,neighbours", "--device", "cpu",
             "--plugin", "test_search_plugin", "--compare-args"]
@@ -272,11 +275,12 @@ def test_a_rule_spec_names_the_evidence_its_picks_need():
     import pandas as pd
 
     from kernels_search.family import Family, Knob
-    from kernels_search.search.policy import Policy
+    from kernels_search.search.learner import Learner
     from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.search.settings import LearnerSettings
 
     fam = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))
-    pol = Policy({"f": fam}, layouts=("nn",), seed=0, elites=0)
+    pol = Learner({"f": fam}, ("nn",), LearnerSettings(elites=0))
     wide, few = {"tile": 32, "stages": 2}, {"tile": 64, "stages": 3}
     shapes = [Shape(2 ** a, 2 ** a, 2 ** (a + 1)) for a in range(6, 14)]
     for i, s in enumerate(shapes):
@@ -341,12 +345,12 @@ def test_several_draws_in_one_call_are_disjoint_and_the_report_gives_intervals_a
 
 
 def test_the_first_pick_of_record_pools_the_default_column_of_each_table_since_a_section():
-    """scripts/first_pick_record.py: the default's column (named either way), from the section on
+    """lab/first_pick_record.py: the default's column (named either way), from the section on
     only, a cut shape ("-") left out; a shape in two tables, a table without a default column, or an
     off-grid shape in such a table, is a named error."""
     import math
 
-    import first_pick_record as rec
+    from lab import first_pick_record as rec
 
     md = "\n".join([
         "## old session", "| shape | paired/m10/n2/prior |", "|---|---|", "| 64_64_64 | 0.500x |", "",

@@ -1,4 +1,4 @@
-"""scripts/policy_cv.py: leave-one-shape-out ranking on a recorded kernel DB.
+"""lab/policy_cv.py: leave-one-shape-out ranking on a recorded kernel DB.
 
 A synthetic DB whose rewards follow a rule that holds on every shape (``pad`` costs, the other
 knobs do not matter) must be ranked right on a shape the rules never saw: top-1 equals the
@@ -6,7 +6,6 @@ best measured config and is above a random pick. A DB whose rewards are noise mu
 learnable (the rank correlation stays near zero). A config that wins only near the left-out
 shape is found by the neighbour rule, not by the model."""
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -15,12 +14,9 @@ import numpy as np
 import pandas as pd
 
 import test_search_plugin  # noqa: F401  (the cpuk family)
-from kernels_search.search.policy import FIRST_PICK_RULES
+from kernels_search.search.first_pick import RULES as FIRST_PICK_RULES
 
-ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("policy_cv", ROOT / "scripts" / "policy_cv.py")
-policy_cv = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(policy_cv)
+from lab import policy_cv  # noqa: E402
 
 SHAPES = ["16_16_32", "32_16_64", "16_32_16", "64_32_32", "32_64_128", "128_16_16"]
 
@@ -32,8 +28,8 @@ def _db(reward_of, shapes=SHAPES) -> pd.DataFrame:
             for split in (1, 2, 4):
                 knobs = dict(pad=pad, split=split, bug=0, small=0)
                 method = "cpuk:" + ",".join(f"{k}={v}" for k, v in knobs.items())
-                rows.append(dict(kind="candidate", origin="policy", search_id="s", shape=shape, layout="nn",
-                                 family="cpuk", knobs=json.dumps(knobs), method=method,
+                rows.append(dict(is_baseline=False, origin="policy", search_id="s", shape=shape, layout="nn",
+                                 family="cpuk", config=json.dumps(knobs), method=method,
                                  reward=reward_of(i, pad, split), row_id=f"{shape}-{pad}-{split}",
                                  status="ok", status_reason="", failure=""))
     return pd.DataFrame(rows)
@@ -87,7 +83,7 @@ def test_rows_recorded_before_the_family_gained_a_knob_still_count():
     fams = {"cpuk": test_search_plugin.FAMILY}
     old = _db(lambda i, pad, split: 0.3 - 0.2 * pad)
     old["method"] = old["method"].str.replace(",small=0", "", regex=False)
-    old["knobs"] = [json.dumps({k: v for k, v in json.loads(kj).items() if k != "small"}) for kj in old["knobs"]]
+    old["config"] = [json.dumps({k: v for k, v in json.loads(kj).items() if k != "small"}) for kj in old["config"]]
     new = policy_cv.summarize(policy_cv.cross_validate(_db(lambda i, pad, split: 0.3 - 0.2 * pad), layouts=("nn",),
                                                        families=fams))
     s = policy_cv.summarize(policy_cv.cross_validate(old, layouts=("nn",), families=fams))

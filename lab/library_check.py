@@ -15,7 +15,7 @@ misses 1.05x (the H200 library compare of 2026-12-01 did exactly that), so the g
 printed to four digits and the verdict says which way it went. A shape without a clean library
 row misses both targets.
 
-    python3 scripts/library_check.py RESULTS.parquet [--baseline cublaslt-autotune] [--library METHOD]
+    python -m lab.library_check RESULTS.parquet [--baseline cublaslt-autotune] [--library METHOD]
 """
 
 from __future__ import annotations
@@ -177,8 +177,7 @@ def paired_lines(table: pd.DataFrame, other: pd.DataFrame, name: str, other_name
     """Both methods' geomean speedups with 95 % bootstrap intervals over the shapes both served
     cleanly, and the paired ratio of the first over the second (``first_picks.report_lines``: the
     same seeded bootstrap as the first-pick reports)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from first_picks import report_lines
+    from lab.first_picks import report_lines
 
     key = ["shape", "mode", "cache"]
     both = table.merge(other, on=key, suffixes=("", "_o")).dropna(subset=["speedup", "speedup_o"])

@@ -1,4 +1,4 @@
-"""scripts/library_check.py: the per-shape table of the exported library vs cuBLASLt autotune.
+"""lab/library_check.py: the per-shape table of the exported library vs cuBLASLt autotune.
 
 A synthetic compare run is written through the real ``ResultStore`` (the file, metadata and
 samples layout ``compare`` writes), with times chosen so every number of the table is known.
@@ -6,7 +6,6 @@ Why this can fail: a speedup taken from one layout instead of best-of-layouts on
 failed library row scored, a fallback counted as a searched kernel, wrong summary counts.
 """
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -15,16 +14,14 @@ import pytest
 
 from harness.results import SCHEMA_VERSION, ResultStore
 
-ROOT = Path(__file__).resolve().parent.parent
 LIB = "library:path=results/search-h200/library.json"
 BASE = "cublaslt-autotune"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("library_check", ROOT / "scripts" / "library_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from lab import library_check
+
+    return library_check
 
 
 def row(shape, method, layout, us, info=None, status="ok", **kw):

@@ -4,11 +4,11 @@ optionally compiled ahead into the build cache.
 On the GPU host the held-out check compiles its picks before it measures them, and a CUTLASS
 sm90 pick takes a minute or more to build there: in the H200 run of 2026-11-30 (fifth session)
 the check ran out of its device call after 4 of 20 shapes. The pick depends only on the policy
-checkpoint, the kernel DB and the shape (``Policy.first_pick`` seeds its pool by the shape), so
+checkpoint, the kernel DB and the shape (``FirstPick.pick`` seeds its pool by the shape), so
 this script makes the same picks here; ``--prebuild`` compiles the CUDA ones (nvcc only, no GPU)
 into ``$HGEMM_BUILD_CACHE`` for the device call to load.
 
-    python3 scripts/first_picks.py results/search-h200-c [--rule model/m2] [--prebuild] [--all] [--device cpu --plugin MOD]
+    python -m lab.first_picks results/search-h200-c [--rule model/m2] [--prebuild] [--all] [--device cpu --plugin MOD]
 
 Shapes whose pick is already measured under the current first-pick id are skipped (``--all``
 lists them too). The search's families are those its checkpoint was trained with; where the GPU
@@ -24,7 +24,7 @@ layouts, device time; a pick with no correct row counts as exp(-1), its reward) 
 
 ``--holdout-seed S`` replaces the search's own held-out shapes by ``fresh_holdout``: as many grid
 shapes drawn with seed S, none of them searched or in the search's holdout (nor in the shape file
-``--holdout-exclude`` names: ``kernels_search/search/seen_shapes.txt``, every shape reported so far). The search's holdout
+``--holdout-exclude`` names: ``lab/seen_shapes.txt``, every shape reported so far). The search's holdout
 has been looked at in every session since the fifth (its picks shaped the neighbour rule), so it
 no longer tests the rules cleanly; a seed never measured before does, once. ``--holdout-seed 11,12``
 draws once per seed, each draw avoiding the ones before it, and the report then gives each draw's
@@ -32,7 +32,7 @@ geomean, the 95 % bootstrap interval over all the shapes, and the first rule's p
 each other rule (``report_lines``).
 
 A rule may name the evidence its picks need: ``RULE/mN`` picks only configs measured correctly on
-at least N other searched shapes (``first_pick_min_shapes``; plain ``RULE``: 2). ``cautious/m20``
+at least N other searched shapes (``FirstPickSettings.min_shapes``; plain ``RULE``: 2). ``cautious/m20``
 is, on a 40-shape search, about the presets, which the design measures on every shape.
 
 ``--holdout-shapes FILE`` takes the held-out shapes from a shape file instead (one a line, ``#``
@@ -43,7 +43,7 @@ a shape the search measured, or one the ``--holdout-exclude`` file names, is ref
 the code before a change, computed then) as one more column, measured in the same call.
 
 ``RULE[/mN]/nK`` lets only configs measured on K shapes within distance 2 (log2 M, N, K) of the
-held-out shape compete, while any has that (``first_pick_min_near``).
+held-out shape compete, while any has that (``FirstPickSettings.min_near``).
 
 ``RULE[/mN][/nK]/prior`` picks with the search's policy after it has also learnt from ``--prior``
 (default: the committed list of the search's GPU model, ``kernels_search/search/prior_h200.txt``
@@ -59,9 +59,9 @@ choices were made with them in view), so its figures are reported apart from fre
 file's header says so.
 
 ``RULE[...]/d`` declines a config whose one-wave split-K slice count resolves to one slice on the
-shape (``Policy.first_pick_decline_one_slice``); ``RULE[...]/d/c`` (or ``/c``) also one whose tile
-count leaves a cluster partly empty there (``Policy.first_pick_decline_partial_cluster``); ``geopaired`` weighs the paired rule's evidence by
-how alike a config launches there (``Policy.paired_values``). ``--top K`` with ``--rules
+shape (``FirstPickSettings.decline_one_slice``); ``RULE[...]/d/c`` (or ``/c``) also one whose tile
+count leaves a cluster partly empty there (``decline_partial_cluster``); ``geopaired`` (lab/first_pick_rules.py)
+weighs the paired rule's evidence by how alike a config launches there. ``--top K`` with ``--rules
 --compare-args --plan-out`` plans each rule's K best-ranked configs per shape, a study of its near
 misses (twenty-second session, off the grid).
 
@@ -87,38 +87,32 @@ from pathlib import Path
 from typing import NamedTuple
 
 
-def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=(), rule: str = "cautious"):
-    """The search's policy as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks."""
-    import dataclasses
-    import importlib
+def policy_for(folder: Path, layouts=("nn", "tn"), device: str = "cuda", plugins=()):
+    """(the search's learner as ``search_main`` rebuilds it: checkpoint, then every DB row it lacks,
+    its KernelDB): ``kernels_search.search.picks.learner_for_search``."""
+    from kernels_search.search.picks import learner_for_search
 
-    from kernels_search.families import ALL, triton_gemm
-    from kernels_search.search.db import KernelDB
-    from kernels_search.search.policy import Policy, default_families
-
-    for mod in plugins:  # plug-ins register their families, as in the search
-        importlib.import_module(mod)
-    db = KernelDB(folder / "db")
-    layouts = tuple(sorted(set(db.df["layout"]))) if not db.df.empty else layouts
-    fams = default_families(device) if device != "cuda" else dict(ALL)
-    if device == "cuda" and not triton_gemm.triton_available():
-        # the GPU host searched with Triton: keep its configs pickable here (JIT, nothing to build)
-        fam = fams["triton"]
-        fams["triton"] = dataclasses.replace(fam)
-        fams["triton"].supports = lambda k, problem: True
-    if device == "cuda":
-        fams.update({n: f for n, f in default_families("cuda").items() if n not in fams})  # plug-ins
-    pol = Policy(fams, tuple(layouts), seed=0, first_pick_rule=rule)
-    if not pol.load(folder / "policy.npz"):  # as run_search: the DB rows rebuild it
-        print(f"{folder}/policy.npz is missing or of another version or family set: replaying the DB")
-    pol.sync(db)
-    return pol, db
+    return learner_for_search(folder, device, plugins, log=print)
 
 
 def gpu_of(db) -> str | None:
     """The GPU model the search ran on (its DB rows' ``gpu_name``), or None for an empty DB."""
-    gpus = db.df["gpu_name"].dropna() if not db.df.empty else []
-    return gpus.iloc[0] if len(gpus) else None
+    from kernels_search.search.picks import gpu_of as of
+
+    return of(db)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prior_for_gpu(gpu_name: str | None) -> list[Path]:
+    """The compare Parquets behind this GPU model's packaged evidence (``lab/evidence/<model>-sources.txt``,
+    the same rows ``search --holdout`` folds in), or [] where the model has none."""
+    from kernels_search.search.evidence import gpu_model_slug
+    from kernels_search.search.prior import prior_paths
+
+    listed = ROOT / "lab" / "evidence" / f"{gpu_model_slug(gpu_name)}-sources.txt" if gpu_name else None
+    return prior_paths([listed], root=ROOT) if listed is not None and listed.exists() else []
 
 
 def search_id_of(db) -> str | None:
@@ -140,7 +134,7 @@ def provenance(folder: Path, db) -> tuple[str, bool]:
     doc = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").exists() else {}
     df = db.df
     search_id = doc.get("search_id") or search_id_of(db) or "?"
-    rows = int(((df["kind"] == "candidate") & (df["origin"] != "policy:first-pick")).sum()) if not df.empty else 0
+    rows = int((~df["is_baseline"] & (df["origin"] != "policy:first-pick")).sum()) if not df.empty else 0
     finished = bool(doc.get("finished", False))
     used, budget = doc.get("budget_used_s"), doc.get("budget_s")
     spent = f", {used:.0f} of {budget:.0f} s" if used is not None and budget is not None else ""
@@ -158,7 +152,7 @@ def read_shapes(folder: Path, name: str) -> list:
 
 def fresh_holdout(folder: Path, seed: int, exclude: Path | None = None, avoid=()) -> list:
     """Grid shapes for ``seed``, as many as the search's holdout, none searched or held out by it,
-    none in the ``exclude`` shape file (``kernels_search/search/seen_shapes.txt``) and none in
+    none in the ``exclude`` shape file (``lab/seen_shapes.txt``) and none in
     ``avoid`` (shapes)."""
     from harness.shapes import parse_shapes
     from kernels_search.search.run import holdout_shapes
@@ -284,7 +278,7 @@ def main(argv=None) -> int:
     if a.top < 1 or (a.top > 1 and not (a.rules and a.compare_args)):
         print(f"--top {a.top}: a count above 1, with --rules and --compare-args (a study's plan, not a report)", file=sys.stderr)
         return 2
-    from kernels_search.search.loop import auto_prebuild, first_pick_id
+    from kernels_search.search.loop import auto_prebuild
 
     try:
         default = parse_rule(a.rule)
@@ -321,8 +315,7 @@ def main(argv=None) -> int:
             return 2
     else:
         holdout = read_shapes(a.folder, "holdout.txt")
-    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin, rule=default.rule)
-    default.apply(pol)
+    pol, db = policy_for(a.folder, device=a.device, plugins=a.plugin)
     line, finished = provenance(a.folder, db)
     print(line, file=sys.stderr)
     if a.rules and not finished and not a.unfinished:
@@ -333,8 +326,6 @@ def main(argv=None) -> int:
     gpu = gpu_of(db)
     for plist in lists:
         try:
-            from kernels_search.search.prior import prior_for_gpu
-
             specs = [Path(plist)] if plist else a.prior or prior_for_gpu(gpu)
             if specs:
                 prior_pols[plist] = with_prior_policy(pol, specs, holdout, gpu=gpu, leave_out=a.leave_out)
@@ -349,16 +340,17 @@ def main(argv=None) -> int:
         return side_by_side(pol, db, holdout, rules, a, draws, prior_pols)
     if default.prior:
         pol = prior_pols[default.prior_list]
+    picker = default.picker(pol)
     df = db.df
     search_id = search_id_of(db)
-    pick_id = first_pick_id(search_id, db.search_totals(search_id)["candidates"], pol)
-    done = set(df[(df["search_id"] == pick_id) & (df["kind"] == "candidate")]["shape"]) & {s.name for s in holdout}
+    pick_id = picker.id(search_id, db.search_totals(search_id)["candidates"])
+    done = set(df[(df["search_id"] == pick_id) & ~df["is_baseline"]]["shape"]) & {s.name for s in holdout}
     picks = []
     print(f"{pick_id}: {len(done)} of {len(holdout)} held-out shapes measured")
     for shape in holdout:
         if shape.name in done and not a.all:
             continue
-        cand = pol.first_pick(shape, db, gpu)
+        cand = picker.pick(shape, db, gpu)
         mean, _ = pol.predict(shape, [cand])
         picks.append(cand)
         print(f"{shape.name:>17}  predicted {mean.max():+.3f}  {'measured ' if shape.name in done else ''}{cand.spec}")
@@ -369,28 +361,37 @@ def main(argv=None) -> int:
 
 
 class RuleSpec(NamedTuple):
-    rule: str  # first_pick_rule
-    min_shapes: int  # first_pick_min_shapes (/mN; 2 without)
-    prior: bool  # /prior: the policy with the prior folded in
-    near: int = 0  # first_pick_min_near (/nK; 0 without)
+    rule: str  # FirstPickSettings.rule
+    min_shapes: int  # min_shapes (/mN; 2 without)
+    prior: bool  # /prior: the learner with the prior folded in
+    near: int = 0  # min_near (/nK; 0 without)
     prior_list: str = ""  # /prior=LIST: that prior list (or Parquet) instead of --prior's
-    decline_one_slice: bool = False  # /d: first_pick_decline_one_slice
-    decline_partial_cluster: bool = False  # /c: first_pick_decline_partial_cluster
+    decline_one_slice: bool = False  # /d
+    decline_partial_cluster: bool = False  # /c
 
-    def apply(self, pol) -> None:
-        """Set the policy's first-pick settings to this rule's (the prior is the caller's choice of policy)."""
-        pol.first_pick_rule, pol.first_pick_min_shapes, pol.first_pick_min_near = self.rule, self.min_shapes, self.near
-        pol.first_pick_decline_one_slice = self.decline_one_slice
-        pol.first_pick_decline_partial_cluster = self.decline_partial_cluster
+    @property
+    def settings(self):
+        from kernels_search.search.settings import FirstPickSettings
+
+        return FirstPickSettings(rule=self.rule, min_shapes=self.min_shapes, min_near=self.near,
+                                 decline_one_slice=self.decline_one_slice,
+                                 decline_partial_cluster=self.decline_partial_cluster)
+
+    def picker(self, learner):
+        """The first pick of ``learner`` under this rule (the prior is the caller's choice of learner)."""
+        from kernels_search.search.first_pick import FirstPick
+
+        return FirstPick(learner, self.settings)
 
 
 def parse_rule(spec: str) -> RuleSpec:
     """``RULE[/mN][/nK][/d][/c][/prior[=LIST]]`` -> ``RuleSpec``; a named error otherwise. ``LIST`` (a
     path, slashes allowed: it ends the spec) names the prior for this rule alone, so one call can
     measure the same rule with two priors side by side. ``/d`` declines one-slice split-K
-    (``Policy.first_pick_decline_one_slice``), ``/c`` partly empty clusters
-    (``Policy.first_pick_decline_partial_cluster``)."""
-    from kernels_search.search.policy import FIRST_PICK_RULES
+    (``FirstPickSettings.decline_one_slice``), ``/c`` partly empty clusters
+    (``FirstPickSettings.decline_partial_cluster``)."""
+    from kernels_search.search.first_pick import RULES as FIRST_PICK_RULES
+    from lab import first_pick_rules  # noqa: F401  (registers the lab's rules)
 
     import re
 
@@ -413,7 +414,7 @@ def with_prior_policy(pol, specs, holdout, gpu: str | None = None, leave_out: bo
     stale = sorted({s.name for s in holdout} & prior_shapes(paths))
     if stale and not leave_out:
         raise ValueError(f"held-out shapes {', '.join(stale)} are in the prior: they are not fresh "
-                         "(draw with --holdout-exclude kernels_search/search/seen_shapes.txt, or "
+                         "(draw with --holdout-exclude lab/seen_shapes.txt, or "
                          "--leave-out to drop their rows)")
     out, folded = with_prior(pol, paths, exclude_shapes=stale, gpu=gpu)
     print(folded.line() + (f"; {len(stale)} held-out shapes' rows left out" if stale else ""), file=sys.stderr)
@@ -424,7 +425,7 @@ def picks_by_rule(pol, db, holdout, rules, prior_pols=None, top: int = 1) -> dic
     """rule spec (``parse_rule``) -> {held-out shape: the spec that rule picks}; ``/prior`` rules
     pick with ``prior_pols[""]`` and ``/prior=LIST`` rules with ``prior_pols[LIST]``
     (``with_prior_policy``), the others with ``pol``. With ``top`` K > 1 each rule also has
-    columns ``RULE#2`` .. ``RULE#K``: its runners-up on each shape (``Policy.first_pick_ranking``;
+    columns ``RULE#2`` .. ``RULE#K``: its runners-up on each shape (``FirstPick.ranking``;
     a shape with fewer candidates is absent from the later columns), for a study of its near misses."""
     gpu = gpu_of(db)
     out: dict[str, dict[str, str]] = {}
@@ -433,8 +434,8 @@ def picks_by_rule(pol, db, holdout, rules, prior_pols=None, top: int = 1) -> dic
         p = (prior_pols or {}).get(r.prior_list) if r.prior else pol
         if p is None:
             raise ValueError(f"rule {spec!r} needs the policy with the prior{' ' + r.prior_list if r.prior_list else ''}")
-        r.apply(p)
-        ranked = {s.name: [c.spec for c in p.first_pick_ranking(s, db, gpu, top=top)] for s in holdout}
+        fp = r.picker(p)
+        ranked = {s.name: [c.spec for c in fp.ranking(s, db, gpu, top=top)] for s in holdout}
         for i in range(top):
             out[spec if i == 0 else f"{spec}#{i + 1}"] = {nm: got[i] for nm, got in ranked.items() if len(got) > i}
     return out

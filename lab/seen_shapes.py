@@ -4,7 +4,7 @@ A search's held-out first pick is a test of generalization only on shapes nobody
 grid shape named in BENCHMARKS.md (each sweep, search, holdout and pick table reported there) is
 one somebody looked at; ``hgemm-bench search --holdout-exclude`` keeps them out of the holdout.
 
-    python3 scripts/seen_shapes.py BENCHMARKS.md > kernels_search/search/seen_shapes.txt
+    python -m lab.seen_shapes BENCHMARKS.md > lab/seen_shapes.txt
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     names = seen_grid_shapes([Path(p).read_text() for p in argv])
-    print(f"# {len(names)} cuda-l2 grid shapes named in {', '.join(argv)} (scripts/seen_shapes.py)")
+    print(f"# {len(names)} cuda-l2 grid shapes named in {', '.join(argv)} (lab/seen_shapes.py)")
     print("\n".join(names))
     return 0
 

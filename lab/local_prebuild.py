@@ -1,13 +1,13 @@
 """Compile ahead the CUDA configs a resumed search's local picks can choose, without a GPU.
 
 After the design, most of a batch is one-knob mutations of the shape's two best configs
-(``Policy.local_specs``). Those are known before the search resumes, from its DB alone, and a
+(``Learner.local_specs``). Those are known before the search resumes, from its DB alone, and a
 CUTLASS sm90 mutation takes about a minute to build on the GPU host, where the search's budget
 clock runs while it waits. This script computes every searched shape's local specs as the resumed
 search will (checkpoint, then DB replay: ``first_picks.policy_for``), keeps the CUDA ones not yet
 measured on that shape, and compiles them into ``$HGEMM_BUILD_CACHE`` (nvcc only).
 
-    python3 scripts/local_prebuild.py results/search-h200-d [--list]
+    python -m lab.local_prebuild results/search-h200-d [--list]
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import collections
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def local_cuda_specs(pol, db, shapes) -> dict[str, list[str]]:
@@ -61,7 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="only list them, in build order")
     ap.add_argument("--chunk", type=int, default=8, help="binaries per parallel build batch")
     a = ap.parse_args(argv)
-    from first_picks import policy_for, read_shapes
+    from lab.first_picks import policy_for, read_shapes
 
     from kernels_search.search.loop import auto_prebuild
 

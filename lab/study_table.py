@@ -8,7 +8,7 @@ planned config with that knob value, e.g. a variant study's ``l2_promo=256``): t
 against the best of the shape's other configs, and which new config won. Geomeans carry a 95 % bootstrap interval over
 shapes, as first_pick_record.py computes it.
 
-    python3 scripts/study_table.py RESULTS.parquet --plan PLAN [--new SPECS | --new-knob KNOB=VALUE] [--per-shape]
+    python -m lab.study_table RESULTS.parquet --plan PLAN [--new SPECS | --new-knob KNOB=VALUE] [--per-shape]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BASELINE = "cublaslt-autotune"
 
@@ -27,7 +25,7 @@ BASELINE = "cublaslt-autotune"
 def ratios(df) -> dict[str, dict[str, float]]:
     """{shape: {method: baseline us / method us}}, each at its faster layout (first_picks.best_of_layouts,
     as its speedups take them), for the shapes where the baseline has a correct row."""
-    from first_picks import best_of_layouts
+    from lab.first_picks import best_of_layouts
 
     best = best_of_layouts(df)
     out: dict[str, dict[str, float]] = {}
@@ -54,7 +52,7 @@ def with_knob(planned: dict[str, list[str]], knob_value: str) -> set[str]:
 
 def geo(values) -> str:
     """Geomean with its 95 % bootstrap interval over shapes (first_pick_record.pooled, seeded)."""
-    from first_pick_record import pooled
+    from lab.first_pick_record import pooled
 
     vals = [v for v in values if math.isfinite(v)]
     if not vals:

@@ -5,11 +5,11 @@ Why: every class study so far (narrow tiles, the narrow study's winners, twenty-
 its plan written by a throw-away script whose rules lived only in the plan's header. This one makes
 the plan from its arguments, and the header records the command, so a reader can remake it.
 
-    python3 scripts/class_plan.py --where "n in (128, 256) and m >= 2048" --specs SPECS \
+    python -m lab.class_plan --where "n in (128, 256) and m >= 2048" --specs SPECS \
         --prior kernels_search/search/prior_h200.txt --exclude FILE [--exclude FILE] \
         [--exclude-search FOLDER] --note "..." --out PLAN
 
-- The shapes: every shape of ``--shapes`` (default ``kernels_search/search/seen_shapes.txt``, the
+- The shapes: every shape of ``--shapes`` (default ``lab/seen_shapes.txt``, the
   cuda-l2 grid) for which ``--where`` (a Python expression over the ints ``m``, ``n``, ``k``) holds,
   less the shapes of each ``--exclude`` shape file and the searched and held-out shapes of each
   ``--exclude-search`` folder; in the shape file's order.
@@ -30,10 +30,8 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-GRID = Path("kernels_search/search/seen_shapes.txt")
+GRID = Path("lab/seen_shapes.txt")
 
 
 class ClassPlanError(ValueError):
@@ -60,7 +58,7 @@ def class_shapes(shapes: list[str], where: str, exclude: set[str]) -> list[str]:
 
 def read_specs(path: Path) -> list[str]:
     """``study_table.read_specs``, with an empty file or an unknown spec a ``ClassPlanError`` naming it."""
-    import study_table
+    from lab import study_table
 
     try:
         specs = study_table.read_specs(path)
@@ -74,7 +72,7 @@ def read_specs(path: Path) -> list[str]:
 def anchor_ratios(frames, shapes: set[str]) -> dict[str, tuple[float, str]]:
     """{shape: (ratio, config)}: the config with the best ratio to cuBLASLt autotune in any one prior
     file (``frames``: each file's rows, ``prior.read_prior``)."""
-    from study_table import ratios
+    from lab.study_table import ratios
 
     best: dict[str, tuple[float, str]] = {}
     for df in frames:
@@ -146,7 +144,7 @@ def add_class_args(ap: argparse.ArgumentParser) -> None:
 def class_shapes_of(a: argparse.Namespace) -> list[str]:
     """The shapes ``add_class_args``' arguments choose; ``ClassPlanError`` (or OSError / ValueError from
     a shape file) naming the problem, also when none is left."""
-    from first_picks import read_shapes
+    from lab.first_picks import read_shapes
     from harness.shapes import parse_shapes
 
     exclude = {s.name for f in a.exclude for s in parse_shapes(str(f))}
@@ -183,7 +181,7 @@ def main(argv=None) -> int:
     then = "then the anchor" + (f" and the anchor with {', '.join(a.anchor_variant)}" if knobs else "")
     head = [f"# {a.note}" if a.note else "# a class study",
             f"# {len(shapes)} shapes ({len(rows)} with a config to measure), {len(specs)} configs each, {then}"
-            f" ({len(anchor)} shapes have an anchor); made by: python3 scripts/class_plan.py "
+            f" ({len(anchor)} shapes have an anchor); made by: python -m lab.class_plan "
             + shlex.join(argv if argv is not None else sys.argv[1:])]
     a.out.write_text("\n".join(head + rows) + "\n")
     print(f"{a.out}: {len(shapes)} shapes, {len(specs)} configs, {len(anchor)} anchors")

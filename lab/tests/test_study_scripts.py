@@ -1,5 +1,5 @@
-"""CPU tests of the scripts around a registered study's device call: scripts/plan_prebuild.py (build a
-plan's binaries ahead, list the missing ones) and scripts/study_table.py (what the plan measured)."""
+"""CPU tests of the lab's study scripts: lab/study_table.py (what a plan measured), lab/class_plan.py
+and lab/mirror_plan.py (plans of a shape class)."""
 
 from __future__ import annotations
 
@@ -11,40 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernels_search import toolchain
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import plan_prebuild  # noqa: E402
-import study_table  # noqa: E402
-
-needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
-
-
-@needs_nvcc
-def test_plan_prebuild_counts_one_binary_per_config_and_lists_the_missing(tmp_path, monkeypatch, capsys):
-    """Runtime-option variants (splitk's ``splits``) and a config planned on two shapes share one
-    binary; baselines and Triton configs are not CUDA builds. Against an empty cache every binary is
-    missing, and once one is in the cache under its key it is not."""
-    monkeypatch.setenv("HGEMM_BUILD_CACHE", str(tmp_path / "cache"))
-    a = "splitk:bm=32,bn=64,bk=64,warps_m=2,warps_n=2,splits=2"
-    b = "smalltile:bm=16,bn=16,bk=32,warps_m=1,warps_n=1"
-    plan = tmp_path / "plan.txt"
-    plan.write_text(f"# a study\n64_64_256 {a},{a.replace('splits=2', 'splits=4')},cublas\n"
-                    f"128_64_256 {b},{a}\n")
-    methods = plan_prebuild.plan_methods([plan])
-    assert sorted(m.name.split(":")[0] for m in methods.values()) == ["smalltile", "splitk"]
-    assert all(lib.parent.parent.parent == tmp_path / "cache" and lib.name == "kernel.so" for lib in methods)
-    assert plan_prebuild.main([str(plan), "--missing"]) == 0
-    out = capsys.readouterr().out
-    assert "2 CUDA binaries in 1 plan(s), 2 not built yet" in out and "smalltile:" in out
-    first, second = methods
-    first.parent.mkdir(parents=True)
-    first.write_bytes(b"")
-    assert first.exists() and not second.exists()
-    plan_prebuild.main([str(plan), "--missing"])
-    out = capsys.readouterr().out
-    assert "1 not built yet" in out and methods[second].name in out and methods[first].name not in out
+from lab import study_table
 
 
 def test_study_table_takes_best_layouts_the_plans_first_config_and_sets_new_specs_apart():
@@ -90,7 +57,7 @@ def test_class_plan_selects_the_class_less_exclusions_and_anchors_each_shape_on_
     """The where-expression picks the class, excluded shape files and a search's shapes drop out, the
     anchor is the config with the best ratio to autotune in any one file (not the fastest time across
     files), a spec is not repeated as its own anchor, and a shape with no prior row has none."""
-    import class_plan
+    from lab import class_plan
 
     spec = "splitk:bm=32,bn=64,bk=64,warps_m=2,warps_n=2,kslices=1,stages=4,splits=2,reduce=2,spread=0"
     grid = tmp_path / "grid.txt"
@@ -116,7 +83,7 @@ def test_class_plan_selects_the_class_less_exclusions_and_anchors_each_shape_on_
                           "--note", "a test study", "--out", str(out)])
     assert rc == 0
     lines = out.read_text().splitlines()
-    assert lines[0] == "# a test study" and "class_plan.py --where" in lines[1]
+    assert lines[0] == "# a test study" and "python -m lab.class_plan --where" in lines[1]
     assert "3 shapes (3 with a config to measure), 1 configs each, then the anchor (2 shapes have an anchor)" in lines[1]
     assert lines[2:] == [f"2048_128_64 {spec},k:a", f"4096_256_64 {spec}", f"12288_128_64 {spec}"]
 
@@ -126,7 +93,7 @@ def test_class_plan_anchor_variant_pairs_each_anchor_with_its_variant(tmp_path, 
     (canonical), only where the anchor's family has the knob; a shape whose anchor lacks it is not
     planned (the anchor alone answers nothing). A value outside the knob's space is an error, as is
     a plan with neither specs nor a variant. study_table's --new-knob then sets the variants apart."""
-    import class_plan
+    from lab import class_plan
     from harness.registry import resolve
 
     hop = "hopper:tile_m=64,tile_n=128,schedule=single,stages=8"
@@ -164,7 +131,7 @@ def test_class_plan_anchor_variant_pairs_each_anchor_with_its_variant(tmp_path, 
 def test_class_plan_names_a_bad_where_and_an_unknown_spec(tmp_path, capsys):
     """A --where that is not Python, one that fails on a shape, and a spec the registry does not know are
     errors (exit 2) that name the problem; no plan is written."""
-    import class_plan
+    from lab import class_plan
 
     grid = tmp_path / "grid.txt"
     grid.write_text("2048_128_64\n")
@@ -186,7 +153,7 @@ def test_mirror_configs_keep_cublas_tile_in_the_orientation_that_holds_it():
     gives hopper (cluster axes swapped to ours), any other b the transposed hopper_swap with the tile
     as cuBLAS has it; each comes as the persistent schedule, single, and single without the cluster;
     spellings a family declines are skipped (a 256-row tile has no pingpong and no single)."""
-    import mirror_plan
+    from lab import mirror_plan
     from harness.registry import resolve
 
     def canon(*specs):
@@ -213,7 +180,7 @@ def test_mirror_plan_reads_autotunes_choice_and_plans_only_unmeasured_mirrors(tm
     above --below is not planned, nor one whose mirrors were all measured; a measured mirror is
     dropped (by today's canonical name, so a row without a newer knob still counts), the anchor ends
     the row, and the header has the command."""
-    import mirror_plan
+    from lab import mirror_plan
     from harness.registry import resolve
 
     def info(tile, cluster):
@@ -242,7 +209,7 @@ def test_mirror_plan_reads_autotunes_choice_and_plans_only_unmeasured_mirrors(tm
                            "--shapes", str(grid), "--out", str(out), "--specs-out", str(tmp_path / "new.txt")])
     assert rc == 0
     lines = out.read_text().splitlines()
-    assert "mirror_plan.py --where" in lines[1] and "2 shapes, 4 distinct new configs" in lines[1]
+    assert "python -m lab.mirror_plan --where" in lines[1] and "2 shapes, 4 distinct new configs" in lines[1]
     new = study_table.read_specs(tmp_path / "new.txt")
     assert len(new) == 4 and all(n in out.read_text() for n in new)
     pp, sg, s1 = (m.name for m in resolve([single.replace("single,stages=6", "pingpong"), single,

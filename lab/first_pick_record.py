@@ -8,7 +8,7 @@ two tables would count twice, so that is an error, as is a table with no column 
 default. The off-grid check's table (twenty-first session) heads its first column "off-grid shape":
 it is no grid figure and is not read.
 
-    python3 scripts/first_pick_record.py BENCHMARKS.md --since "## 2026-12-02 (nineteenth session)"
+    python -m lab.first_pick_record BENCHMARKS.md --since "## 2026-12-02 (nineteenth session)"
 """
 
 from __future__ import annotations
