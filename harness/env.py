@@ -81,11 +81,17 @@ def fp16_flops_per_s(device: str) -> float:
 
 
 def _nvml_info(index: int) -> dict:
+    """Driver, UUID, clocks and power limit of torch's CUDA device ``index``, from NVML; the
+    handle is matched by UUID / PCI bus id (``harness.nvml``), so with CUDA_VISIBLE_DEVICES set
+    these are the measured GPU's figures, not those of NVML's device ``index``."""
     try:
         import pynvml
 
+        from harness.nvml import nvml_handle, physical_handle
+
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        h = nvml_handle(pynvml, index)
+        gpu = physical_handle(pynvml, h)
 
         def s(x):
             return x.decode() if isinstance(x, bytes) else str(x)
@@ -95,10 +101,10 @@ def _nvml_info(index: int) -> dict:
             "driver": s(pynvml.nvmlSystemGetDriverVersion()),
         }
         for key, fn in (
-            ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
-            ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
-            ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
-            ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+            ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(gpu, pynvml.NVML_CLOCK_SM)),
+            ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(gpu, pynvml.NVML_CLOCK_MEM)),
+            ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(gpu, pynvml.NVML_CLOCK_SM)),
+            ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(gpu) / 1000.0),
         ):
             try:
                 info[key] = fn()
