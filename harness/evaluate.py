@@ -42,7 +42,8 @@ CACHES = ("warm", "cold")
 HARNESS_ERROR = "harness error on this shape"  # groups with this reason are retried on resume
 ENV_COLUMNS = (
     "device", "gpu_name", "gpu_uuid", "driver", "cuda_version", "torch_version", "cublas_version",
-    "cublaslt_version", "nvmath_version", "hgemm_bench_version", "hostname",
+    "cublaslt_version", "nvmath_version", "hgemm_bench_version", "git_commit", "nvcc_version",
+    "cutlass_version", "triton_version", "hostname", "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz",
 )
 
 Emit = Callable[[list[dict], list[dict]], None]  # (rows, samples) of one finished (mode, cache) group
