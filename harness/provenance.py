@@ -8,8 +8,8 @@ headers and Triton. Every lookup here is read-only, bounded in time, and answers
 The commit is that of the tree holding this package (not of the working directory):
 * ``<sha>``: a git checkout whose tracked files match the commit;
 * ``<sha>-dirty``: tracked files differ from it, or an untracked file sits in a product package
-  (``harness``, ``baselines``, ``kernels_search``, ``reports``); ``results/`` and ``site/`` hold
-  data, not code, and are not looked at;
+  (``PRODUCT_PACKAGES``); the folders of measured results and the generated leaderboard
+  (``DATA_DIRS``) hold data, not code, and are not looked at;
 * ``dirty``: a git tree with no commit yet;
 * an installer's record of the commit (``pip install git+...``), when there is no checkout;
 * ``$HGEMM_GIT_COMMIT`` as given, for a copy of a tree shipped without its ``.git`` (a driver
@@ -31,7 +31,7 @@ from pathlib import Path
 COMMIT_ENV = "HGEMM_GIT_COMMIT"
 DIST_NAME = "hgemm-bench"  # the distribution pip records a VCS install's commit for
 PRODUCT_PACKAGES = ("harness", "baselines", "kernels_search", "reports")
-DATA_DIRS = ("results", "site")  # tracked data: a new run or report there does not make the code dirty
+DATA_DIRS = ("results", "site")  # tracked data: a new run or a regenerated report does not make the code dirty
 _GIT_TIMEOUT_S = 10.0
 
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the folder holding the harness package

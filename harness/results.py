@@ -72,6 +72,10 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("k", pa.int64(), "reduction length"),
     ("layout", pa.string(), "B layout: nn (B is K x N row-major) | tn (B stored N x K, as nn.Linear weights)"),
     ("dtype", pa.string(), "element type of A, B, C"),
+    ("source_model", pa.string(), "model(s) whose GEMM this shape is (model:CONFIG shapes), ';'-joined, "
+                                  "paired with source_layer; '@tp=N' when sharded; null for plain shapes"),
+    ("source_layer", pa.string(), "layer(s) of source_model, ';'-joined in the same order: qkv_proj, o_proj, "
+                                  "gate_up_proj | up_proj, down_proj, lm_head"),
     # method
     ("method", pa.string(), "method name"),
     ("family", pa.string(), "method family"),
@@ -127,7 +131,8 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
 ]
 # Columns a version added: an older file lacks them and reads back with nulls there.
 ADDED_IN: dict[str, int] = {c: 2 for c in ("git_commit", "nvcc_version", "cutlass_version", "triton_version",
-                                           "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz")}
+                                           "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz",
+                                           "source_model", "source_layer")}
 # Columns whose type a version changed, and that version: older files are converted on read.
 RETYPED_IN: dict[str, int] = {"measured_at": 2}  # an ISO-8601 string before version 2
 
