@@ -26,6 +26,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from harness.model_shapes import BUNDLED as BUNDLED_MODELS
+from harness.model_shapes import DEFAULT_BATCHES as DEFAULT_MODEL_BATCHES
 from harness.progress import Eta, Reporter, format_duration
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -177,8 +179,13 @@ def _gb(n: float) -> str:
 @app.command()
 def compare(
     shapes: List[str] = typer.Option([], "--shapes", "-s",
-                                     help="M_N_K list, a file, or a named set (cuda-l2, smoke, smoke-cpu, square). "
-                                          "Default: smoke on a GPU, smoke-cpu on a CPU."),
+                                     help="M_N_K list, a file, a named set (cuda-l2, smoke, smoke-cpu, square), or "
+                                          "model:CONFIG@batch=1,16,128@tp=2 (both @ parts optional; batch default "
+                                          f"{','.join(map(str, DEFAULT_MODEL_BATCHES))}): the QKV, o, gate/up, down and "
+                                          "LM-head GEMMs of a transformers config (a bundled name: "
+                                          f"{', '.join(BUNDLED_MODELS)}; a directory; a config.json) with M = tokens, "
+                                          "N = output and K = input features; a model runs them in the tn layout "
+                                          "(nn.Linear weights are N x K). Default: smoke on a GPU, smoke-cpu on a CPU."),
     methods: List[str] = typer.Option([], "--methods", "-m",
                                       help="Methods (comma separated); default: every baseline. See `hgemm-bench methods`."),
     layouts: str = typer.Option("nn,tn", help="B layouts: nn (B is KxN row-major), tn (B stored NxK)."),
@@ -227,14 +234,14 @@ def compare(
     from harness.registry import MethodSpecError, default_specs, method_source, resolve
     from harness.results import ResultsError, ResultStore, read_results, read_samples
     from harness.runner import CompareRunner, CompareSettings
-    from harness.shapes import ShapeError, default_set, parse_shapes
+    from harness.shapes import ShapeError, default_set, resolve_shapes
     from harness.summary import print_summary
 
     try:
         dev = envmod.resolve_device(device.value)
     except envmod.NoGPUError as e:
         _fail(str(e))
-    planned = None
+    planned, origins = None, {}
     if plan is not None:
         from harness.plan import PlanError, read_plan
 
@@ -249,9 +256,10 @@ def compare(
             console.print(f"no --shapes given: the {shapes[0]} set, sized for {'a GPU' if dev == 'cuda' else 'a CPU'} "
                           "(--shapes names others)")
         try:
-            shape_list = parse_shapes(shapes)
+            selection = resolve_shapes(shapes)
         except ShapeError as e:
             _fail(str(e))
+        shape_list, origins = selection.shapes, selection.origins
     for mod in plugin:
         try:
             importlib.import_module(mod)
@@ -287,7 +295,7 @@ def compare(
         modes=["offline", "server"] if mode == Mode.both else [mode.value],
         caches=["warm", "cold"] if cache == Cache.both else [cache.value],
         ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
-        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only,
+        qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only, origins=origins,
     )
     env = envmod.collect(dev)
     _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)

@@ -1,8 +1,10 @@
 """The environment a run measured in: recorded on every row, printed by ``hgemm-bench env``.
 
 Numbers from different GPUs, drivers or library versions do not compare, so every result row
-carries these columns. Library versions of the methods (cuBLAS, cuBLASLt, nvmath) come from
-plug-ins through ``register_probe``: the harness itself knows no specific library.
+carries these columns: the GPU and its driver, power limit and application clocks (NVML), and
+what made the row (``harness.provenance``: git commit, nvcc, CUTLASS, Triton). Library versions
+of the methods (cuBLAS, cuBLASLt, nvmath) come from plug-ins through ``register_probe``: the
+harness itself knows no specific library.
 """
 
 from __future__ import annotations
@@ -81,11 +83,17 @@ def fp16_flops_per_s(device: str) -> float:
 
 
 def _nvml_info(index: int) -> dict:
+    """Driver, UUID, clocks and power limit of torch's CUDA device ``index``, from NVML; the
+    handle is matched by UUID / PCI bus id (``harness.nvml``), so with CUDA_VISIBLE_DEVICES set
+    these are the measured GPU's figures, not those of NVML's device ``index``."""
     try:
         import pynvml
 
+        from harness.nvml import nvml_handle, physical_handle
+
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        h = nvml_handle(pynvml, index)
+        gpu = physical_handle(pynvml, h)
 
         def s(x):
             return x.decode() if isinstance(x, bytes) else str(x)
@@ -95,10 +103,13 @@ def _nvml_info(index: int) -> dict:
             "driver": s(pynvml.nvmlSystemGetDriverVersion()),
         }
         for key, fn in (
-            ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
-            ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
-            ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
-            ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+            ("sm_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(gpu, pynvml.NVML_CLOCK_SM)),
+            ("mem_clock_max_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(gpu, pynvml.NVML_CLOCK_MEM)),
+            ("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(gpu, pynvml.NVML_CLOCK_SM)),
+            ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(gpu) / 1000.0),
+            # the clocks the GPU runs at under load unless boost or a lock moves them
+            ("app_sm_clock_mhz", lambda: float(pynvml.nvmlDeviceGetApplicationsClock(gpu, pynvml.NVML_CLOCK_SM))),
+            ("app_mem_clock_mhz", lambda: float(pynvml.nvmlDeviceGetApplicationsClock(gpu, pynvml.NVML_CLOCK_MEM))),
         ):
             try:
                 info[key] = fn()
@@ -111,6 +122,8 @@ def _nvml_info(index: int) -> dict:
 
 def collect(device: str) -> dict:
     """Environment columns (the result schema's) plus extra facts for ``hgemm-bench env``."""
+    from harness import provenance
+
     info: dict = {
         "device": device,
         "torch_version": torch.__version__,
@@ -118,6 +131,7 @@ def collect(device: str) -> dict:
         "hgemm_bench_version": harness.__version__,
         "hostname": socket.gethostname(),
         "python": platform.python_version(),
+        **provenance.collect(),
     }
     if device == "cuda":
         idx = torch.cuda.current_device()
@@ -130,6 +144,9 @@ def collect(device: str) -> dict:
             compute_capability=f"{props.major}.{props.minor}",
         )
         info.update(_nvml_info(idx))
+        uuid = str(getattr(props, "uuid", "") or "")
+        if "gpu_uuid" not in info and uuid:  # NVML absent or unmatched: torch's UUID still names the GPU
+            info["gpu_uuid"] = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
     else:
         info.update(gpu_name=f"CPU: {platform.processor() or platform.machine()}", gpu_uuid="cpu", driver="")
     for probe in _PROBES:

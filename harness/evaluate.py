@@ -32,6 +32,7 @@ from harness.method import (ContextLost, Method, Prepared, PrepareContext, Suppo
 from harness.problem import Problem, Shape
 from harness.progress import Reporter
 from harness.results import SCHEMA_VERSION, config_json
+from harness.shapes import ShapeOrigin, origin_columns
 from harness.tensors import GUARD_ELEMS, InputSet, cold_set_count, set_bytes, timing_sets
 from harness.timing import Entry, Measurement, OfflineSettings, measure_offline, measure_server, time_candidates
 from harness.timing.clocks import ClockLog, ClockSampler
@@ -42,7 +43,8 @@ CACHES = ("warm", "cold")
 HARNESS_ERROR = "harness error on this shape"  # groups with this reason are retried on resume
 ENV_COLUMNS = (
     "device", "gpu_name", "gpu_uuid", "driver", "cuda_version", "torch_version", "cublas_version",
-    "cublaslt_version", "nvmath_version", "hgemm_bench_version", "hostname",
+    "cublaslt_version", "nvmath_version", "hgemm_bench_version", "git_commit", "nvcc_version",
+    "cutlass_version", "triton_version", "hostname", "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz",
 )
 
 Emit = Callable[[list[dict], list[dict]], None]  # (rows, samples) of one finished (mode, cache) group
@@ -69,6 +71,9 @@ class CompareSettings:
     # plan changes which pairs are measured, not how: a held-out check measures each shape's own
     # picks and the reference instead of every pick on every shape.
     only: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # shape name -> the (model, layer)s it comes from (``--shapes model:...``, see
+    # harness.shapes.resolve_shapes); recorded in the rows' source_model / source_layer columns
+    origins: dict[str, tuple[ShapeOrigin, ...]] = field(default_factory=dict)
 
 
 def run_bytes(problem: Problem, layouts: int, gate_candidates: int, device: str, cold: bool = False,
@@ -159,6 +164,7 @@ class ShapeEvaluator:
             mode=mode, cache=cache, qps=self.s.qps if mode == "server" else None,
             ci_target=self.s.ci_target if mode == "offline" else None,
             floor_us=p.floor_us(self.env.get("gpu_name")) if self.device == "cuda" else None,
+            **origin_columns(self.s.origins.get(p.shape.name)),
         )
         if slot.gate:
             row.update(slot.gate.columns())

@@ -7,6 +7,10 @@ Two tables:
 * ``<results>.samples/``: a Parquet dataset of raw per-round samples, one part file per
   (shape, mode, cache) group (``SAMPLE_SCHEMA``).
 
+Each file's schema metadata holds the schema version, the run id and a one-line description of
+every column (JSON under ``DESCRIPTIONS_KEY``). Files of an older schema version are read back in
+the current one (``read_results``).
+
 Writes are atomic (temp file + ``os.replace``), so a run killed at any instant leaves either the
 previous complete file or the new complete file. ``ResultStore`` reloads what an earlier,
 interrupted run finished and tells the runner which groups to skip: nothing is lost and nothing
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -27,103 +32,134 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # older files are upgraded on read (``read_results``)
 META_KEY = b"hgemm_bench.schema_version"
 RUN_KEY = b"hgemm_bench.run_id"
+DESCRIPTIONS_KEY = b"hgemm_bench.column_descriptions"  # JSON: column name -> one-line description
+UPGRADED_KEY = b"hgemm_bench.upgraded_from"  # set by read_results on a table read from an older version
 
-RESULT_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("schema_version", pa.int32()),
-    ("run_id", pa.string()),
-    ("measured_at", pa.string()),  # ISO-8601 UTC
+MEASURED_AT_TYPE = pa.timestamp("us", tz="UTC")
+
+# (name, type, description). The description travels in every file's schema metadata.
+RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
+    ("schema_version", pa.int32(), "results schema version the row was written under"),
+    ("run_id", pa.string(), "one compare run (kept across resumes of one --out)"),
+    ("measured_at", MEASURED_AT_TYPE, "when the row's group finished measuring (UTC)"),
     # environment
-    ("device", pa.string()),  # "cuda" | "cpu"
-    ("gpu_name", pa.string()),
-    ("gpu_uuid", pa.string()),
-    ("driver", pa.string()),
-    ("cuda_version", pa.string()),
-    ("torch_version", pa.string()),
-    ("cublas_version", pa.string()),
-    ("cublaslt_version", pa.string()),
-    ("nvmath_version", pa.string()),
-    ("hgemm_bench_version", pa.string()),
-    ("hostname", pa.string()),
+    ("device", pa.string(), "cuda | cpu"),
+    ("gpu_name", pa.string(), "GPU name (CUDA), or the CPU's"),
+    ("gpu_uuid", pa.string(), "GPU UUID; 'cpu' on the CPU path"),
+    ("driver", pa.string(), "NVIDIA driver version (NVML)"),
+    ("cuda_version", pa.string(), "CUDA version torch was built with"),
+    ("torch_version", pa.string(), "torch version"),
+    ("cublas_version", pa.string(), "cuBLAS version (baselines' probe)"),
+    ("cublaslt_version", pa.string(), "cuBLASLt version (baselines' probe)"),
+    ("nvmath_version", pa.string(), "nvmath-python version (baselines' probe)"),
+    ("hgemm_bench_version", pa.string(), "hgemm-bench package version"),
+    ("git_commit", pa.string(), "commit of the hgemm-bench code that made the row: sha, sha-dirty, dirty or unknown"),
+    ("nvcc_version", pa.string(), "nvcc version a kernel build would use (null: no nvcc)"),
+    ("cutlass_version", pa.string(), "CUTLASS headers version a kernel build would use (null: none)"),
+    ("triton_version", pa.string(), "installed Triton version (null: none)"),
+    ("hostname", pa.string(), "host that measured"),
+    ("power_limit_w", pa.float64(), "GPU enforced power limit, W (NVML; null on CPU)"),
+    ("app_sm_clock_mhz", pa.float64(), "GPU application SM clock, MHz (NVML; null on CPU)"),
+    ("app_mem_clock_mhz", pa.float64(), "GPU application memory clock, MHz (NVML; null on CPU)"),
     # problem
-    ("shape", pa.string()),  # "M_N_K"
-    ("m", pa.int64()),
-    ("n", pa.int64()),
-    ("k", pa.int64()),
-    ("layout", pa.string()),  # "nn" | "tn"
-    ("dtype", pa.string()),
+    ("shape", pa.string(), "M_N_K"),
+    ("m", pa.int64(), "rows of A and C"),
+    ("n", pa.int64(), "columns of B and C"),
+    ("k", pa.int64(), "reduction length"),
+    ("layout", pa.string(), "B layout: nn (B is K x N row-major) | tn (B stored N x K, as nn.Linear weights)"),
+    ("dtype", pa.string(), "element type of A, B, C"),
+    ("source_model", pa.string(), "model(s) whose GEMM this shape is (model:CONFIG shapes), ';'-joined, "
+                                  "paired with source_layer; '@tp=N' when sharded; null for plain shapes"),
+    ("source_layer", pa.string(), "layer(s) of source_model, ';'-joined in the same order: qkv_proj, o_proj, "
+                                  "gate_up_proj | up_proj, down_proj, lm_head"),
     # method
-    ("method", pa.string()),
-    ("family", pa.string()),
-    ("is_baseline", pa.bool_()),
-    ("config", pa.string()),  # JSON object: every knob
-    ("source_hash", pa.string()),
-    ("info", pa.string()),  # JSON object: method-specific extras decided in prepare
-    ("setup_s", pa.float64()),
+    ("method", pa.string(), "method name"),
+    ("family", pa.string(), "method family"),
+    ("is_baseline", pa.bool_(), "a baseline (cuBLAS family or torch)"),
+    ("config", pa.string(), "JSON object: every knob of the method"),
+    ("source_hash", pa.string(), "hash of the method's source, if it has one"),
+    ("info", pa.string(), "JSON object: method-specific extras decided in prepare, anti-cheat figures"),
+    ("setup_s", pa.float64(), "one-time setup seconds (handles, autotuning, compilation)"),
     # measurement settings
-    ("mode", pa.string()),  # "offline" | "server"
-    ("cache", pa.string()),  # "warm" | "cold"
-    ("timing_method", pa.string()),  # "graph" | "spin-events" | "events" | "host-clock"
-    ("qps", pa.float64()),  # server mode only
-    ("input_sets", pa.int32()),  # buffers rotated through (cold: working set >= 2x L2)
-    ("ci_target", pa.float64()),
-    ("stop_reason", pa.string()),  # "ci" | "budget" | "max_rounds" | "calls"
+    ("mode", pa.string(), "offline (back to back) | server (Poisson arrivals)"),
+    ("cache", pa.string(), "warm (same buffers) | cold (working set >= 2x L2, or L2 flushed)"),
+    ("timing_method", pa.string(), "graph | spin-events | events | host-clock"),
+    ("qps", pa.float64(), "server mode: mean arrival rate, calls/s"),
+    ("input_sets", pa.int32(), "input buffers rotated through (cold: working set >= 2x L2)"),
+    ("ci_target", pa.float64(), "offline: relative CI half-width the rounds stop at"),
+    ("stop_reason", pa.string(), "ci | budget | max_rounds | calls"),
     # verdict
-    ("status", pa.string()),  # "ok" | "unsupported" | "gate_failed" | "error"
-    ("status_reason", pa.string()),
-    ("gate_passed", pa.bool_()),
-    ("gate_rel_fro_err", pa.float64()),  # worst over the gate's input draws
-    ("gate_max_norm_err", pa.float64()),
-    ("gate_tol_rel_fro", pa.float64()),
-    ("gate_tol_max_norm", pa.float64()),
+    ("status", pa.string(), "ok | unsupported | gate_failed | error"),
+    ("status_reason", pa.string(), "why the status is not ok"),
+    ("gate_passed", pa.bool_(), "passed the correctness gate"),
+    ("gate_rel_fro_err", pa.float64(), "gate: worst relative Frobenius error over the draws"),
+    ("gate_max_norm_err", pa.float64(), "gate: worst max normalized error over the draws"),
+    ("gate_tol_rel_fro", pa.float64(), "gate: tolerance on the relative Frobenius error"),
+    ("gate_tol_max_norm", pa.float64(), "gate: tolerance on the max normalized error"),
     # device time per call, microseconds
-    ("device_us_median", pa.float64()),
-    ("device_us_mean", pa.float64()),
-    ("device_us_p10", pa.float64()),
-    ("device_us_p90", pa.float64()),
-    ("device_us_p99", pa.float64()),
-    ("device_us_ci_lo", pa.float64()),  # CI of the median
-    ("device_us_ci_hi", pa.float64()),
+    ("device_us_median", pa.float64(), "GPU time per call, median over rounds, us"),
+    ("device_us_mean", pa.float64(), "GPU time per call, mean, us"),
+    ("device_us_p10", pa.float64(), "GPU time per call, 10th percentile, us"),
+    ("device_us_p90", pa.float64(), "GPU time per call, 90th percentile, us"),
+    ("device_us_p99", pa.float64(), "GPU time per call, 99th percentile, us"),
+    ("device_us_ci_lo", pa.float64(), "95% CI of the median, low end, us"),
+    ("device_us_ci_hi", pa.float64(), "95% CI of the median, high end, us"),
     # host latency of one synchronous call, microseconds
-    ("host_us_median", pa.float64()),
-    ("host_us_mean", pa.float64()),
-    ("host_us_p90", pa.float64()),
-    ("host_us_p99", pa.float64()),
+    ("host_us_median", pa.float64(), "wall time of one synchronous call, median, us"),
+    ("host_us_mean", pa.float64(), "wall time of one synchronous call, mean, us"),
+    ("host_us_p90", pa.float64(), "wall time of one synchronous call, 90th percentile, us"),
+    ("host_us_p99", pa.float64(), "wall time of one synchronous call, 99th percentile, us"),
     # volume
-    ("calls_per_batch", pa.int32()),
-    ("rounds", pa.int32()),
-    ("calls_measured", pa.int64()),
+    ("calls_per_batch", pa.int32(), "calls per timed batch"),
+    ("rounds", pa.int32(), "rounds measured"),
+    ("calls_measured", pa.int64(), "calls measured in all"),
     # derived
-    ("tflops", pa.float64()),
-    ("floor_us", pa.float64()),
-    ("below_floor", pa.bool_()),  # faster than physically possible: suspect, never ranked
+    ("tflops", pa.float64(), "2*M*N*K / device_us_median, TFLOP/s"),
+    ("floor_us", pa.float64(), "physical floor: time at the GPU's peak compute or bandwidth, us"),
+    ("below_floor", pa.bool_(), "faster than physically possible: suspect, never ranked"),
     # clocks (NVML, sampled per round)
-    ("sm_clock_mhz_mean", pa.float64()),
-    ("mem_clock_mhz_mean", pa.float64()),
-    ("power_w_mean", pa.float64()),
-    ("temp_c_max", pa.float64()),
-    ("throttled", pa.bool_()),
-    ("throttle_reasons", pa.string()),
+    ("sm_clock_mhz_mean", pa.float64(), "SM clock during the rounds, mean, MHz"),
+    ("mem_clock_mhz_mean", pa.float64(), "memory clock during the rounds, mean, MHz"),
+    ("power_w_mean", pa.float64(), "power draw during the rounds, mean, W"),
+    ("temp_c_max", pa.float64(), "GPU temperature during the rounds, max, C"),
+    ("throttled", pa.bool_(), "power or thermal throttling seen during the rounds"),
+    ("throttle_reasons", pa.string(), "the throttle reasons seen, comma separated"),
 ]
-RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
-RESULT_COLUMNS = [f for f, _ in RESULT_FIELDS]
+# Columns a version added: an older file lacks them and reads back with nulls there.
+ADDED_IN: dict[str, int] = {c: 2 for c in ("git_commit", "nvcc_version", "cutlass_version", "triton_version",
+                                           "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz",
+                                           "source_model", "source_layer")}
+# Columns whose type a version changed, and that version: older files are converted on read.
+RETYPED_IN: dict[str, int] = {"measured_at": 2}  # an ISO-8601 string before version 2
 
-SAMPLE_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("run_id", pa.string()),
-    ("gpu_uuid", pa.string()),
-    ("shape", pa.string()),
-    ("layout", pa.string()),
-    ("method", pa.string()),
-    ("mode", pa.string()),
-    ("cache", pa.string()),
-    ("round", pa.int32()),
-    ("metric", pa.string()),  # "device_us" | "host_us"
-    ("value", pa.float64()),
-    ("sm_clock_mhz", pa.float64()),
+
+def _schema(fields: list[tuple[str, pa.DataType, str]]) -> pa.Schema:
+    descriptions = json.dumps({name: desc for name, _, desc in fields})
+    return pa.schema([(name, typ) for name, typ, _ in fields], metadata={DESCRIPTIONS_KEY: descriptions.encode()})
+
+
+RESULT_SCHEMA = _schema(RESULT_FIELDS)
+RESULT_COLUMNS = [f for f, _, _ in RESULT_FIELDS]
+COLUMN_DESCRIPTIONS = {name: desc for name, _, desc in RESULT_FIELDS}
+
+SAMPLE_FIELDS: list[tuple[str, pa.DataType, str]] = [
+    ("run_id", pa.string(), "the run of the row this sample belongs to"),
+    ("gpu_uuid", pa.string(), "GPU UUID; 'cpu' on the CPU path"),
+    ("shape", pa.string(), "M_N_K"),
+    ("layout", pa.string(), "nn | tn"),
+    ("method", pa.string(), "method name"),
+    ("mode", pa.string(), "offline | server"),
+    ("cache", pa.string(), "warm | cold"),
+    ("round", pa.int32(), "round (offline) or call (server) index"),
+    ("metric", pa.string(), "device_us | host_us"),
+    ("value", pa.float64(), "the sample, us"),
+    ("sm_clock_mhz", pa.float64(), "SM clock read in that round, MHz"),
 ]
-SAMPLE_SCHEMA = pa.schema(SAMPLE_FIELDS)
+SAMPLE_SCHEMA = _schema(SAMPLE_FIELDS)
 
 # A finished row is identified by these; run_id is kept stable across resumes of one --out.
 KEY_COLUMNS = ("gpu_uuid", "shape", "layout", "method", "mode", "cache")
@@ -136,19 +172,38 @@ class ResultsError(ValueError):
 
 
 def _with_meta(schema: pa.Schema, run_id: str) -> pa.Schema:
-    return schema.with_metadata({META_KEY: str(SCHEMA_VERSION).encode(), RUN_KEY: run_id.encode()})
+    return schema.with_metadata({**(schema.metadata or {}), META_KEY: str(SCHEMA_VERSION).encode(),
+                                 RUN_KEY: run_id.encode()})
+
+
+def to_timestamp(value: Any) -> datetime | None:
+    """A UTC datetime from a datetime or an ISO-8601 string ("...Z", "+00:00", or naive: UTC)."""
+    if value is None or isinstance(value, datetime):
+        return value if value is None or value.tzinfo else value.replace(tzinfo=timezone.utc)
+    text = str(value).strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return to_timestamp(datetime.fromisoformat(text))
 
 
 def rows_to_table(rows: Iterable[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Build a table in exactly ``schema``; missing keys become nulls, unknown keys are an error."""
+    """Build a table in exactly ``schema``; missing keys become nulls, unknown keys are an error.
+    Timestamp columns take datetimes or ISO-8601 strings (rows carry ``measured_at`` as a string
+    in memory, so consumers of the rows need not handle datetimes)."""
     rows = list(rows)
     names = set(schema.names)
     for r in rows:
         extra = set(r) - names
         if extra:
             raise KeyError(f"row has columns not in the schema: {sorted(extra)}")
-    cols = {f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in schema}
-    return pa.table(cols, schema=schema)
+
+    def column(f: pa.Field) -> pa.Array:
+        values = [r.get(f.name) for r in rows]
+        if pa.types.is_timestamp(f.type):
+            values = [to_timestamp(v) for v in values]
+        return pa.array(values, type=f.type)
+
+    return pa.table({f.name: column(f) for f in schema}, schema=schema)
 
 
 def atomic_write_table(table: pa.Table, path: Path) -> None:
@@ -178,7 +233,11 @@ def read_parquet_file(path: Path) -> pa.Table:
 
 
 def read_results(path: Path) -> pa.Table:
-    """Read a results file, checking it is ours and of a schema version we understand."""
+    """Read a results file, checking it is ours and of a schema version we understand.
+
+    A file of an older version (``READABLE_VERSIONS``) comes back in the current schema: columns
+    added since are nulls, retyped columns converted (version 1's ``measured_at`` strings become
+    timestamps); its metadata keeps the run id and names the version it was upgraded from."""
     path = Path(path)
     if not path.exists():
         raise ResultsError(f"results file not found: {path}")
@@ -190,14 +249,41 @@ def read_results(path: Path) -> pa.Table:
     if META_KEY not in meta:
         raise ResultsError(f"{path} is Parquet but not an hgemm-bench results file (no schema version)")
     version = int(meta[META_KEY])
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ResultsError(
-            f"{path} has results schema version {version}; this hgemm-bench reads version {SCHEMA_VERSION}"
+            f"{path} has results schema version {version}; this hgemm-bench reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
-    missing = set(RESULT_COLUMNS) - set(table.column_names)
+    expected = [c for c in RESULT_COLUMNS if ADDED_IN.get(c, 1) <= version]
+    missing = set(expected) - set(table.column_names)
     if missing:
         raise ResultsError(f"{path} lacks columns {sorted(missing)}")
+    if version < SCHEMA_VERSION:
+        try:
+            table = _upgrade(table, version)
+        except (ValueError, TypeError, pa.ArrowException) as e:
+            raise ResultsError(f"{path}: cannot read its version-{version} columns ({e})") from e
     return table
+
+
+def _upgrade(table: pa.Table, version: int) -> pa.Table:
+    """A table of schema ``version`` in the current schema (see ``read_results``)."""
+    cols = {}
+    for field in RESULT_SCHEMA:
+        if field.name not in table.column_names:
+            cols[field.name] = pa.nulls(table.num_rows, type=field.type)
+        elif RETYPED_IN.get(field.name, 0) > version and pa.types.is_timestamp(field.type):
+            old = table.column(field.name).to_pylist()
+            cols[field.name] = pa.array([to_timestamp(v) for v in old], type=field.type)
+        else:
+            cols[field.name] = table.column(field.name).cast(field.type)
+    extra = [c for c in table.column_names if c not in cols]  # a newer writer's columns: kept
+    for c in extra:
+        cols[c] = table.column(c)
+    meta = dict(RESULT_SCHEMA.metadata or {})
+    meta.update({k: v for k, v in (table.schema.metadata or {}).items() if k != DESCRIPTIONS_KEY})
+    meta.update({META_KEY: str(SCHEMA_VERSION).encode(), UPGRADED_KEY: str(version).encode()})
+    return pa.table(cols).replace_schema_metadata(meta)
 
 
 def samples_dir(results_path: Path) -> Path:

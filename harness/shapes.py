@@ -5,9 +5,13 @@ Accepted forms, comma/space separated and mixable:
 * ``M_N_K`` (also ``MxNxK``), any integers >= 1;
 * a named set: ``cuda-l2`` (CUDA-L2's 1,000 shapes), ``smoke`` (a dozen diverse shapes),
   ``smoke-cpu`` (the same kinds of shape, sized for a CPU), ``square`` (powers of two 64..16384);
-* a file path: one ``M_N_K`` per line (``#`` comments allowed) or a CSV with columns m,n,k.
+* a file path: one ``M_N_K`` per line (``#`` comments allowed) or a CSV with columns m,n,k;
+* ``model:CONFIG[@batch=1,16,128][@tp=2]``: the GEMMs of a transformer's linear layers at those
+  token counts, from its transformers config (``harness.model_shapes``).
 
 Any malformed entry is a ``ShapeError`` that names the entry and what is wrong with it.
+``resolve_shapes`` also says where each shape came from (model and layer) in a side table keyed
+by shape name; ``Shape`` itself stays (m, n, k).
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from __future__ import annotations
 import csv
 import itertools
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.model_shapes import PREFIX as MODEL_PREFIX
+from harness.model_shapes import ModelShapeError, ShapeOrigin, model_shapes, model_token_at
 from harness.problem import Shape
 
 CUDA_L2_VALUES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
@@ -127,26 +134,84 @@ def read_shape_file(path: Path) -> list[Shape]:
     return out
 
 
-def parse_shapes(spec: str | list[str]) -> list[Shape]:
-    """Resolve a ``--shapes`` value (or several) into shapes, in order, without duplicates."""
+@dataclass
+class ShapeSelection:
+    """Shapes in order without duplicates, and where the model-derived ones come from:
+    ``origins[shape.name]`` lists every (model, layer) that runs that GEMM, in the order the
+    entries named them (a shape two layers share is measured once and names both)."""
+
+    shapes: list[Shape]
+    origins: dict[str, tuple[ShapeOrigin, ...]] = field(default_factory=dict)
+
+
+def _tokens(items: list[str]) -> list[str]:
+    """Entries of --shapes values, split at commas and spaces, a ``model:`` entry kept whole."""
+    out = []
+    for text in items:
+        pos = 0
+        while pos < len(text):
+            sep = re.match(r"[,\s]+", text[pos:])
+            if sep:
+                pos += sep.end()
+                continue
+            m = model_token_at(text, pos) if text.startswith(MODEL_PREFIX, pos) else None
+            m = m or re.compile(r"[^\s,]+").match(text, pos)
+            out.append(m.group())
+            pos = m.end()
+    return out
+
+
+def resolve_shapes(spec: str | list[str]) -> ShapeSelection:
+    """Resolve a ``--shapes`` value (or several) into shapes, in order, without duplicates, and
+    the model and layer each model-derived shape comes from."""
     items = spec if isinstance(spec, list) else [spec]
-    tokens = [t for item in items for t in re.split(r"[,\s]+", item) if t]
+    tokens = _tokens(items)
     if not tokens:
         raise ShapeError("no shapes given")
     sets = _named_sets()
     out: list[Shape] = []
+    origins: dict[str, list[ShapeOrigin]] = {}
     for tok in tokens:
         if tok in sets:
             out.extend(sets[tok])
+        elif tok.startswith(MODEL_PREFIX):
+            try:
+                pairs = model_shapes(tok)
+            except ModelShapeError as e:
+                raise ShapeError(str(e)) from None
+            for shape, origin in pairs:
+                out.append(shape)
+                have = origins.setdefault(shape.name, [])
+                if origin not in have:
+                    have.append(origin)
         elif _SHAPE_RE.match(tok) or re.fullmatch(r"[-\d_xX]+", tok):
             out.append(parse_shape(tok))
         elif Path(tok).exists():
             out.extend(read_shape_file(Path(tok)))
         else:
             raise ShapeError(
-                f"unknown shape entry {tok!r}: not M_N_K, not a named set ({', '.join(NAMED_SETS)}), not an existing file"
+                f"unknown shape entry {tok!r}: not M_N_K, not a named set ({', '.join(NAMED_SETS)}), "
+                "not model:CONFIG, not an existing file"
             )
-    return list(dict.fromkeys(out))
+    return ShapeSelection(list(dict.fromkeys(out)), {k: tuple(v) for k, v in origins.items()})
+
+
+def parse_shapes(spec: str | list[str]) -> list[Shape]:
+    """Resolve a ``--shapes`` value (or several) into shapes, in order, without duplicates."""
+    return resolve_shapes(spec).shapes
+
+
+ORIGIN_SEPARATOR = ";"
+
+
+def origin_columns(origins: tuple[ShapeOrigin, ...] | None) -> dict[str, str | None]:
+    """The ``source_model`` / ``source_layer`` columns of a row: one entry per origin, joined by
+    ``ORIGIN_SEPARATOR`` in the same order in both, so entry i of one pairs with entry i of the
+    other (split both and zip); None for a shape no model named."""
+    if not origins:
+        return {"source_model": None, "source_layer": None}
+    return {"source_model": ORIGIN_SEPARATOR.join(o.model for o in origins),
+            "source_layer": ORIGIN_SEPARATOR.join(o.layer for o in origins)}
 
 
 def sample_grid(n: int, seed: int = 0) -> list[Shape]:

@@ -302,7 +302,8 @@ def clocks_through_run(raw: pd.DataFrame, colors_by_view: dict[str, str], keys: 
     binsize = max(1, math.ceil(len(d) / MAX_CLOCK_BINS))
     d["bin"] = d["order"] // binsize
     days = {str(t)[:10] for t in d["measured_at"]}
-    one_day = len(days) == 1 and all(len(str(t)) >= 19 and str(t)[10] == "T" for t in d["measured_at"])
+    # measured_at: a timestamp ("2026-11-30 10:00:05+00:00"), or an ISO string in hand-made frames
+    one_day = len(days) == 1 and all(len(str(t)) >= 19 and str(t)[10] in "T " for t in d["measured_at"])
     d["when"] = [str(t)[11:19] if one_day else str(t) for t in d["measured_at"]]  # time of day if one date
     c = Chart(width=1100, height=420, title=title, kind="clocks", left=72, right=24)
     xs = c.xscale(0, max(len(d) - 1, 1))

@@ -117,3 +117,61 @@ def test_reader_racing_atomic_writer_always_sees_a_whole_file(tmp_path):
         if writer.is_alive():
             writer.kill()
     assert reads > 50 and len(sizes) > 5, "the reader should have raced many rewrites"
+
+
+def _v1_table(rows):
+    """A results table as version 1 wrote it: no provenance columns, measured_at an ISO string."""
+    from harness.results import ADDED_IN, RESULT_FIELDS
+
+    fields = [(n, pa.string() if n == "measured_at" else t) for n, t, _ in RESULT_FIELDS if n not in ADDED_IN]
+    schema = pa.schema(fields)
+    cols = {n: pa.array([r.get(n) for r in rows], type=t) for n, t in fields}
+    return pa.table(cols, schema=schema).replace_schema_metadata(
+        {b"hgemm_bench.schema_version": b"1", b"hgemm_bench.run_id": b"old"})
+
+
+def test_version_1_files_read_in_the_current_schema(tmp_path):
+    from harness.results import UPGRADED_KEY
+
+    p = tmp_path / "v1.parquet"
+    pq.write_table(_v1_table([row("1_2_3", "torch", schema_version=1, measured_at="2026-11-30T10:00:05+00:00"),
+                              row("1_2_3", "cublas", schema_version=1, measured_at=None)]), p)
+    t = read_results(p)
+    assert t.schema.equals(RESULT_SCHEMA, check_metadata=False)
+    assert pa.types.is_timestamp(t.schema.field("measured_at").type)
+    df = t.to_pandas()
+    assert str(df["measured_at"][0]) == "2026-11-30 10:00:05+00:00" and df["measured_at"].isna()[1]
+    assert df["git_commit"].isna().all() and df["schema_version"].tolist() == [1, 1]
+    assert t.schema.metadata[UPGRADED_KEY] == b"1"
+    # a resumed version-1 run keeps its rows and run id, and is written back in the current version
+    st = ResultStore(p, "new")
+    assert st.run_id == "old" and len(st.rows) == 2
+    st.add_group([row("4_5_6", "torch", run_id="old", measured_at="2026-12-01T00:00:00Z", git_commit="abc")], [])
+    again = read_results(p)
+    assert int(again.schema.metadata[b"hgemm_bench.schema_version"]) == SCHEMA_VERSION
+    assert UPGRADED_KEY not in again.schema.metadata
+    assert again.column("git_commit").to_pylist() == [None, None, "abc"]
+    # a version-1 file missing one of its own columns is still an error
+    broken = tmp_path / "broken.parquet"
+    pq.write_table(_v1_table([row("1_2_3", "torch")]).drop(["device_us_median"]), broken)
+    with pytest.raises(ResultsError, match="lacks columns"):
+        read_results(broken)
+
+
+def test_measured_at_is_a_utc_timestamp_and_every_column_is_described(tmp_path):
+    import json
+
+    from harness.results import DESCRIPTIONS_KEY, RESULT_COLUMNS, SAMPLE_SCHEMA
+
+    p = tmp_path / "r.parquet"
+    ResultStore(p, "r").add_group([row("1_2_3", "torch", measured_at="2026-11-30T10:00:05Z"),
+                                   row("1_2_3", "cublas", measured_at="2026-11-30T11:00:05")],  # naive: UTC
+                                  [sample("1_2_3", "torch", 0, 1.0)])
+    schema = pq.read_schema(p)
+    assert schema.field("measured_at").type == pa.timestamp("us", tz="UTC")
+    when = read_results(p).column("measured_at").to_pylist()
+    assert [w.isoformat() for w in when] == ["2026-11-30T10:00:05+00:00", "2026-11-30T11:00:05+00:00"]
+    desc = json.loads(schema.metadata[DESCRIPTIONS_KEY])
+    assert list(desc) == RESULT_COLUMNS and all(isinstance(v, str) and v.strip() for v in desc.values())
+    samples_schema = pq.read_schema(next(samples_dir(p).glob("*.parquet")))
+    assert set(json.loads(samples_schema.metadata[DESCRIPTIONS_KEY])) == set(SAMPLE_SCHEMA.names)

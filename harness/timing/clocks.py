@@ -62,7 +62,8 @@ class ClockLog:
 
 
 class ClockSampler:
-    """Reads NVML for one GPU; a no-op when NVML or the GPU is absent."""
+    """Reads NVML for torch's CUDA device ``device_index`` (matched by UUID / PCI bus id, see
+    ``harness.nvml``); a no-op when NVML or the GPU is absent or cannot be matched."""
 
     def __init__(self, device_index: int | None):
         self._nvml = None
@@ -72,11 +73,14 @@ class ClockSampler:
         try:
             import pynvml
 
+            from harness.nvml import nvml_handle, physical_handle
+
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._h = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self._h = physical_handle(pynvml, nvml_handle(pynvml, device_index))
         except Exception:
             self._nvml = None
+            self._h = None
 
     @property
     def available(self) -> bool:
