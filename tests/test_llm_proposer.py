@@ -28,7 +28,7 @@ from kernels_search.llm.parse import parse_completion
 from kernels_search.llm.proposer import LLMConfig, LLMProposer, aggregate_outcomes, context_from_db
 from kernels_search.llm.prompt import PromptContext
 from kernels_search.llm.trajectories import PROPOSAL_SCHEMA, TRAJECTORY_COLUMNS, TrajectoryStore, reward_rows
-from kernels_search.search.proposer import Candidate, Outcome, SearchContext
+from kernels_search.proposals import Candidate, Outcome, SearchContext
 from tests.test_llm_backends import FakeOpenAI, tiny_lm
 from tests.test_llm_parse import CHEATS, HONEST, fenced
 

@@ -23,7 +23,7 @@ from harness.sandbox import Evaluator, Timeouts
 from kernels_search.search.db import KernelDB
 from kernels_search.search.loop import run_search, search_settings
 from kernels_search.search.learner import Learner
-from kernels_search.search.proposer import Candidate
+from kernels_search.proposals import Candidate
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -82,9 +82,9 @@ def test_search_loop_end_to_end_on_cpu(tmp_path):
     cand = df[~df.is_baseline]
     base = df[df.is_baseline]
     # a DB row is the compare row as measured plus the search's columns
-    from harness.results import RESULT_COLUMNS
+    from harness.results import RESULT_COLUMNS, SCHEMA_VERSION
 
-    assert set(RESULT_COLUMNS) <= set(df.columns) and df.run_id.notna().all() and (df.schema_version == 1).all()
+    assert set(RESULT_COLUMNS) <= set(df.columns) and df.run_id.notna().all() and (df.schema_version == SCHEMA_VERSION).all()
     assert (df[df.status == "ok"].timing_method.notna()).all() and df.tflops[df.status == "ok"].gt(0).all()
     # every call measured the baseline with the candidates, in both layouts, and paired them
     assert set(base.method) == {"torch"} and set(base.layout) == {"nn", "tn"}

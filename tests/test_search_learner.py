@@ -17,7 +17,7 @@ from kernels_search.family import Family, Knob
 from kernels_search.search.features import FeatureSpace, geometry, shape_features
 from kernels_search.search.first_pick import FirstPick
 from kernels_search.search.learner import Learner
-from kernels_search.search.proposer import Candidate, Outcome, SearchContext
+from kernels_search.proposals import Candidate, Outcome, SearchContext
 from kernels_search.search.settings import FirstPickSettings, LearnerSettings
 
 

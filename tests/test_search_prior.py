@@ -135,7 +135,7 @@ def test_near_evidence_keeps_far_measured_configs_out_while_a_near_one_exists(mo
     held-out shape compete; where none has it, every config with the shape count does again."""
     import numpy as np
 
-    from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.proposals import Candidate, Outcome
 
     pol = learner()
     far_k, near_k = FAM.parse(B.partition(":")[2]), FAM.parse(A.partition(":")[2])

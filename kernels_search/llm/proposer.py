@@ -1,7 +1,7 @@
 """The LLM proposer: contrastive prompt -> backend -> parse -> candidates for the evaluator.
 
 ``LLMProposer`` implements the search loop's ``Proposer`` protocol
-(``kernels_search.search.proposer``): ``propose(shape, context)`` returns ``Candidate`` objects
+(``kernels_search.proposals``): ``propose(shape, context)`` returns ``Candidate`` objects
 whose ``spec`` is ``llm:<hash12>`` (the source is stored in a ``KernelStore`` the evaluator's
 worker reads through the ``kernels_search.llm.plugin`` plug-in), and ``observe(shape, outcomes)``
 turns the measured outcomes into rewards. Every completion, valid or not, becomes a trajectory
@@ -42,8 +42,8 @@ from kernels_search.llm.trajectories import TrajectoryStore, new_id, now_utc, re
 
 log = logging.getLogger(__name__)
 
-try:  # the search loop's types (kernels_search/search/proposer.py)
-    from kernels_search.search.proposer import Candidate
+try:  # the search loop's types (kernels_search/proposals.py)
+    from kernels_search.proposals import Candidate
 except ImportError:  # pragma: no cover - only while the search package is absent
     @dataclass
     class Candidate:  # type: ignore[no-redef]

@@ -64,7 +64,9 @@ SEARCH_FIELDS: list[tuple[str, pa.DataType]] = [
     ("wait_s", pa.float64()),  # likewise
     ("elapsed_s", pa.float64()),
 ]
-FIELDS = list(RESULT_FIELDS) + SEARCH_FIELDS
+# the compare columns by name and type (the DB keeps ``measured_at`` as ISO-8601 text, as its rows
+# and the library export carry it), then the search's own
+FIELDS = [(name, pa.string() if name == "measured_at" else typ) for name, typ, *_ in RESULT_FIELDS] + SEARCH_FIELDS
 SCHEMA = pa.schema(FIELDS)
 COLUMNS = [f for f, _ in FIELDS]
 RENAMED = {"device_us": "device_us_median", "knobs": "config"}  # a part's old column -> compare's name

@@ -47,7 +47,7 @@ import numpy as np
 from harness.problem import Shape
 from harness.shapes import parse_shape
 from kernels_search.search.features import one_slice_split_k, partial_cluster, shape_distance
-from kernels_search.search.proposer import Candidate
+from kernels_search.proposals import Candidate
 from kernels_search.search.settings import FirstPickSettings
 
 

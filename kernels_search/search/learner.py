@@ -56,7 +56,7 @@ from harness.problem import Problem, Shape
 from harness.shapes import parse_shape
 from kernels_search.family import KnobError
 from kernels_search.search.features import FeatureSpace, shape_distance, shape_features
-from kernels_search.search.proposer import Candidate, Outcome, SearchContext
+from kernels_search.proposals import Candidate, Outcome, SearchContext
 from kernels_search.search.settings import LearnerSettings
 
 CHECKPOINT_VERSION = 5  # a checkpoint of another version (other features, other state) is replayed from the DB

@@ -33,7 +33,7 @@ from harness.results import RESULT_COLUMNS
 from harness.runner import CompareSettings
 from harness.timing.stats import geomean
 from kernels_search.search.db import KernelDB, finite_float, ptxas_of
-from kernels_search.search.proposer import Candidate, Outcome, Proposer, SearchContext, observe
+from kernels_search.proposals import Candidate, Outcome, Proposer, SearchContext, observe
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline
 
 CUDA_BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")

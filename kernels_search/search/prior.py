@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from harness.shapes import parse_shape
-from kernels_search.search.proposer import Outcome
+from kernels_search.proposals import Outcome
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline
 
 NEEDED = ("run_id", "shape", "method", "layout", "is_baseline", "status", "status_reason", "device_us_median")

@@ -11,7 +11,7 @@ import pytest
 from harness.problem import Shape
 from kernels_search.search.first_pick import RULES, FirstPick
 from kernels_search.search.learner import Learner
-from kernels_search.search.proposer import Candidate, Outcome
+from kernels_search.proposals import Candidate, Outcome
 from kernels_search.search.settings import LearnerSettings
 from lab import first_pick_rules
 from test_search_learner import FAMS, PAIRED_M2, TILED

@@ -203,7 +203,7 @@ def test_local_prebuild_lists_the_unmeasured_cuda_mutations_of_each_shapes_best_
     from lab import local_prebuild
     from kernels_search.search.db import KernelDB
     from kernels_search.search.learner import Learner
-    from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.proposals import Candidate, Outcome
     from test_search_learner import OTHER, TILED
 
     fams = {"tiled": TILED, "other": dataclasses.replace(OTHER, backend="triton")}
@@ -276,7 +276,7 @@ def test_a_rule_spec_names_the_evidence_its_picks_need():
 
     from kernels_search.family import Family, Knob
     from kernels_search.search.learner import Learner
-    from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.proposals import Candidate, Outcome
     from kernels_search.search.settings import LearnerSettings
 
     fam = Family(name="f", knobs=(Knob("tile", (32, 64, 128), 64), Knob("stages", (2, 3), 2)))

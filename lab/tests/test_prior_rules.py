@@ -17,7 +17,7 @@ def test_the_prior_changes_the_pick_and_held_out_shapes_in_it_are_refused(tmp_pa
     measured B well there. Without the prior the rule can only pick A; with it, B. A held-out
     shape that the prior measured is not fresh: refused."""
     pol = policy()
-    from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.proposals import Candidate, Outcome
 
     for e in range(6, 12):
         pol.observe(Shape(2 ** e, 2 ** e, 2 ** e), [Outcome(Candidate("f", FAM.parse(A.partition(":")[2]), A), "nn", "ok", 0.0, None, None)])
@@ -53,7 +53,7 @@ def test_prior_cv_groups_files_sharing_a_shape_and_ranks_only_configs_with_near_
     near evidence compete, so a far config that measured better on the shape is not the pick."""
     from lab import prior_cv
 
-    from kernels_search.search.proposer import Candidate, Outcome
+    from kernels_search.proposals import Candidate, Outcome
 
     f1 = write(tmp_path / "1.parquet", [row("a", "64_64_64", "cublaslt-autotune", "nn", 10.0, baseline=True),
                                         row("a", "64_64_64", A, "nn", 8.0), row("a", "64_64_64", A, "tn", 5.0)])

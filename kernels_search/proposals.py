@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from harness.problem import Shape
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kernels_search.search.db import KernelDB
 
 
 @dataclass
@@ -56,7 +53,7 @@ class SearchContext:
     shape: Shape
     n: int
     exclude: set[str]
-    db: "KernelDB | None" = None
+    db: Any = None  # the search's kernels_search.search.db.KernelDB, when there is one
     gpu: str | None = None
     layouts: Sequence[str] = ("nn", "tn")
     round: int = 0
