@@ -15,6 +15,8 @@
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
 #            config per shape (SWEEP_SPECS='spec,spec' replaces the set; SWEEP_LAYOUTS narrows layouts;
 #            SWEEP_LIMIT, default 480 s, interrupts the compare, keeping the shapes it finished)
+#   skinny   the skinny family: its GPU tests, then the preset chosen by decode row count on the 20 decode
+#            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
@@ -154,6 +156,14 @@ for stage in $STAGES; do
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"
       done ;;
+    skinny)
+      log "skinny: GPU tests, decode rule"
+      python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k skinny 2>&1 \
+        | tee "$OUT/pytest-skinny.txt" | tail -3
+      timeout -s INT -k 20 "${SKINNY_LIMIT:-240}" $HB compare --plan lab/skinny/decode-rule-plan.txt \
+        --methods torch,cublas,cublaslt,cublaslt-autotune --budget 0.5 --out /tmp/hb/skinny.parquet --fresh --seed 22 > /tmp/hb/skinny.txt 2>&1
+      tail -2 /tmp/hb/skinny.txt; cp /tmp/hb/skinny.parquet "$OUT/" 2>/dev/null
+      python3 lab/skinny/table.py /tmp/hb/skinny.parquet 2>&1 | tee "$OUT/skinny.md" | tail -3 ;;
     ncu)
       log "ncu: ${NCU_SPECS:-splitk} on ${NCU_SHAPES:-256_128_16384}"
       mkdir -p /tmp/hb/ncu
