@@ -12,6 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from harness.provenance import find_nvcc  # one lookup order for builds and for the rows' nvcc version
+
 ARCH_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)
 BASE_FLAGS = (
     *ARCH_FLAGS,
@@ -27,17 +29,6 @@ BASE_FLAGS = (
 
 class ToolchainError(RuntimeError):
     """A compiler or header set the build needs is missing."""
-
-
-def find_nvcc() -> str | None:
-    """nvcc from $HGEMM_NVCC, $CUDA_HOME/bin, then PATH; None when absent."""
-    env = os.environ.get("HGEMM_NVCC")
-    if env:
-        return env
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and (Path(home) / "bin" / "nvcc").is_file():
-            return str(Path(home) / "bin" / "nvcc")
-    return shutil.which("nvcc")
 
 
 @functools.lru_cache(maxsize=8)

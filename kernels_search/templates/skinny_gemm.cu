@@ -226,6 +226,15 @@ __device__ __forceinline__ void store_tile(half* __restrict__ Cp, int M, int N, 
 
 constexpr int TILE_F2 = MI * NI * 2 * NTH;  // float2 per CTA tile (fragment order)
 
+__device__ __forceinline__ void zero_acc(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+}
+
 // Which (tile, k-tile) units each CTA takes. Units are numbered tile-major: u = tile * kt + k-tile,
 // tile = tile_n * tiles_w + tile_w.
 struct Sched {
@@ -310,12 +319,7 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+  zero_acc(acc);
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -398,12 +402,7 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
       __syncthreads();
       if (s_last) {
         __threadfence();
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+        zero_acc(acc);
         const long long tu0 = (long long)t * kt;
         const int c_first = cta_of(sch, tu0), c_last = cta_of(sch, tu0 + kt - 1);
         // contributors in CTA order (the same sum whichever arrives last), RB of them per batch of
@@ -441,12 +440,7 @@ __global__ void __launch_bounds__(NTH, SK_MINB)
     } else {
       store_tile<SWAP>(Cp, M, N, w0, j0, tid, acc, so);
     }
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+    zero_acc(acc);
     seg_k0 = 0;
   }
   cp_wait<0>();
