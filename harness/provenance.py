@@ -6,14 +6,14 @@ headers and Triton. Every lookup here is read-only, bounded in time, and answers
 "unknown" for the commit) rather than raise: a missing tool never stops a run.
 
 The commit is that of the tree holding this package (not of the working directory):
+* ``$HGEMM_GIT_COMMIT`` as given, when set: a driver that copies a checkout to another machine sets
+  it from ``git rev-parse HEAD`` (the copy may carry no ``.git``, or a stale one);
 * ``<sha>``: a git checkout whose tracked files match the commit;
 * ``<sha>-dirty``: tracked files differ from it, or an untracked file sits in a product package
   (``PRODUCT_PACKAGES``); the folders of measured results and the generated leaderboard
   (``DATA_DIRS``) hold data, not code, and are not looked at;
 * ``dirty``: a git tree with no commit yet;
 * an installer's record of the commit (``pip install git+...``), when there is no checkout;
-* ``$HGEMM_GIT_COMMIT`` as given, for a copy of a tree shipped without its ``.git`` (a driver
-  that copies a checkout to another machine sets it from ``git rev-parse HEAD``);
 * ``unknown`` otherwise (an installed copy without git).
 """
 
@@ -72,13 +72,15 @@ def _installed_commit() -> str | None:
 
 def git_commit(root: Path = _SOURCE_ROOT) -> str:
     """The commit of the code at ``root`` (default: this package's tree); see the module doc."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is not None and Path(top.strip()).resolve() == Path(root).resolve():
         head = _git(root, "rev-parse", "HEAD")
         if head is None:
             return "dirty"
         return head.strip() + ("-dirty" if _dirty(root) else "")
-    return os.environ.get(COMMIT_ENV) or _installed_commit() or "unknown"
+    return _installed_commit() or "unknown"
 
 
 def find_nvcc() -> str | None:

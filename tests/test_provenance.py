@@ -35,7 +35,8 @@ def repo(tmp_path):
     return r
 
 
-def test_commit_clean_dirty_and_data_changes(repo):
+def test_commit_clean_dirty_and_data_changes(repo, monkeypatch):
+    monkeypatch.delenv(provenance.COMMIT_ENV, raising=False)
     sha = git(repo, "rev-parse", "HEAD")
     assert provenance.git_commit(repo) == sha
     (repo / "results" / "runs" / "a.txt").write_text("a new run\n")  # data, not code
@@ -46,6 +47,8 @@ def test_commit_clean_dirty_and_data_changes(repo):
     (repo / "harness" / "new_module.py").unlink()
     (repo / "pyproject.toml").write_text("changed\n")  # a tracked file differs
     assert provenance.git_commit(repo) == f"{sha}-dirty"
+    monkeypatch.setenv(provenance.COMMIT_ENV, "0123abcd")  # a shipped copy's stale .git does not speak for it
+    assert provenance.git_commit(repo) == "0123abcd"
 
 
 def test_commit_without_git(tmp_path, monkeypatch):
@@ -56,6 +59,7 @@ def test_commit_without_git(tmp_path, monkeypatch):
     assert provenance.git_commit(plain) == "unknown"
     monkeypatch.setenv(provenance.COMMIT_ENV, "0123abcd-dirty")  # a shipped copy says what it came from
     assert provenance.git_commit(plain) == "0123abcd-dirty"
+    monkeypatch.delenv(provenance.COMMIT_ENV)
     empty = tmp_path / "empty"
     empty.mkdir()
     git(empty, "init", "-q")
