@@ -15,13 +15,13 @@ import argparse
 import math
 import sys
 
-import numpy as np
 import pandas as pd
 
 from harness.problem import LAUNCH_FLOOR_US, Problem
 from harness.results import read_results
 from harness.shapes import parse_shape, parse_shapes
 from harness.summary import rankable
+from harness.timing.stats import geomean as geo
 
 BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
 
@@ -42,11 +42,6 @@ def klass(shape: str) -> str:
     if tiles < 132:
         return "few-tile K >= 2048" if s.k >= 2048 else "few-tile K < 2048"
     return "132+ tiles"
-
-
-def geo(x) -> float:
-    x = np.asarray(list(x), dtype=float)
-    return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
 
 
 def main() -> int:
