@@ -6,10 +6,10 @@ from two compare runs of the same shapes (before and after the product/lab split
 
 import sys
 
-import numpy as np
 import pandas as pd
 
 from harness.results import rankable, read_results
+from harness.timing.stats import geomean
 
 
 def speedups(path: str) -> pd.Series:
@@ -27,7 +27,7 @@ def main(before: str, after: str) -> int:
     t["after/before"] = t["after"] / t["before"]
     print(t.round(3).to_string())
     r = t["after/before"]
-    print(f"\n{len(t)} shapes: after/before geomean {np.exp(np.log(r).mean()):.4f}, "
+    print(f"\n{len(t)} shapes: after/before geomean {geomean(r):.4f}, "
           f"min {r.min():.3f}, max {r.max():.3f}; within 2 %: {int(((r - 1).abs() <= 0.02).sum())} of {len(r)}")
     return 0
 
