@@ -135,16 +135,15 @@ class ShapeEvaluator:
     """
 
     def __init__(self, settings: CompareSettings, methods: list[Method], env: dict, run_id: str,
-                 seed: int | None = None, reporter: Reporter | None = None):
+                 reporter: Reporter | None = None):
         self.s = settings
         self.methods = methods
         self.env = env
         self.run_id = run_id
         self.device = env["device"]
         self.reporter = reporter or Reporter()
-        if seed is None:
-            seed = settings.seed if settings.seed is not None else secrets.randbits(31)
-        self.seed = seed
+        # a fixed --seed, else a fresh one per evaluator (one per shape in a sandbox worker)
+        self.seed = settings.seed if settings.seed is not None else secrets.randbits(31)
         self.clocks = ClockSampler(torch.cuda.current_device() if self.device == "cuda" else None)
         self.l2_bytes = int(env.get("l2_bytes", 50 << 20))
 

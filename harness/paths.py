@@ -38,9 +38,7 @@ def check_output_file(path: Path, *, companions: tuple[Path, ...] = ()) -> None:
     path = Path(path)
     if path.is_dir():
         raise OutputPathError(f"{path} is a folder; give a file path (e.g. {path / 'compare.parquet'})")
-    _check_parents(path)
-    if path.parent.is_dir() and not os.access(path.parent, os.W_OK | os.X_OK):
-        raise OutputPathError(f"cannot write {path}: no permission to write in {path.parent}")
+    _check_parents(path)  # an existing parent folder is the nearest ancestor it checks for permission
     for c in companions:
         c = Path(c)
         if c.exists() and not c.is_dir():

@@ -37,7 +37,7 @@ class Reporter:
 
 # Mirrors of the measurement's settings (this module imports no torch; a test keeps them equal):
 GATE_DRAWS = 3  # len(harness.gate.DISTRIBUTIONS): calls per method and layout before timing
-MIN_BUDGET_ROUNDS = 3  # harness.timing.offline: the budget stops a group only after this many rounds
+MIN_BUDGET_ROUNDS = 3  # harness.timing.offline.MIN_BUDGET_ROUNDS: the budget stops a group only after this many rounds
 BATCH_S = 1e-3  # harness.timing.offline.OfflineSettings.target_batch_us: a device sample's batch
 SECONDS_PER_SHAPE = 0.2  # fixed cost of a shape besides its calls: input draws, prepare, bookkeeping
 

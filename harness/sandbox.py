@@ -22,7 +22,6 @@ import dataclasses
 import importlib
 import multiprocessing as mp
 import os
-import secrets
 import traceback
 from dataclasses import dataclass
 from typing import Sequence
@@ -80,8 +79,7 @@ def _worker_main(conn, device: str, plugins: Sequence[str], env: dict) -> None:
         shape, specs, settings, groups, run_id = req
         finished: list[tuple[list[dict], list[dict]]] = []
         try:
-            seed = settings.seed if settings.seed is not None else secrets.randbits(31)
-            evaluator = ShapeEvaluator(settings, resolve(specs), env, run_id, seed, _PipeReporter(conn))
+            evaluator = ShapeEvaluator(settings, resolve(specs), env, run_id, _PipeReporter(conn))
             evaluator.evaluate(shape, groups, lambda rows, samples: finished.append((rows, samples)))
             conn.send(("done", finished))
         except Exception as e:

@@ -71,7 +71,8 @@ def test_durations_read_as_rough_figures():
 def test_the_models_mirrors_match_the_measurement_settings():
     from harness import progress
     from harness.gate import DISTRIBUTIONS
-    from harness.timing.offline import OfflineSettings
+    from harness.timing.offline import MIN_BUDGET_ROUNDS, OfflineSettings
 
     assert progress.GATE_DRAWS == len(DISTRIBUTIONS)
+    assert progress.MIN_BUDGET_ROUNDS == MIN_BUDGET_ROUNDS
     assert progress.BATCH_S == OfflineSettings().target_batch_us / 1e6

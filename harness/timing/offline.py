@@ -21,6 +21,9 @@ from harness.timing.samplers import Sampler, host_call_us, make_sampler
 from harness.timing.stats import rel_half_width
 
 
+MIN_BUDGET_ROUNDS = 3  # the budget ends a group only after this many rounds (or min_rounds, if fewer)
+
+
 @dataclass
 class Entry:
     """One thing to time: a prepared call and the input sets it rotates through."""
@@ -112,7 +115,7 @@ def measure_offline(
             ):
                 stop = "ci"
                 break
-            if time.monotonic() - t0 > settings.budget_s and rounds >= min(3, settings.min_rounds):
+            if time.monotonic() - t0 > settings.budget_s and rounds >= min(MIN_BUDGET_ROUNDS, settings.min_rounds):
                 stop = "budget"
                 break
     finally:

@@ -43,12 +43,16 @@ def quantile(xs: Sequence[float], q: float) -> float:
 def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
     """0-based ranks (lo, hi) of the sorted samples that bound the median's two-sided CI
     (equal tails of Binomial(n, 1/2), as ``scipy.stats.quantile_test``); None when ``n``
-    samples cannot reach ``confidence``."""
-    from scipy.stats import binom
-
+    samples cannot reach ``confidence``. Exact binomial sums (no scipy import inside the timing
+    loop, where the first call happens)."""
     tail = (1 - confidence) / 2
-    lo = int(binom.ppf(tail, n, 0.5)) - 1
-    hi = int(binom.isf(tail, n, 0.5))
+    total = 2**n
+    cdf, cum = [], 0
+    for i in range(n + 1):
+        cum += math.comb(n, i)
+        cdf.append(cum / total)
+    lo = next(k for k in range(n + 1) if cdf[k] >= tail) - 1  # binom.ppf(tail) - 1
+    hi = next(k for k in range(n + 1) if 1 - cdf[k] <= tail)  # binom.isf(tail)
     return (lo, hi) if lo >= 0 and hi < n else None
 
 
