@@ -87,13 +87,9 @@ def _nvml_info(index: int) -> dict:
     handle is matched by UUID / PCI bus id (``harness.nvml``), so with CUDA_VISIBLE_DEVICES set
     these are the measured GPU's figures, not those of NVML's device ``index``."""
     try:
-        import pynvml
+        from harness.nvml import open_device
 
-        from harness.nvml import nvml_handle, physical_handle
-
-        pynvml.nvmlInit()
-        h = nvml_handle(pynvml, index)
-        gpu = physical_handle(pynvml, h)
+        pynvml, h, gpu = open_device(index)
 
         def s(x):
             return x.decode() if isinstance(x, bytes) else str(x)
@@ -144,9 +140,11 @@ def collect(device: str) -> dict:
             compute_capability=f"{props.major}.{props.minor}",
         )
         info.update(_nvml_info(idx))
-        uuid = str(getattr(props, "uuid", "") or "")
+        from harness.nvml import cuda_uuid
+
+        uuid = cuda_uuid(props)
         if "gpu_uuid" not in info and uuid:  # NVML absent or unmatched: torch's UUID still names the GPU
-            info["gpu_uuid"] = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+            info["gpu_uuid"] = uuid
     else:
         info.update(gpu_name=f"CPU: {platform.processor() or platform.machine()}", gpu_uuid="cpu", driver="")
     for probe in _PROBES:

@@ -30,6 +30,12 @@ def _uuid_candidates(props) -> list[str]:
     return [f"GPU-{text}", f"MIG-{text}"]
 
 
+def cuda_uuid(props) -> str | None:
+    """The CUDA device's UUID as NVML spells a whole GPU ("GPU-..."), or None when torch gives none."""
+    c = _uuid_candidates(props)
+    return c[0] if c else None
+
+
 def pci_bus_id(props) -> str | None:
     """``DDDDDDDD:BB:DD.0``, NVML's own bus-id format, from torch's device properties (CUDA
     builds of torch carry ``pci_domain_id``, ``pci_bus_id``, ``pci_device_id``); None without them."""
@@ -80,3 +86,14 @@ def physical_handle(nvml, handle):
     except Exception:
         pass
     return handle
+
+
+def open_device(device_index: int):
+    """(pynvml, handle, physical handle) of torch's CUDA device ``device_index``: NVML initialised,
+    the handle matched as ``nvml_handle`` does, and the whole GPU behind it (``physical_handle``).
+    Raises whatever importing or initialising NVML raises, or NvmlLookupError."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    h = nvml_handle(pynvml, device_index)
+    return pynvml, h, physical_handle(pynvml, h)

@@ -71,13 +71,9 @@ class ClockSampler:
         if device_index is None:
             return
         try:
-            import pynvml
+            from harness.nvml import open_device
 
-            from harness.nvml import nvml_handle, physical_handle
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._h = physical_handle(pynvml, nvml_handle(pynvml, device_index))
+            self._nvml, _, self._h = open_device(device_index)
         except Exception:
             self._nvml = None
             self._h = None
