@@ -60,6 +60,7 @@ from kernels_search.proposals import Candidate, Outcome, SearchContext
 from kernels_search.search.settings import LearnerSettings
 
 CHECKPOINT_VERSION = 5  # a checkpoint of another version (other features, other state) is replayed from the DB
+UPDATE_ROWS = 4096  # feature rows gathered before one model update when folding many shapes
 ENUMERATE_POINTS = 4096  # knob spaces up to this many points are enumerated for valid configs
 
 
@@ -409,6 +410,12 @@ class Learner:
 
     def observe(self, shape: Shape, outcomes: Sequence[Outcome]) -> None:
         """Fold measured rewards into the model (rows seen before are ignored)."""
+        self.update_model(*self.record(shape, outcomes))
+
+    def record(self, shape: Shape, outcomes: Sequence[Outcome]) -> tuple[list, list]:
+        """Everything ``observe`` learns from ``outcomes`` except the model's update: rows seen,
+        builds, per-shape records; returns the feature rows and rewards for ``update_model``, so a
+        caller folding many shapes (``prior.fold_prior``, ``sync``) updates the model once."""
         X, r = [], []
         for o in outcomes:
             if o.row_id and o.row_id in self.seen:
@@ -433,6 +440,10 @@ class Learner:
             X.append(self.space.features(shape, c.family, c.knobs, o.layout))
             r.append(o.reward)
             self._remember(shape, o.reward, c.family, c.knobs)
+        return X, r
+
+    def update_model(self, X: list, r: list) -> None:
+        """One rank-len(X) update of the model (the sum of per-row updates, in fewer, larger steps)."""
         if X:
             self.model.update(np.array(X), np.array(r))
 
@@ -460,6 +471,7 @@ class Learner:
         df = df[~df["is_baseline"].astype(bool) & ~df["row_id"].isin(self.seen) & df["family"].isin(list(self.families))
                 & (df["origin"] != "policy:first-pick")]
         n = 0
+        X, rewards = [], []
         for shape_name, grp in df.groupby("shape", sort=False):
             shape = parse_shape(shape_name)
             outs = []
@@ -470,8 +482,14 @@ class Learner:
                 outs.append(Outcome(cand, r.layout, r.status, rew, None, None,
                                     status_reason=r.status_reason or "", failure=r.failure or "",
                                     row_id=r.row_id))
-            self.observe(shape, outs)
+            x, r = self.record(shape, outs)
+            X += x
+            rewards += r
             n += len(outs)
+            if len(X) >= UPDATE_ROWS:
+                self.update_model(X, rewards)
+                X, rewards = [], []
+        self.update_model(X, rewards)
         return n
 
     # ------------------------------------------------------------------ checkpoint
