@@ -18,6 +18,7 @@ from harness.problem import Problem
 # The H200's SM count: what runtime options sized to the device assume where none is given (the CPU
 # tests, the learner's features); a kernel launch passes its device's own count.
 DEFAULT_SMS = 132
+SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
 
 
 class KnobError(ValueError):

@@ -19,9 +19,8 @@ from typing import Mapping
 from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
 from kernels_search import toolchain
-from kernels_search.family import DEFAULT_SMS, Family, Knob, render_defines, template
+from kernels_search.family import DEFAULT_SMS, Family, Knob, SMEM_LIMIT, render_defines, template
 
-SMEM_LIMIT = 227 * 1024
 # Per-stage barrier/bookkeeping and the TMA epilogue's staging buffer are approximated; the
 # builder's own static_asserts are the final word (a violation is a failed build, a result).
 EPILOGUE_SMEM = 32 * 1024

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kernels_search.family import cuda_source
+from kernels_search.family import SMEM_LIMIT, cuda_source
 
-SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
 PAD = 8
 
 

@@ -16,9 +16,8 @@ from typing import Mapping
 
 from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
-from kernels_search.family import DEFAULT_SMS, Family, Knob, cuda_source
+from kernels_search.family import DEFAULT_SMS, Family, Knob, SMEM_LIMIT, cuda_source
 
-SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
 
 
 def _pad(halves: int) -> int:

@@ -17,9 +17,8 @@ from typing import Mapping
 
 from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
-from kernels_search.family import Family, Knob
+from kernels_search.family import Family, Knob, SMEM_LIMIT
 
-SMEM_LIMIT = 227 * 1024
 KERNEL_FILE = Path(__file__).resolve().parent.parent / "triton_kernels.py"
 
 

@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
-from kernels_search.search.prior import NEEDED, prior_paths, read_prior
+from kernels_search.search.prior import NEEDED, prior_paths, read_prior, searched_rows
 
 FORMAT_VERSION = 1
 VERSION_KEY = b"hgemm_bench.evidence_version"
@@ -83,12 +83,8 @@ def build(paths: Sequence[Path], out: Path, gpu_name: str) -> Path:
 
     frames, sources = [], []
     for i, path in enumerate(paths):
-        df = read_prior(path)
-        for col, want in (("mode", "offline"), ("cache", "warm")):  # as the search measures
-            if col in df.columns:
-                df = df[df[col] == want]
+        df, _ = searched_rows(read_prior(path), gpu_name)
         df = df.assign(gpu_name=df["gpu_name"] if "gpu_name" in df.columns else None)
-        df = df[df["gpu_name"].isna() | (df["gpu_name"] == gpu_name)]
         frames.append(df[list(COLUMNS)].assign(part=i))
         sources.append(Path(path).name)
     if not frames:

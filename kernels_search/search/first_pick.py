@@ -68,6 +68,12 @@ def register_rule(name: str, values: Callable, tag: Callable[[FirstPickSettings]
     RULES[name] = Rule(values, tag)
 
 
+def best_first(values, top: int | None = None) -> list[int]:
+    """Indices of ``values`` highest first (the first ``top``); ties keep their order. The one
+    ordering of a first pick's candidates (``FirstPick.ranking``, ``search --dry-run``)."""
+    return [int(i) for i in np.argsort(-np.asarray(values, dtype=float), kind="stable")[:top]]
+
+
 class FirstPick:
     """The first pick of ``learner`` (a ``learner.Learner``) under ``settings`` (module docstring)."""
 
@@ -117,8 +123,7 @@ class FirstPick:
         order, so the first is ``pick``'s. While no config has evidence, the learner's pool (seeded
         by the shape) by its posterior mean."""
         known, values = self.scored(shape, db, gpu)
-        order = np.argsort(-np.asarray(values), kind="stable")
-        return [known[i] for i in order[:top]]
+        return [known[i] for i in best_first(values, top)]
 
     def scored(self, shape: Shape, db=None, gpu: str | None = None) -> tuple[list[Candidate], np.ndarray]:
         """(candidates, their values), unordered: what ``ranking`` sorts."""

@@ -35,6 +35,7 @@ from harness.timing.stats import geomean
 from kernels_search.search.db import KernelDB, finite_float, ptxas_of
 from kernels_search.proposals import Candidate, Outcome, Proposer, SearchContext, observe
 from kernels_search.search.reward import failure_kind, reward, strongest_baseline
+from kernels_search.search.settings import SearchSettings
 
 CUDA_BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
 CPU_BASELINES = ("torch",)
@@ -44,7 +45,8 @@ def default_baselines(device: str) -> tuple[str, ...]:
     return CUDA_BASELINES if device == "cuda" else CPU_BASELINES
 
 
-def search_settings(layouts: Sequence[str] = ("nn", "tn"), *, timing_budget_s: float = 2.0, ci_target: float = 0.02,
+def search_settings(layouts: Sequence[str] = SearchSettings.layouts, *,
+                    timing_budget_s: float = SearchSettings.timing_budget_s, ci_target: float = SearchSettings.ci_target,
                     min_rounds: int = 5, max_rounds: int = 100, seed: int | None = None,
                     anticheat: bool = True) -> CompareSettings:
     """CompareSettings for search calls: offline warm timing, a shorter budget than ``compare``."""

@@ -98,7 +98,7 @@ def dry_run(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickSett
     are left out of it, as for held-out shapes: each is ranked as a shape never measured. Prints a
     block per shape; touches no GPU."""
     from kernels_search.search import evidence
-    from kernels_search.search.first_pick import FirstPick
+    from kernels_search.search.first_pick import FirstPick, best_first
     from kernels_search.search.prior import with_prior
 
     folder = record_folder() if folder is None else Path(folder)
@@ -115,9 +115,8 @@ def dry_run(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickSett
     out: dict[str, list[Ranked]] = {}
     for shape in shapes:
         known, values = picker.scored(shape, db, gpu)
-        order = sorted(range(len(known)), key=lambda i: -values[i])[:top]
         out[shape.name] = [Ranked(r + 1, known[i].spec, float(values[i]), picker.evidence(shape, known[i]))
-                           for r, i in enumerate(order)]
+                           for r, i in enumerate(best_first(values, top))]
         print_fn(f"{shape.name}: {len(known)} candidates; the first pick measures #1")
         for got in out[shape.name]:
             for line in got.lines():

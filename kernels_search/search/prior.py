@@ -123,6 +123,21 @@ def with_prior(learner, sources: Sequence, exclude_shapes: Iterable[str] = (),
     return out, fold_prior(out, sources, exclude_shapes, gpu, source)
 
 
+def searched_rows(df, gpu: str | None = None):
+    """(the rows of ``df`` a learner takes: offline warm, as the search measures, of GPU model
+    ``gpu`` when given (rows naming no GPU kept); how many rows named another model). The one
+    filter of folding a prior and of building the packaged evidence from the same Parquets."""
+    other = 0
+    if gpu and "gpu_name" in df.columns:
+        mask = df["gpu_name"].notna() & (df["gpu_name"] != gpu)
+        other = int(mask.sum())
+        df = df[~mask]
+    for col, want in (("mode", "offline"), ("cache", "warm")):
+        if col in df.columns:
+            df = df[df[col] == want]
+    return df, other
+
+
 def fold_prior(learner, sources: Sequence, exclude_shapes: Iterable[str] = (), gpu: str | None = None,
                source: str = "") -> PriorSummary:
     """Fold every row of ``sources`` (compare Parquet paths, or DataFrames of their rows such as
@@ -135,14 +150,8 @@ def fold_prior(learner, sources: Sequence, exclude_shapes: Iterable[str] = (), g
     summary = PriorSummary(len(sources), 0, set(), 0, 0, source=source)
     for src in sources:
         df = read_prior(src) if isinstance(src, (str, Path)) else src
-        df = df[~df["shape"].isin(excluded)]
-        if gpu and "gpu_name" in df.columns:
-            other = df["gpu_name"].notna() & (df["gpu_name"] != gpu)
-            summary.other_gpu += int(other.sum())
-            df = df[~other]
-        for col, want in (("mode", "offline"), ("cache", "warm")):  # as the search measures
-            if col in df.columns:
-                df = df[df[col] == want]
+        df, other = searched_rows(df[~df["shape"].isin(excluded)], gpu)
+        summary.other_gpu += other
         groups, skipped, no_base = prior_outcomes(learner, df)
         summary.skipped += skipped
         summary.no_baseline += no_base
