@@ -17,6 +17,8 @@
 #            SWEEP_LIMIT, default 480 s, interrupts the compare, keeping the shapes it finished)
 #   skinny   the skinny family: its GPU tests, then the preset chosen by decode row count on the 20 decode
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
+#   gemv     the gemv family: its GPU tests, then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
+#            count on the 20 decode shapes) against the four baselines, scored by lab/skinny/table.py --pivot
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
@@ -158,6 +160,14 @@ for stage in $STAGES; do
           --per-shape > "$OUT/$name.md" 2>&1
         head -7 "$OUT/$name.md"
       done ;;
+    gemv)
+      log "gemv: GPU tests, the decode plan ${GEMV_PLAN:-lab/gemv/sweep1.txt}"
+      python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k gemv 2>&1 \
+        | tee "$OUT/pytest-gemv.txt" | tail -3
+      timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
+        --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
+      tail -2 /tmp/hb/gemv.txt; cp /tmp/hb/gemv.parquet "$OUT/" 2>/dev/null
+      python3 lab/skinny/table.py /tmp/hb/gemv.parquet --pivot 2>&1 | tee "$OUT/gemv.md" | tail -45 ;;
     skinny)
       log "skinny: GPU tests, decode rule"
       python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k skinny 2>&1 \

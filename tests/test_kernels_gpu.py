@@ -433,3 +433,27 @@ def test_skinny_declines_unaligned_rows():
     assert not m.supports(Problem(Shape(16, 64, 100)), "cuda")
     assert not m.supports(Problem(Shape(16, 60, 64), "nn"), "cuda")
     assert m.supports(Problem(Shape(16, 60, 64), "tn"), "cuda")
+
+
+# ---- gemv ---------------------------------------------------------------------------------------
+
+# decode rows 1..32, K with a ragged last chunk (K % 32 != 0) and shorter than one run, N past the
+# last row block, splits automatic / none / many
+GEMV_SHAPES = ["1_8_8", "1_4096_4096", "3_4104_1032", "8_1000_2056", "8_16_24", "16_3584_3584", "13_200_4104",
+               "32_3072_8192", "17_40_72", "32_6144_4096", "2_64_16384"]
+GEMV_SPECS = ["gemv:", "gemv:splits=1", "gemv:splits=8", "gemv:mt=2", "gemv:mt=4", "gemv:mt=4,rw=2,u=2",
+              "gemv:rw=2,u=8,kw=8", "gemv:kw=1,pf=2,splits=64", "gemv:mt=2,warps=4,kw=4,pf=0,minb=2",
+              "gemv:mt=4,u=2,minb=2,splits=2"]
+
+
+@pytest.mark.parametrize("shape", GEMV_SHAPES)
+@pytest.mark.parametrize("spec", GEMV_SPECS)
+def test_gemv_matches_reference(spec, shape):
+    """Every M the config serves, ragged K and N, every split count: the fp32-accumulated answer,
+    every element of C written, nothing outside it, the arrival counters left at zero."""
+    _run_case(spec, Problem(_shape(shape), "tn"))
+
+
+@pytest.mark.parametrize("spec, shape", [("gemv:", "1_4096_4096"), ("gemv:mt=4,splits=4", "32_3072_8192")])
+def test_gemv_graph_capture_tracks_new_inputs(spec, shape):
+    _graph_case(spec, Problem(_shape(shape), "tn"))

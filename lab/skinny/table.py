@@ -44,10 +44,27 @@ def klass(shape: str) -> str:
     return "132+ tiles"
 
 
+def pivot(ok: pd.DataFrame) -> None:
+    """Speedup of every family config (best layout) over the shape's best baseline, per shape."""
+    base = ok[ok["method"].isin(BASELINES)].groupby("shape")["device_us_median"].min()
+    fam = ok[~ok["method"].isin(BASELINES) & ~ok["is_baseline"]]
+    best = fam.groupby(["shape", "method"])["device_us_median"].min().reset_index()
+    best["speedup"] = best["shape"].map(base) / best["device_us_median"]
+    t = best.pivot(index="shape", columns="method", values="speedup")
+    names = {m: f"c{i}" for i, m in enumerate(t.columns)}
+    for m, c in names.items():
+        s = t[m].dropna()
+        print(f"{c}: {m}  ({len(s)} shapes, geomean {geo(s):.3f}x, min {s.min():.3f}x)")
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", 500):
+        print(t.rename(columns=names).round(3).to_string())
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
     ap.add_argument("--chosen", help="file of 'shape<TAB>method' lines: report only that method per shape")
+    ap.add_argument("--pivot", action="store_true", help="also each family config's speedup per shape, and its geomean")
     args = ap.parse_args()
     df = pd.concat([read_results(p).to_pandas() for p in args.results], ignore_index=True)
     df = df[(df["mode"] == "offline") & (df["cache"] == "warm")].reset_index(drop=True)
@@ -85,6 +102,8 @@ def main() -> int:
         s = g["speedup"].dropna()
         print(f"{cls}: {len(g)} shapes, speedup geomean {geo(s):.3f}x (min {s.min():.3f}x), "
               f"baseline eff {geo(g['base_eff']):.3f}, ours {geo(g['eff'].dropna()):.3f}")
+    if args.pivot:
+        pivot(ok)
     bad = df[~df["is_baseline"] & df["status"].isin(["gate_failed", "error"])]
     for _, r in bad.drop_duplicates(["method", "status_reason"]).head(15).iterrows():
         print(f"- FAILED {r['shape']} {r['layout']} {r['method']}: {r['status']}: {str(r['status_reason'])[:200]}")

@@ -1,0 +1,86 @@
+"""``gemv``: decode GEMMs (M <= 32, weights stored N x K) as a register-streamed GEMV on the tensor cores.
+
+Why: on decode shapes the time is the weights' bytes; a kernel that stages them through shared
+memory pays per-SM copy-issue limits (cp.async) or box set-up and pipeline barriers (TMA), and a
+split-K fix-up on top. templates/gemv_mma.cu loads each lane's 16 bytes of a weight row straight
+into mma.sync m16n8k16 registers (k order is free in a dot product, so the activation row is
+loaded under the same permutation), keeps the activation in L1/L2, sums a CTA's k groups through
+shared memory and splits K across CTAs only when the row blocks alone leave SMs idle.
+Serves layout tn only (B as N x K, a linear layer's weight); nn goes to other families.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import SUPPORTED, Support, unsupported
+from harness.problem import Problem
+from kernels_search.family import DEFAULT_SMS, Family, Knob, cuda_source
+
+STATIC_SMEM_LIMIT = 48 * 1024
+
+
+def registers(k: Mapping) -> int:
+    """Estimated registers per thread: the loads of one run of ``u`` chunks, the accumulators, the
+    row pointers and a fixed overhead (ptxas decides; the compile test checks for spills)."""
+    loads = k["u"] * (8 * k["rw"] + 4 * k["mt"])
+    return loads + 4 * k["rw"] * k["mt"] + 2 * (2 * k["rw"] + k["mt"]) + 24
+
+
+def smem_bytes(k: Mapping) -> int:
+    """Static shared memory: the k groups' fp32 parts handed to k group 0."""
+    wr = k["warps"] // k["kw"]
+    return max(k["kw"] - 1, 1) * wr * k["rw"] * k["mt"] * 32 * 16
+
+
+def rows_per_cta(k: Mapping) -> int:
+    return 16 * k["rw"] * (k["warps"] // k["kw"])
+
+
+class Gemv(Family):
+    def check(self, k: Mapping) -> str:
+        if k["warps"] % k["kw"]:
+            return f"kw={k['kw']} k groups must divide warps={k['warps']}"
+        regs = registers(k)
+        if regs > 232:
+            return f"u={k['u']} chunks of rw={k['rw']}, mt={k['mt']} need about {regs} registers per thread (> 232)"
+        if k["minb"] * k["warps"] * 32 * max(regs, 32) > 65536:
+            return f"minb={k['minb']} CTAs of {k['warps']} warps at about {regs} registers exceed an SM's 64K registers"
+        smem = smem_bytes(k)
+        if smem > STATIC_SMEM_LIMIT:
+            return f"{smem} bytes of static shared memory > {STATIC_SMEM_LIMIT}"
+        return ""
+
+    def render(self, k: Mapping) -> str:
+        defines = {"GV_MT": k["mt"], "GV_RW": k["rw"], "GV_WARPS": k["warps"], "GV_KW": k["kw"],
+                   "GV_U": k["u"], "GV_PF": k["pf"], "GV_MINB": k["minb"]}
+        return cuda_source(f"hgemm-bench family {self.name}", defines, "gemv_mma.cu")
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        if problem.layout != "tn":
+            return unsupported("gemv serves layout tn only (B stored N x K)")
+        if problem.m > 8 * k["mt"]:
+            return unsupported(f"gemv with mt={k['mt']} serves M <= {8 * k['mt']}")
+        if problem.k % 8:
+            return unsupported("gemv needs K a multiple of 8 (16-byte rows)")
+        return SUPPORTED
+
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
+        return [int(k["splits"])]
+
+
+FAMILY = Gemv(
+    name="gemv",
+    presets=("", "mt=2", "mt=4"),
+    knobs=(
+        Knob("mt", (1, 2, 4), 1, help="8-row activation fragments: serves M <= 8*mt"),
+        Knob("rw", (1, 2, 4), 1, help="16-row weight fragments per warp"),
+        Knob("warps", (8, 4, 16), 8, help="warps per CTA"),
+        Knob("kw", (2, 1, 4, 8), 2, help="warps along K within a CTA (their parts summed in shared memory)"),
+        Knob("u", (4, 2, 8, 1), 4, help="32-k chunks a lane loads before its MMAs: bytes in flight = u*rw KB per warp"),
+        Knob("pf", (1, 0, 2), 1, help="L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B"),
+        Knob("minb", (1, 2, 4), 1, help="CTAs per SM the register budget must allow"),
+        Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,
+             help="K slices per row block (0 = enough for two CTAs per SM)"),
+    ),
+)
