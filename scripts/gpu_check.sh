@@ -20,7 +20,8 @@
 #   gemv     the gemv family: its GPU tests, then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
 #            count on the 20 decode shapes) against the four baselines, scored by lab/skinny/table.py --pivot
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
-#            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py)
+#            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py); NCU_SECTIONS
+#            adds whole sections (e.g. WarpStateStats MemoryWorkloadAnalysis), the raw CSVs come back as ncu-csv.tgz
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-g); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
@@ -187,10 +188,12 @@ for stage in $STAGES; do
       for case in $cases; do
         IFS=@ read -r spec shape lay <<< "$case"; i=$((i + 1))
         timeout 120 ncu --clock-control none --nvtx --nvtx-include "timed/" --csv --page raw --print-units base --metrics "$metrics" \
+          $(for sec in ${NCU_SECTIONS:-}; do echo "--section $sec"; done) \
           python3 scripts/ncu_case.py "$spec" "$shape" "$lay" > "/tmp/hb/ncu/$(printf %02d $i)-${shape}-${lay}-${spec//[:=,]/_}.csv" 2>&1 \
           || echo "ncu failed: $spec $shape $lay"
       done
-      python3 scripts/ncu_table.py /tmp/hb/ncu/*.csv 2>&1 | tee "$OUT/ncu.md" ;;
+      python3 scripts/ncu_table.py /tmp/hb/ncu/*.csv 2>&1 | tee "$OUT/ncu.md"
+      tar czf "$OUT/ncu-csv.tgz" -C /tmp/hb ncu ;;
     profile)
       # the kernels each method launches and their durations inside a call (scripts/kernel_profile.py):
       # cuBLAS's kernel names say which tile, cluster and split it picked

@@ -81,6 +81,6 @@ FAMILY = Gemv(
         Knob("pf", (1, 0, 2), 1, help="L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B"),
         Knob("minb", (1, 2, 4), 1, help="CTAs per SM the register budget must allow"),
         Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,
-             help="K slices per row block (0 = enough for two CTAs per SM)"),
+             help="K slices per row block (0 = the count that balances the SMs best)"),
     ),
 )

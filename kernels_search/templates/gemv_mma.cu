@@ -10,8 +10,9 @@
 // Work division: a CTA owns RWS = 16 x GV_RW x (GV_WARPS / GV_KW) weight rows and one K slice;
 // its warps form GV_WARPS / GV_KW row groups x GV_KW k groups (the k groups interleave 32-k chunks
 // in runs of GV_U, so the warps of a CTA read neighbouring bytes at the same time). The k groups'
-// fp32 parts are summed through shared memory in k-group order. With opts[0] splits > 1 (0 = chosen
-// from the shape and the SM count) each row block's K is cut into that many slices, one CTA each;
+// fp32 parts are summed through shared memory in k-group order. With opts[0] splits > 1 (0 = the
+// count that balances the SMs' streams best, auto_splits) each row block's K is cut into that many
+// slices, one CTA each;
 // a CTA stores its fp32 part in a workspace slot of its own, counts itself in the row block's
 // arrival counter, and the last CTA to arrive sums the slots in slice order (deterministic),
 // stores C and resets the counter. No second kernel, no atomics on data.
@@ -257,21 +258,51 @@ static int device_sms() {
   return sms;
 }
 
-// Splits: none when the row blocks alone give every SM two CTAs; otherwise enough slices for that,
-// but never fewer than one run of U chunks per k group in a slice.
+static int ctas_per_sm() {
+  static int occ = -1;
+  if (occ < 0) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemv_kernel, NTH, 0) != cudaSuccess) {
+      cudaGetLastError();
+      n = 1;
+    }
+    occ = n > 0 ? n : 1;
+  }
+  return occ;
+}
+
+// Splits minimizing the busiest SM's time, in units of one CTA's 32-k chunk: an SM streams its CTAs'
+// chunks at one rate once it holds enough bytes in flight (~48 KB; less in flight, proportionally
+// slower), so the cost is its CTA count times the chunks per CTA over that rate, plus a ramp per wave
+// of resident CTAs and one fix-up round trip when K is split (each about a microsecond: ~33 KB of an
+// SM's stream at 4.4 TB/s over 132 SMs). Ties go to fewer splits.
+static int auto_splits(int blocks, int nch, int sms, int occ) {
+  const double us = 33000.0 / (RWS * 64.0);  // chunk-units per microsecond of one SM
+  const int cap = nch < MAX_SPLITS ? nch : MAX_SPLITS;
+  int best = 1;
+  double best_cost = 1e300;
+  for (int s = 1; s <= cap; ++s) {
+    const long long ctas = (long long)blocks * s;
+    const double per_sm = (double)((ctas + sms - 1) / sms);
+    const double waves = (double)((ctas + (long long)sms * occ - 1) / ((long long)sms * occ));
+    const double resident = per_sm < occ ? per_sm : occ;
+    const double rate = fmin(1.0, resident * WARPS * U * RW / 48.0);  // KB in flight per warp: U x RW
+    const double cost = per_sm * ((nch + s - 1) / s) / rate + waves * 1.5 * us + (s > 1 ? 1.0 * us : 0.0);
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
+// opts[0] splits: 0 = auto_splits, s >= 1 = K cut into s slices (at most one per 32-k chunk)
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
   const int want = hgemm_opt(opts, n_opts, 0, 0);
   if (want < 0 || want > MAX_SPLITS || M > 8 * MT) return false;
   p.blocks = (N + RWS - 1) / RWS;
   const int nch = (K + 31) / 32;
-  int s = want;
-  if (s == 0) {
-    const int target = 2 * device_sms();
-    s = p.blocks >= target ? 1 : (target + p.blocks - 1) / p.blocks;
-    const int most = nch / (U * KW) > 0 ? nch / (U * KW) : 1;
-    s = s < most ? s : most;
-    s = s < MAX_SPLITS ? s : MAX_SPLITS;
-  }
+  int s = want == 0 ? auto_splits(p.blocks, nch, device_sms(), ctas_per_sm()) : want;
   s = s < nch ? s : nch;
   p.per = (nch + s - 1) / s;
   p.splits = (nch + p.per - 1) / p.per;
