@@ -53,7 +53,7 @@ class Gemv(Family):
 
     def render(self, k: Mapping) -> str:
         defines = {"GV_MT": k["mt"], "GV_RW": k["rw"], "GV_WARPS": k["warps"], "GV_KW": k["kw"],
-                   "GV_U": k["u"], "GV_PF": k["pf"], "GV_MINB": k["minb"]}
+                   "GV_U": k["u"], "GV_PF": k["pf"], "GV_MINB": k["minb"], "GV_PDL": k["pdl"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "gemv_mma.cu")
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
@@ -80,6 +80,8 @@ FAMILY = Gemv(
         Knob("u", (4, 2, 8, 1), 4, help="32-k chunks a lane loads before its MMAs: bytes in flight = u*rw KB per warp"),
         Knob("pf", (1, 0, 2), 1, help="L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B"),
         Knob("minb", (1, 2, 4), 1, help="CTAs per SM the register budget must allow"),
+        Knob("pdl", (0, 1), 0, help="1 = programmatic dependent launch: this launch overlaps the previous "
+                                    "grid's tail (memory access still waits for it to complete)"),
         Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,
              help="K slices per row block (0 = the count that balances the SMs best)"),
     ),

@@ -24,6 +24,8 @@
 //   GV_KW     warps along K within a CTA (divides GV_WARPS)
 //   GV_U      32-k chunks a lane loads before its MMAs (bytes in flight)
 //   GV_PF     L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B
+//   GV_PDL    1: launched as a programmatic dependent launch (griddepcontrol): the launch and CTA
+//             set-up overlap the previous grid's tail, all memory access waits for its completion
 //   GV_MINB   CTAs per SM the register allocation must allow (launch bounds; without it ptxas
 //             caps registers low and interleaves each load with the MMA that consumes it)
 // Needs layout tn, K a multiple of 8 and 16-byte aligned A and B (the family declines others);
@@ -92,6 +94,13 @@ __global__ void __launch_bounds__(NTH, GV_MINB) gemv_kernel(const half* __restri
                                                    float4* __restrict__ slots, int* __restrict__ counters) {
   __shared__ float4 red[(KW > 1 ? KW - 1 : 1) * WR * RW * MT * 32];
   __shared__ int last;
+#if GV_PDL
+  // launched as a programmatic dependent: wait for the previous grid on the stream to complete (its
+  // writes visible) before touching memory, then let the next grid launch once every CTA of this
+  // one is running (it waits in turn), so launches overlap the tails of the grids before them
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int kg = warp % KW, rg = warp / KW;
@@ -344,7 +353,16 @@ extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N,
     slots = static_cast<float4*>(workspace);
     counters = reinterpret_cast<int*>(static_cast<char*>(workspace) + gv::slot_bytes(p));
   }
-  gv::gemv_kernel<<<p.blocks * p.splits, gv::NTH, 0, stream>>>(static_cast<const half*>(A_), static_cast<const half*>(B_),
-                                                             static_cast<half*>(C_), M, N, K, p, slots, counters);
-  return cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.blocks * p.splits);
+  cfg.blockDim = dim3(gv::NTH);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = GV_PDL;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, gv::gemv_kernel, static_cast<const half*>(A_), static_cast<const half*>(B_),
+                                           static_cast<half*>(C_), M, N, K, p, slots, counters);
+  return e == cudaSuccess && cudaGetLastError() == cudaSuccess ? HGEMM_OK : HGEMM_ERR_LAUNCH;
 }
