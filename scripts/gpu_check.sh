@@ -21,7 +21,8 @@
 #            count on the 20 decode shapes) against the four baselines, scored by lab/skinny/table.py --pivot
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py); NCU_SECTIONS
-#            adds whole sections (e.g. WarpStateStats MemoryWorkloadAnalysis), the raw CSVs come back as ncu-csv.tgz
+#            adds whole sections (e.g. WarpStateStats MemoryWorkloadAnalysis), NCU_EXTRA_METRICS more metrics, NCU_CACHE=none
+#            keeps the caches warm from the case's warm-up call (default all: flushed), the raw CSVs come back as ncu-csv.tgz
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-g); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
@@ -180,14 +181,14 @@ for stage in $STAGES; do
     ncu)
       log "ncu: ${NCU_SPECS:-splitk} on ${NCU_SHAPES:-256_128_16384}"
       mkdir -p /tmp/hb/ncu
-      metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__registers_per_thread
+      metrics=${NCU_EXTRA_METRICS:+$NCU_EXTRA_METRICS,}gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__registers_per_thread
       # NCU_CASES="spec@shape@layout ..." names each case; otherwise every NCU_SPECS x NCU_SHAPES x NCU_LAYOUTS
       cases=${NCU_CASES:-$(for shape in ${NCU_SHAPES:-256_128_16384}; do for spec in ${NCU_SPECS:-splitk}; do
         for lay in ${NCU_LAYOUTS:-tn}; do echo "$spec@$shape@$lay"; done; done; done)}
       i=0
       for case in $cases; do
         IFS=@ read -r spec shape lay <<< "$case"; i=$((i + 1))
-        timeout 120 ncu --clock-control none --nvtx --nvtx-include "timed/" --csv --page raw --print-units base --metrics "$metrics" \
+        timeout 120 ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --nvtx --nvtx-include "timed/" --csv --page raw --print-units base --metrics "$metrics" \
           $(for sec in ${NCU_SECTIONS:-}; do echo "--section $sec"; done) \
           python3 scripts/ncu_case.py "$spec" "$shape" "$lay" > "/tmp/hb/ncu/$(printf %02d $i)-${shape}-${lay}-${spec//[:=,]/_}.csv" 2>&1 \
           || echo "ncu failed: $spec $shape $lay"

@@ -22,6 +22,7 @@ COLUMNS = {
     "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy%",
     "launch__grid_size": "ctas",
     "launch__registers_per_thread": "regs",
+    "lts__t_sector_hit_rate.pct": "l2 hit%",
 }
 SCALE = {"gpu__time_duration.sum": 1e-3, "dram__bytes_read.sum": 1e-6, "lts__t_bytes.sum": 1e-6}
 
