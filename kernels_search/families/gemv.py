@@ -21,10 +21,9 @@ STATIC_SMEM_LIMIT = 48 * 1024
 
 
 def registers(k: Mapping) -> int:
-    """Estimated registers per thread: the loads of one run of ``u`` chunks, the accumulators, the
-    row pointers and a fixed overhead (ptxas decides; the compile test checks for spills)."""
-    loads = k["u"] * (8 * k["rw"] + 4 * k["mt"])
-    return loads + 4 * k["rw"] * k["mt"] + 2 * (2 * k["rw"] + k["mt"]) + 24
+    """Registers per thread at least: the loads of one run of ``u`` chunks, the accumulators and a few
+    indices (ptxas decides the rest; measured: u=8 takes 118 where this says 108)."""
+    return k["u"] * (8 * k["rw"] + 4 * k["mt"]) + 4 * k["rw"] * k["mt"] + 8
 
 
 def smem_bytes(k: Mapping) -> int:
@@ -42,8 +41,8 @@ class Gemv(Family):
         if k["warps"] % k["kw"]:
             return f"kw={k['kw']} k groups must divide warps={k['warps']}"
         regs = registers(k)
-        if regs > 232:
-            return f"u={k['u']} chunks of rw={k['rw']}, mt={k['mt']} need about {regs} registers per thread (> 232)"
+        if regs > 224:
+            return f"u={k['u']} chunks of rw={k['rw']}, mt={k['mt']} need about {regs} registers per thread (> 224)"
         if k["minb"] * k["warps"] * 32 * max(regs, 32) > 65536:
             return f"minb={k['minb']} CTAs of {k['warps']} warps at about {regs} registers exceed an SM's 64K registers"
         smem = smem_bytes(k)
