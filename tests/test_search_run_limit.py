@@ -218,13 +218,15 @@ def test_run_limit_finishes_the_shape_in_flight_and_builds_only_reachable_shapes
     assert s.stop_reason == "run-limit" and s.candidates == 8 and s.elapsed_s == 40
     assert [c[0] for c in FakeEvaluator.calls] == [sh.name for sh in shapes[:4]]
     assert set(db.df["shape"]) == {sh.name for sh in shapes[:4]}
-    # builds: shapes 0-3 (the first plan, before any time per shape is known), none for shapes 4-7:
-    # at 10 s per shape, shape 4 was never reachable before 35 s
+    # builds, one spec each and each spec once: those of shapes 0-3 (the first plan, before any time
+    # per shape is known), none for shapes 4-7: at 10 s per shape, shape 4 was never reachable before 35 s
+    from kernels_search.search.build_pool import THREAD_NAME
+
     for t in threading.enumerate():
-        if t.name == "hgemm-search-prebuild":
+        if t.name.startswith(THREAD_NAME):
             t.join(5)
-    assert len(built) == 4
-    assert set(db.candidates().method) <= {sp for b in built for sp in b}
+    assert all(len(b) == 1 for b in built) and len(built) == len(set(built))
+    assert {b[0] for b in built} == set(db.candidates().method)
     # the next invocation finishes round 0 (shapes 4-7, each once) and stops on the round limit
     s2 = run_search(shapes, 1000, FakeEvaluator(), db, Learner(families(), layouts=("nn",), seed=0), max_rounds=1,
                     run_limit_s=35, run_t0=clock.t, **kw)
