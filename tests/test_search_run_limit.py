@@ -330,6 +330,8 @@ def test_the_budget_is_wall_time_including_the_learner_and_bookkeeping(tmp_path,
     monkeypatch.setattr(Learner, "observe", slow_observe)
     out, lines = tmp_path / "s", []
     d = _main(out, lines, run_limit=None, holdout=())
-    # every call costs 10 s measuring + 5 s learner: 100 s of budget is 7 calls, not 10
-    assert d["stop_reason"] == "budget" and len(fake_eval.calls) == 7
-    assert d["budget_used_s"] == pytest.approx(6 * 15 + 10)  # the last call's learner update is after the stop check
+    # every call costs 10 s measuring + 5 s learner: 100 s of budget is 6 calls, not 10; a 7th,
+    # started at 90 s, would end at 105 s, past the budget, so none is started
+    assert d["stop_reason"] == "budget" and len(fake_eval.calls) == 6
+    assert d["budget_used_s"] == pytest.approx(6 * 15 - 5)  # the last call's learner update is after its rows
+    assert any("stopped: the next call would end past the budget" in ln for ln in lines)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import threading
+import statistics
 import time
 import traceback
 import uuid
@@ -448,7 +448,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     pool = BuildPool(prebuild) if prebuild is not None else None
     ahead_n = lookahead if pool is not None else 0
     compile_wait_s = 0.0
-    call_s: list[float] = []  # evaluate_shape seconds per call, this run
+    call_s: list[float] = []  # seconds per call, this run: what it was charged less its wait for builds
     planned: dict[str, tuple] = {}
     deferred: dict[str, tuple[list[Candidate], dict]] = {}  # shape -> candidates still compiling, their owners
     rnd_cands = rnd_failed = 0
@@ -458,9 +458,9 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
         return budget_s - spent - (time.perf_counter() - mark)
 
     def next_call_s() -> float:
-        """What the next call is expected to take: the longest of the last three (the per-call timing
+        """What the next call is expected to cost: the median of the last three (the per-call timing
         budget before the first)."""
-        return max(call_s[-3:]) if call_s else settings.budget_s
+        return statistics.median(call_s[-3:]) if call_s else settings.budget_s
 
     def round_line(final: str = "") -> str:
         measured, _, best, _ = _shape_stats(db, gpu, shapes)
@@ -536,8 +536,8 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                     dict(search_id=search_id, round=rnd, wait_s=wait_s), None, run_id, log, t0=mark,
                     prebuilt_s=build_s, failed=failed)
                 mark = time.perf_counter()
-                if cands:
-                    call_s.append(eval_s)
+                if cands and db_rows:
+                    call_s.append(max(0.0, db_rows[0]["elapsed_s"] - wait_s))
                 pre_s += build_s
                 cands = cands + [c for c, _ in failed]
                 by_name = {nm: c for c in cands for nm in _names(c.spec)}
@@ -578,6 +578,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
             if over:
                 stop = "budget"
                 log(round_line("stopped: the next call would end past the budget"))
+                rounds_run += 1
                 break
             log(round_line() if not cut else round_line("cut by the run limit"))
             rounds_run += 1
