@@ -4,8 +4,9 @@
 raises for a compiler problem (a failed or timed-out compile is a result with ``ok=False`` and the
 log). Artifacts are cached under ``$HGEMM_BUILD_CACHE`` (default ``~/.cache/hgemm-bench/build``)
 keyed by sha256(source, flags, extra key, ``nvcc --version``), so an unchanged config costs one
-file read. ``build_many`` compiles a batch on a thread pool sized to the machine's cores (each
-worker just waits on an nvcc process).
+file read. ``build_many`` compiles a batch on a thread pool sized to the cores this process may use (each
+worker just waits on an nvcc process); ``kill_running`` stops every compiler this process started
+(a search at its deadline).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -27,6 +30,8 @@ from kernels_search import ptxas, toolchain
 META = "meta.json"
 LIB = "kernel.so"
 DEFAULT_TIMEOUT_S = 1800.0
+_RUNNING: set[subprocess.Popen] = set()  # compilers in flight (each in its own process group)
+_RUNNING_LOCK = threading.Lock()
 
 
 def cache_dir() -> Path:
@@ -165,15 +170,7 @@ def build(
         (work / "kernel.cu").write_text(source)
         cmd = [nvcc, *flags, "kernel.cu", "-o", LIB]
         t0 = time.perf_counter()
-        timed_out = False
-        try:
-            proc = subprocess.run(_niced(cmd), cwd=work, capture_output=True, text=True, timeout=timeout_s)
-            rc, log = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:
-            timed_out, rc = True, -1
-            out = (e.stdout or b"") + (e.stderr or b"")
-            log = (out.decode(errors="replace") if isinstance(out, bytes) else out)
-            log += f"\nnvcc timed out after {timeout_s:.0f} s"
+        rc, log, interrupted = _compile(_niced(cmd), work, timeout_s)
         compile_s = time.perf_counter() - t0
         ok = rc == 0 and (work / LIB).is_file()
         kernels = ptxas.parse_ptxas(log)
@@ -187,7 +184,7 @@ def build(
             kernels=ptxas.as_dicts(kernels),
             resources=ptxas.summarize(kernels),
         )
-        if timed_out:  # not deterministic: never cache
+        if interrupted:  # timed out or killed: not the compiler's verdict, never cached
             return res
         meta = asdict(res)
         meta.pop("lib_path"), meta.pop("cached")
@@ -215,6 +212,45 @@ def build(
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _compile(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str, bool]:
+    """(return code, output, interrupted: timed out or killed by a signal) of one compiler run,
+    registered for ``kill_running`` while it runs. Its own process group, so a kill reaches nvcc's
+    children (cicc, ptxas) too."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+            killed = proc.returncode < 0
+            return proc.returncode, (out or "") + ("\nnvcc killed" if killed else ""), killed
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            out, _ = proc.communicate()
+            return -1, (out or "") + f"\nnvcc timed out after {timeout_s:.0f} s", True
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_running() -> int:
+    """Kill every compiler this process is running (and its children); returns how many. Their
+    builds return failed results that are not cached."""
+    with _RUNNING_LOCK:
+        procs = list(_RUNNING)
+    for p in procs:
+        _kill(p)
+    return len(procs)
+
+
 @dataclass
 class BuildJob:
     source: str
@@ -223,7 +259,11 @@ class BuildJob:
 
 
 def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
 
 
 def build_many(

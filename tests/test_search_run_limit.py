@@ -218,13 +218,15 @@ def test_run_limit_finishes_the_shape_in_flight_and_builds_only_reachable_shapes
     assert s.stop_reason == "run-limit" and s.candidates == 8 and s.elapsed_s == 40
     assert [c[0] for c in FakeEvaluator.calls] == [sh.name for sh in shapes[:4]]
     assert set(db.df["shape"]) == {sh.name for sh in shapes[:4]}
-    # builds: shapes 0-3 (the first plan, before any time per shape is known), none for shapes 4-7:
-    # at 10 s per shape, shape 4 was never reachable before 35 s
+    # builds, one spec each and each spec once: those of shapes 0-3 (the first plan, before any time
+    # per shape is known), none for shapes 4-7: at 10 s per shape, shape 4 was never reachable before 35 s
+    from kernels_search.search.build_pool import THREAD_NAME
+
     for t in threading.enumerate():
-        if t.name == "hgemm-search-prebuild":
+        if t.name.startswith(THREAD_NAME):
             t.join(5)
-    assert len(built) == 4
-    assert set(db.candidates().method) <= {sp for b in built for sp in b}
+    assert all(len(b) == 1 for b in built) and len(built) == len(set(built))
+    assert {b[0] for b in built} == set(db.candidates().method)
     # the next invocation finishes round 0 (shapes 4-7, each once) and stops on the round limit
     s2 = run_search(shapes, 1000, FakeEvaluator(), db, Learner(families(), layouts=("nn",), seed=0), max_rounds=1,
                     run_limit_s=35, run_t0=clock.t, **kw)
@@ -328,6 +330,8 @@ def test_the_budget_is_wall_time_including_the_learner_and_bookkeeping(tmp_path,
     monkeypatch.setattr(Learner, "observe", slow_observe)
     out, lines = tmp_path / "s", []
     d = _main(out, lines, run_limit=None, holdout=())
-    # every call costs 10 s measuring + 5 s learner: 100 s of budget is 7 calls, not 10
-    assert d["stop_reason"] == "budget" and len(fake_eval.calls) == 7
-    assert d["budget_used_s"] == pytest.approx(6 * 15 + 10)  # the last call's learner update is after the stop check
+    # every call costs 10 s measuring + 5 s learner: 100 s of budget is 6 calls, not 10; a 7th,
+    # started at 90 s, would end at 105 s, past the budget, so none is started
+    assert d["stop_reason"] == "budget" and len(fake_eval.calls) == 6
+    assert d["budget_used_s"] == pytest.approx(6 * 15 - 5)  # the last call's learner update is after its rows
+    assert any("stopped: the next call would end past the budget" in ln for ln in lines)

@@ -15,6 +15,7 @@
 * ``loop``: ``run_search``, ``measure_candidates``, ``first_pick_eval``;
 * ``library``: ``export_library``, the ``library`` dispatcher Method, ``hgemm()`` and the
   ``hgemm_bench::hgemm`` custom op (importing it registers the op);
+* ``library_build``: the packaged library rebuilt from paired evidence (compare runs, search DBs);
 * ``run``: ``search_main`` (what the CLI command calls), ``parse_duration``, ``holdout_shapes``;
 * ``cli``: the ``search`` command (``register(app)``).
 """

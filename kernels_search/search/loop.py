@@ -1,13 +1,17 @@
 """The search loop: propose -> measure with the baselines (paired) -> DB -> reward -> learner.
 
 Per round, for each shape: every proposer suggests up to ``batch_per_shape`` candidates it has
-not measured on that shape; CUDA candidates are compiled in parallel on the build pool first
-(cache hits cost nothing); then one ``Evaluator.evaluate_shape`` call measures the candidates
-*together with* the baselines (same worker, same interleaved timing rounds), the rows go to the
-kernel DB as one atomic part, rewards go to the learner (and each proposer's ``observe``), and the
-learner is checkpointed. The loop stops when the budget is spent, ``max_rounds`` are done, no
-proposer has anything new, or (``run_limit_s``) this invocation has run for as long as it may:
-then the shape being measured is finished, no new one is started, and a rerun resumes.
+not measured on that shape; CUDA candidates compile in the background on every core
+(``build_pool.BuildPool``, cache hits cost nothing), the next shapes' too; one
+``Evaluator.evaluate_shape`` call measures the candidates already built *together with* the
+baselines (same worker, same interleaved timing rounds) while the others compile on (they are
+measured on the shape's next visit); a candidate whose build failed is one failed row with the
+compiler's reason, never sent to the GPU. The rows go to the kernel DB as one atomic part, rewards
+go to the learner (and each proposer's ``observe``), and the learner is checkpointed; each round
+ends with one progress line. The loop stops when the budget is spent or the next call could not
+finish within it (builds still running are killed then), ``max_rounds`` are done, no proposer has
+anything new, or (``run_limit_s``) this invocation has run for as long as it may: then the shape
+being measured is finished, no new one is started, and a rerun resumes.
 
 Resume: the budget is the total for ``search_id`` (what earlier runs spent is read back from the
 DB), the round restarts where the DB says it stopped (shapes already measured in that round are
@@ -20,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import threading
+import statistics
 import time
 import traceback
 import uuid
@@ -34,7 +38,8 @@ from harness.runner import CompareSettings
 from harness.timing.stats import geomean
 from kernels_search.search.db import KernelDB, finite_float, ptxas_of
 from kernels_search.proposals import Candidate, Outcome, Proposer, SearchContext, observe
-from kernels_search.search.reward import failure_kind, reward, strongest_baseline
+from kernels_search.search.build_pool import BuildPool
+from kernels_search.search.reward import FAIL, failure_kind, reward, strongest_baseline
 from kernels_search.search.settings import SearchSettings
 
 CUDA_BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
@@ -118,41 +123,17 @@ def auto_prebuild(specs: Sequence[str]) -> float:
     return time.perf_counter() - t0
 
 
-class _Job:
-    """One background prebuild batch (a daemon thread: a finished search never waits for builds
-    nobody needs; each batch compiles its own candidates in parallel on the build pool, and the
-    batches of the ``lookahead`` shapes ahead run side by side)."""
+def build_or_raise(specs: Sequence[str]) -> None:
+    """Compile the CUDA family candidates among ``specs`` (the build pool's job); raises
+    ``BuildError`` (its log's tail) for one that did not compile."""
+    from harness.registry import resolve
 
-    def __init__(self, prebuild: Callable[[Sequence[str]], float], specs):
-        self.specs = list(specs)
-        self.done = threading.Event()
-        self.seconds = 0.0
-        self.thread = threading.Thread(target=self._run, args=(prebuild,), name="hgemm-search-prebuild", daemon=True)
-        self.thread.start()
+    from kernels_search.cuda_method import BuildError, CudaKernelMethod, prebuild
 
-    def _run(self, prebuild) -> None:
-        t0 = time.perf_counter()
-        try:
-            prebuild(self.specs)
-        except Exception:
-            traceback.print_exc()
-        self.seconds = time.perf_counter() - t0
-        self.done.set()
-
-    def wait(self) -> float:
-        self.done.wait()
-        return self.seconds
-
-
-class _Prefetcher:
-    def __init__(self, prebuild: Callable[[Sequence[str]], float]):
-        self.prebuild = prebuild
-
-    def submit(self, specs) -> _Job:
-        return _Job(self.prebuild, specs)
-
-    def close(self) -> None:
-        pass
+    methods = [m for spec in specs for m in resolve([spec]) if isinstance(m, CudaKernelMethod)]
+    for res in prebuild(methods, workers=1) if methods else []:
+        if not res.ok:
+            raise BuildError(res)
 
 
 def _db_row(r: dict, cand: Candidate | None, base_us: float | None, base_who: str | None, meta: dict) -> dict:
@@ -208,9 +189,12 @@ def _shape_stats(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> tupl
 def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: KernelDB, settings: CompareSettings,
                        baselines: Sequence[str], meta: dict, prebuild=None, run_id: str = "search",
                        log: Callable[[str], None] = lambda s: None, t0: float | None = None,
-                       prebuilt_s: float = 0.0):
+                       prebuilt_s: float = 0.0, failed: Sequence[tuple[Candidate, str]] = ()):
     """One paired call: prebuild, ``evaluate_shape(baselines + candidates)``, rows -> one DB part.
 
+    ``failed``: (candidate, reason) pairs whose build failed before the call: each is one row of the
+    part (the first layout, ``failure="compile"``, reward -1, the reason), never measured; with no
+    candidate left to measure, the part holds only those rows and nothing is measured.
     ``prebuilt_s``: seconds a build done elsewhere (in the background) spent on these candidates;
     recorded with this call's own prebuild time in the rows' ``prebuild_s``.
     Returns (prebuild seconds, evaluate_shape seconds, the DB rows written, strongest baseline us).
@@ -230,12 +214,13 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
         except Exception:
             log(f"{shape.name}: prebuild failed:\n{traceback.format_exc()}")
     t_eval = time.perf_counter()
-    try:
-        result = evaluator.evaluate_shape(shape, specs, settings, groups, run_id)
-        rows = result[0][0] if result else []
-        harness_error = ""
-    except EvaluatorError as e:
-        rows, harness_error = [], str(e)
+    rows, harness_error = [], ""
+    if cands:
+        try:
+            result = evaluator.evaluate_shape(shape, specs, settings, groups, run_id)
+            rows = result[0][0] if result else []
+        except EvaluatorError as e:
+            harness_error = str(e)
     eval_s = time.perf_counter() - t_eval
     by_name: dict[str, Candidate] = {}
     for c in cands:
@@ -259,6 +244,12 @@ def measure_candidates(shape: Shape, cands: Sequence[Candidate], evaluator, db: 
                                     origin=c.origin, config=c.knobs_json(), status="error",
                                     status_reason=harness_error or "no result row", failure="harness",
                                     reward=None, info="{}"))
+    for c, why in failed:
+        db_rows.append(dict(call, gpu_uuid=env.get("gpu_uuid"), gpu_name=env.get("gpu_name"),
+                            device=getattr(evaluator, "device", None), shape=shape.name, m=shape.m, n=shape.n,
+                            k=shape.k, layout=settings.layouts[0], is_baseline=False, method=c.spec, family=c.family,
+                            origin=c.origin, config=c.knobs_json(), status="error",
+                            status_reason=f"build failed: {why}"[-2000:], failure="compile", reward=FAIL, info="{}"))
     elapsed = time.perf_counter() - t0
     for r in db_rows:
         r["elapsed_s"] = elapsed
@@ -365,12 +356,15 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     every shape. ``proposers``: who proposes (default ``[learner]``; add an LLM proposer for
     code-level search). ``settings``: timing settings (default ``search_settings()``).
     ``baselines``: method specs measured with the candidates in every call (default: every
-    cuBLAS-family method on CUDA, torch on CPU). ``prebuild``: "auto" compiles CUDA candidates
-    on the build pool before each call (on CUDA devices), a callable does it your way, None skips.
-    ``lookahead``: with a prebuild, propose the next ``lookahead`` shapes of the round early and
-    compile their candidates in background threads (one batch per shape, side by side) while
-    the GPU measures the current shape (their proposals miss the results of at most
-    ``lookahead`` shapes); 0 = one shape at a time.
+    cuBLAS-family method on CUDA, torch on CPU). ``prebuild``: how one candidate is compiled
+    (``prebuild([spec])``, raising when it does not compile): "auto" is ``build_or_raise`` on CUDA
+    devices, None compiles nothing ahead (the worker builds in the call). The builds run on a
+    ``BuildPool`` of every core; a call measures the shape's candidates already built and leaves the
+    rest to the shape's next visit. ``lookahead``: also propose the next ``lookahead`` shapes of the
+    round early, so their candidates compile while the GPU measures the current shape (their
+    proposals miss the results of at most ``lookahead`` shapes); 0 = one shape at a time.
+    ``budget_s`` is wall time: no call starts that is expected (the longest of the last three calls)
+    to end past it, no build is waited for past it, and builds still running at the stop are killed.
     ``run_limit_s``: stop this invocation (stop reason ``run-limit``) once ``run_limit_s``
     seconds have passed since ``run_t0`` (a ``time.perf_counter()`` value; default: when this
     call started), whatever budget is left: the shape being measured is finished, no new shape
@@ -390,7 +384,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     proposers = list(proposers) if proposers else [learner]
     run_id = run_id or f"{search_id}-{uuid.uuid4().hex[:8]}"
     if prebuild == "auto":
-        prebuild = auto_prebuild if device == "cuda" else None
+        prebuild = build_or_raise if device == "cuda" else None
 
     if checkpoint is not None and learner is not None:
         if learner.load(checkpoint):
@@ -423,14 +417,17 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
         return math.inf if run_limit_s is None else run_limit_s - (time.perf_counter() - t_run)
 
     def reachable(ahead: int) -> bool:
-        """Can this run expect to measure the shape ``ahead`` places after the current one?"""
-        if run_limit_s is None or not shape_walls:
+        """Can this run expect to measure the shape ``ahead`` places after the current one (within
+        the run limit and the budget)?"""
+        if not shape_walls:
             return True
-        return ahead * (sum(shape_walls) / len(shape_walls)) < run_left()
+        return ahead * (sum(shape_walls) / len(shape_walls)) < min(run_left(), budget_s - spent)
 
-    def plan(shape: Shape):
-        """Ask every proposer for candidates for ``shape``: (candidates, spec -> proposer)."""
+    def plan(shape: Shape, waiting: Sequence[Candidate] = ()):
+        """Ask every proposer for candidates for ``shape`` (none of those ``waiting`` for their
+        build): (candidates, spec -> proposer)."""
         exclude = measured_specs(db, shape, gpu, learner.families if learner is not None else {})
+        exclude |= {c.spec for c in waiting}
         cands: list[Candidate] = []
         owner: dict[str, Proposer] = {}
         for p in proposers:
@@ -448,12 +445,33 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
         return cands, owner
 
     mark = t_run  # budget clock (from the command's start): up to here, charged to the next call's rows
-    builder = _Prefetcher(prebuild) if (prebuild is not None and lookahead > 0) else None
+    pool = BuildPool(prebuild) if prebuild is not None else None
+    ahead_n = lookahead if pool is not None else 0
     compile_wait_s = 0.0
+    call_s: list[float] = []  # seconds per call, this run: what it was charged less its wait for builds
     planned: dict[str, tuple] = {}
+    deferred: dict[str, tuple[list[Candidate], dict]] = {}  # shape -> candidates still compiling, their owners
+    rnd_cands = rnd_failed = 0
+
+    def budget_left() -> float:
+        """Budget seconds left now (the time since the last call's rows is charged to the next)."""
+        return budget_s - spent - (time.perf_counter() - mark)
+
+    def next_call_s() -> float:
+        """What the next call is expected to cost: the median of the last three (the per-call timing
+        budget before the first)."""
+        return statistics.median(call_s[-3:]) if call_s else settings.budget_s
+
+    def round_line(final: str = "") -> str:
+        measured, _, best, _ = _shape_stats(db, gpu, shapes)
+        bs = f"{best:.3f}x" if best else "-"
+        return (f"round {rnd}{' ' + final if final else ''}: {rnd_cands} candidates measured, {rnd_failed} failed; "
+                f"shapes measured {measured}/{len(shapes)}; best {bs}; {max(0.0, budget_left()):.0f}s of the "
+                f"{budget_s:.0f}s budget left" + (f"; {pool.pending()} builds running" if pool and pool.pending() else ""))
+
     try:
         while True:
-            if spent >= budget_s:
+            if spent >= budget_s or budget_left() <= 0:
                 stop = "budget"
                 break
             if max_rounds is not None and rnd >= max_rounds:
@@ -467,47 +485,69 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 break
             order = [s for s in shapes if s.name not in done_in_round and s.name not in exhausted]
             planned = {}
-            cut = False
+            cut = over = False
             for i, shape in enumerate(order):
-                if spent >= budget_s:
+                if budget_left() <= 0:
                     break
                 if run_left() <= 0:
                     cut = True  # the shape measured last was finished; no new one is started
                     break
+                if budget_left() < next_call_s():
+                    over = True  # the next call would end past the budget: none is started
+                    break
                 # propose this shape and the next ``lookahead`` ones; their builds start in the background
-                for j, nxt in enumerate(order[i:i + 1 + (lookahead if builder else 0)]):
+                for j, nxt in enumerate(order[i:i + 1 + ahead_n]):
                     if j and not reachable(j):
                         break  # planned when (if) this run gets near it
                     if nxt.name not in planned:
-                        cands_n, owner_n = plan(nxt)
-                        job = builder.submit([c.spec for c in cands_n]) if (builder and cands_n) else None
-                        planned[nxt.name] = (cands_n, owner_n, job)
-                cands, owner, job = planned.pop(shape.name)
+                        cands_n, owner_n = plan(nxt, deferred.get(nxt.name, ([], {}))[0])
+                        if pool is not None:
+                            pool.submit(c.spec for c in cands_n)
+                        planned[nxt.name] = (cands_n, owner_n)
+                cands, owner = planned.pop(shape.name)
+                old, old_owner = deferred.pop(shape.name, ([], {}))
+                cands, owner = old + cands, {**old_owner, **owner}
                 if not cands:
                     exhausted.add(shape.name)
                     continue
                 t0 = time.perf_counter()
-                wait_s = 0.0
-                if job is not None:
-                    build_s = job.wait()
-                    wait_s = time.perf_counter() - t0
-                    compile_wait_s += wait_s
-                    pre = None  # built already (in the background)
+                if pool is not None:
+                    # measure what is built; wait for a first build only as long as the budget allows
+                    pool.wait_any([c.spec for c in cands], budget_left() - next_call_s())
+                    ready = [c for c in cands if pool.ready(c.spec)]
+                    if not ready:
+                        over = True
+                        deferred[shape.name] = (cands, owner)
+                        break
+                    later = [c for c in cands if not pool.ready(c.spec)]
+                    if later:
+                        deferred[shape.name] = (later, {c.spec: owner[c.spec] for c in later})
+                    failed = [(c, pool.failure(c.spec)) for c in ready if pool.failure(c.spec)]
+                    cands = [c for c in ready if not pool.failure(c.spec)]
+                    build_s = sum(pool.seconds(c.spec) for c in ready)
                 else:
-                    build_s, pre = 0.0, prebuild
+                    failed, build_s = [], 0.0
+                wait_s = time.perf_counter() - t0
+                compile_wait_s += wait_s
                 # the budget is wall time: this call's rows are charged everything since the previous
                 # call's rows were written (proposing, the learner update and checkpoint, progress)
                 pre_s, eval_s, db_rows, base_us = measure_candidates(
                     shape, cands, evaluator, db, settings, baselines,
-                    dict(search_id=search_id, round=rnd, wait_s=wait_s), pre, run_id, log, t0=mark)
+                    dict(search_id=search_id, round=rnd, wait_s=wait_s), None, run_id, log, t0=mark,
+                    prebuilt_s=build_s, failed=failed)
                 mark = time.perf_counter()
+                if cands and db_rows:
+                    call_s.append(max(0.0, db_rows[0]["elapsed_s"] - wait_s))
                 pre_s += build_s
+                cands = cands + [c for c, _ in failed]
                 by_name = {nm: c for c in cands for nm in _names(c.spec)}
                 setup = sum((r.get("setup_s") or 0.0) for r in db_rows)
                 cand_setup = sum((r.get("setup_s") or 0.0) for r in db_rows if not r["is_baseline"])
                 spent += db_rows[0]["elapsed_s"] if db_rows else time.perf_counter() - t0
                 shape_walls.append(time.perf_counter() - t0)
                 n_cand += len(cands)
+                rnd_cands += len(cands)
+                rnd_failed += len({r["method"] for r in db_rows if not r["is_baseline"] and r.get("failure")})
                 compile_s += pre_s + cand_setup
                 measure_s += max(0.0, eval_s - setup)
                 outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["config"]),
@@ -535,19 +575,24 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                         candidates=n_cand, candidates_total=total_before + n_cand, elapsed_s=spent,
                         budget_s=budget_s, candidates_per_s=n_cand / wall if wall > 0 else 0.0,
                         compile_s=compile_s, measure_s=measure_s, compile_wait_s=compile_wait_s, last=outcomes))
+            if over:
+                stop = "budget"
+                log(round_line("stopped: the next call would end past the budget"))
+                rounds_run += 1
+                break
+            log(round_line() if not cut else round_line("cut by the run limit"))
             rounds_run += 1
+            rnd_cands = rnd_failed = 0
             if cut:  # mid-round: the next run finishes this round (the DB says which shapes are left)
                 stop = "run-limit"
                 break
             rnd += 1
             done_in_round = set()
     finally:
-        if builder is not None:
-            builder.close()
+        killed = pool.close() if pool is not None else 0
+    if killed:
+        log(f"{killed} build(s) still running at the stop were killed (rebuilt when needed)")
     if stop == "run-limit":
-        pending = sum(1 for _, _, job in planned.values() if job is not None and not job.done.is_set())
-        log(f"run limit: stopped after {time.perf_counter() - t_run:.0f}s in round {rnd}"
-            + (f"; {pending} background build batch(es) for shapes not reached still compiling (they finish into "
-               "the build cache before the process exits)" if pending else ""))
+        log(f"run limit: stopped after {time.perf_counter() - t_run:.0f}s in round {rnd}")
     return SearchSummary(search_id=search_id, rounds=rounds_run, candidates=n_cand, elapsed_s=spent,
                          stop_reason=stop, per_shape=_summary_rows(db, gpu, shapes))
