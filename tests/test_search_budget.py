@@ -159,7 +159,8 @@ def test_the_build_pool_uses_every_core_this_process_may_run_on():
 
 def test_a_cli_search_keeps_its_budget_and_prints_each_round_to_a_pipe(tmp_path):
     """``hgemm-bench search --budget 20s`` on the CPU evaluator, its output a pipe: round lines
-    arrive while it runs (not when it exits), and it ends within 10 s of the budget."""
+    arrive while it runs (not when it exits), and it ends within the issue's allowance of the budget
+    (5 % or 10 s, whichever is larger: on 2 loaded cores one CPU call can overrun 1 s)."""
     out = tmp_path / "s"
     cmd = [sys.executable, "-m", "harness.cli", "search", "--device", "cpu", "--shapes", "16_16_32,32_16_64,16_32_16",
            "--families", "cpuk", "--plugin", "test_search_plugin", "--budget", "20s", "--time-budget", "0.2",
@@ -179,4 +180,4 @@ def test_a_cli_search_keeps_its_budget_and_prints_each_round_to_a_pipe(tmp_path)
     assert seen_running, text  # a round line reached the pipe before the search ended
     assert wall <= 30, text
     doc = json.loads((out / "summary.json").read_text())
-    assert doc["budget_used_s"] <= 21 and doc["stop_reason"] == "budget"
+    assert doc["budget_used_s"] <= 20 + max(0.05 * 20, 10) and doc["stop_reason"] == "budget"
