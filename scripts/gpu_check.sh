@@ -19,6 +19,8 @@
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
 #   gemv     the gemv family: its GPU tests, then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
 #            count on the 20 decode shapes) against the four baselines, scored by lab/skinny/table.py --pivot
+#   budget   a search with --budget BUDGET_BUDGET (2m) on BUDGET_SHAPES from an empty build cache into a pipe: its
+#            progress lines and wall time (GEMV_CHOSEN, for the gemv stage: a shape<TAB>method file scored alone)
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py); NCU_SECTIONS
 #            adds whole sections (e.g. WarpStateStats MemoryWorkloadAnalysis), NCU_EXTRA_METRICS more metrics, NCU_CACHE=none
@@ -169,7 +171,21 @@ for stage in $STAGES; do
       timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
         --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
       tail -2 /tmp/hb/gemv.txt; cp /tmp/hb/gemv.parquet "$OUT/" 2>/dev/null
-      python3 lab/skinny/table.py /tmp/hb/gemv.parquet --pivot 2>&1 | tee "$OUT/gemv.md" | tail -45 ;;
+      python3 lab/skinny/table.py /tmp/hb/gemv.parquet --pivot 2>&1 | tee "$OUT/gemv.md" | tail -45
+      if [ -n "${GEMV_CHOSEN:-}" ]; then  # the rule's choice per shape (shape<TAB>method), scored alone
+        python3 lab/skinny/table.py /tmp/hb/gemv.parquet --chosen "$GEMV_CHOSEN" 2>&1 | tee "$OUT/gemv-chosen.md" | tail -3
+      fi ;;
+    budget)
+      # a search with --budget BUDGET_BUDGET (2m) on BUDGET_SHAPES from an empty build cache (a fresh
+      # machine), its output a pipe: the progress lines and the wall time against the budget
+      log "budget: search --budget ${BUDGET_BUDGET:-2m} on ${BUDGET_SHAPES:-16_6144_4096}, empty build cache, output to a pipe"
+      rm -rf /tmp/hb/budget-cache /tmp/hb/budget-search
+      t0=$(date +%s.%N)
+      HGEMM_BUILD_CACHE=/tmp/hb/budget-cache $HB search --shapes "${BUDGET_SHAPES:-16_6144_4096}" --budget "${BUDGET_BUDGET:-2m}" \
+        --out /tmp/hb/budget-search 2>&1 | cat > "$OUT/budget.txt"
+      t1=$(date +%s.%N)
+      grep -E "^round |budget|stop" "$OUT/budget.txt" | tail -12
+      python3 -c "import sys; print(f'search wall {float(sys.argv[2]) - float(sys.argv[1]):.1f} s (budget ${BUDGET_BUDGET:-2m})')" "$t0" "$t1" | tee -a "$OUT/budget.txt" ;;
     skinny)
       log "skinny: GPU tests, decode rule"
       python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k skinny 2>&1 \

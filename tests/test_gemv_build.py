@@ -19,8 +19,8 @@ needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not 
 @pytest.mark.parametrize("spec, why", [
     ("warps=4,kw=8", "must divide warps"),
     ("mt=4,rw=4,u=8", "registers per thread"),
-    ("mt=4,rw=2,u=4,minb=2", "exceed an SM's 64K registers"),
-    ("mt=4,rw=2,warps=16,kw=8,u=1", "static shared memory"),
+    ("mt=4,rw=2,u=4,warps=8,minb=2", "exceed an SM's 64K registers"),
+    ("mt=4,rw=2,warps=16,kw=8,u=1,minb=1", "static shared memory"),
     ("splits=3", "not in"),
 ])
 def test_rules_refuse_with_a_reason(spec, why):
@@ -38,14 +38,14 @@ def test_serves_tn_decode_rows_only():
 
 
 def test_geometry():
-    k = FAM.parse("rw=2,warps=8,kw=2")
+    k = FAM.parse("rw=2,warps=8,kw=2,minb=1")
     assert rows_per_cta(k) == 16 * 2 * 4
     assert smem_bytes(k) == 1 * 4 * 2 * 1 * 32 * 16
     assert FAM.opts(FAM.parse("splits=8"), Problem(Shape(8, 64, 64), "tn")) == [8]
 
 
 @needs_nvcc
-@pytest.mark.parametrize("preset", FAM.presets + ("rw=2,u=8,kw=8",))
+@pytest.mark.parametrize("preset", FAM.presets + ("rw=2,u=8,warps=8,kw=8,minb=1",))
 def test_presets_compile_without_spills(preset, cache):
     k = FAM.parse(preset)
     res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))

@@ -70,15 +70,16 @@ class Gemv(Family):
 
 FAMILY = Gemv(
     name="gemv",
-    presets=("", "mt=2", "mt=4"),
+    # measured best per decode row count on the H200 (lab/gemv/NOTES.md): M <= 8, 9-16, 17-32
+    presets=("", "mt=2", "mt=4:minb=2"),
     knobs=(
         Knob("mt", (1, 2, 4), 1, help="8-row activation fragments: serves M <= 8*mt"),
         Knob("rw", (1, 2, 4), 1, help="16-row weight fragments per warp"),
-        Knob("warps", (8, 4, 16), 8, help="warps per CTA"),
-        Knob("kw", (2, 1, 4, 8), 2, help="warps along K within a CTA (their parts summed in shared memory)"),
+        Knob("warps", (4, 8, 16), 4, help="warps per CTA"),
+        Knob("kw", (1, 2, 4, 8), 1, help="warps along K within a CTA (their parts summed in shared memory)"),
         Knob("u", (4, 2, 8, 1), 4, help="32-k chunks a lane loads before its MMAs: bytes in flight = u*rw KB per warp"),
         Knob("pf", (1, 0, 2), 1, help="L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B"),
-        Knob("minb", (1, 2, 4), 1, help="CTAs per SM the register budget must allow"),
+        Knob("minb", (3, 4, 2, 1), 3, help="CTAs per SM the register budget must allow"),
         Knob("pdl", (0, 1), 0, help="1 = programmatic dependent launch: this launch overlaps the previous "
                                     "grid's tail (memory access still waits for it to complete)"),
         Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,
