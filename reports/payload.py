@@ -36,8 +36,15 @@ def ci_text(e: Entry, long: bool = False) -> str:
     return f"no {level} CI" if long else "—"
 
 
-def _entry(e: Entry) -> dict:
-    return {"label": e.label, "method": e.method, "layout": e.layout, "baseline": e.is_baseline,
+def ranked_first(entries: list[Entry]) -> list[Entry]:
+    """Entries with a geomean CI (or the baseline) first, each group in its leaderboard order: a
+    config that won on the two shapes it was tried on is listed, never ranked above a method
+    scored on many."""
+    return sorted(entries, key=lambda e: not (e.is_baseline or e.covered >= MIN_SHAPES))
+
+
+def _entry(e: Entry, rank: int) -> dict:
+    return {"rank": rank, "ranked": e.is_baseline or e.covered >= MIN_SHAPES, "label": e.label, "method": e.method, "layout": e.layout, "baseline": e.is_baseline,
             "geomean": _r(e.geomean), "ci_lo": _r(e.ci_lo), "ci_hi": _r(e.ci_hi), "ci": ci_text(e),
             "ci_long": ci_text(e, long=True), "win_rate": _r(e.win_rate), "wins": e.wins, "covered": e.covered,
             "shapes": e.shapes_total, "gate_failures": e.gate_failures, "suspect": e.suspect,
@@ -50,11 +57,20 @@ def run_payload(run: Run, downloads: list[dict]) -> dict:
         "gpu_uuid": run.gpu_uuid, "cpu": run.cpu, "keys": run.keys, "roles": run.roles,
         "views": [{"id": v.id, "mode": v.mode, "cache": v.cache, "metric": v.metric, "metric_label": v.metric_label,
                    "baseline": v.baseline, "baseline_note": v.baseline_note,
-                   "entries": [_entry(e) for e in v.entries]} for v in run.views],
+                   "entries": _entries(v.entries)} for v in run.views],
         "tables": tabledata.encode(run),
         "env": run.env, "methodology": run.methodology, "excluded": run.excluded, "unsupported": run.unsupported,
         "clocks": run.clocks, "downloads": [downloads[i] for i in run.sources],
     }
+
+
+def _entries(entries: list[Entry]) -> list[dict]:
+    rank: dict[str, int] = {}
+    out = []
+    for e in ranked_first(entries):
+        rank[e.layout] = rank.get(e.layout, 0) + 1
+        out.append(_entry(e, rank[e.layout]))
+    return out
 
 
 def index_payload(runs: list[Run], headline: str, board: list[dict], baseline: str, metric: str,

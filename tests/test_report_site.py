@@ -126,3 +126,16 @@ def test_cross_run_board_scores_each_method_in_its_latest_run(three_runs):
     assert order[-1] == "lucky-config" and board["lucky-config"]["ci_lo"] is None
     assert all(board[m]["ranked"] and board[m]["ci_lo"] is not None for m in order[:-1])
     assert MIN_SHAPES == 6
+
+
+def test_run_leaderboard_lists_methods_without_a_ci_after_the_rest(three_runs, tmp_path):
+    """In the study run, a config tried on 2 shapes at 1.5x is listed after the baseline it beat."""
+    index, runs = site_runs(build_site(three_runs, tmp_path / "site"))
+    study = next(r for r in runs.values() if r["run_id"] == "run-study")
+    best = [e for e in study["views"][0]["entries"] if e["layout"] == "best"]
+    assert [(e["method"], e["rank"], e["ranked"]) for e in best] == [("cublaslt-autotune", 1, True),
+                                                                     ("lucky-config", 2, False)]
+    assert best[1]["geomean"] == pytest.approx(1.5) and best[1]["ci"] == "no CI (2 < 6 shapes)"
+    full = next(r for r in runs.values() if r["run_id"] == "run-old")
+    ranks = [e["geomean"] for e in full["views"][0]["entries"] if e["layout"] == "best"]
+    assert ranks == sorted(ranks, reverse=True)  # all on 8 shapes: by speedup

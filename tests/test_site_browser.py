@@ -138,12 +138,19 @@ def test_opens_on_the_headline_view_fast_and_draws_its_charts(page, site):
 
 def test_leaderboard_sorts_and_switches_layouts(page):
     lb = "section.view .leaderboard"
-    col = _col(page, lb, "speedup (geomean)")
+    col, rank = _col(page, lb, "speedup (geomean)"), _col(page, lb, "#")
+    rows = _rows(page, lb)
+    assert [int(r[rank]) for r in rows] == list(range(1, len(rows) + 1))  # the report's order: ranked first
+    few = page.locator(f"{lb} tbody tr").evaluate_all("trs => trs.map(tr => tr.classList.contains('few'))")
+    assert few == sorted(few)  # methods without a CI (too few shapes) come after every other
+
     def scores():
         return [float(r[col].rstrip("×")) for r in _rows(page, lb) if r[col] != "—"]
-    assert scores() == sorted(scores(), reverse=True) and len(scores()) >= 2
-    page.locator(f"{lb} thead tr:first-child th[data-col=geomean]").click()  # descending -> ascending
-    assert scores() == sorted(scores())
+    head = page.locator(f"{lb} thead tr:first-child th[data-col=geomean]")
+    head.click()
+    assert scores() == sorted(scores()) and len(scores()) >= 2
+    head.click()
+    assert scores() == sorted(scores(), reverse=True)
     best = len(_rows(page, lb))
     page.locator("section.view .lb-layout button[data-layout=all]").click()
     assert len(_rows(page, lb)) > best

@@ -196,8 +196,13 @@
   }
 
   function headlineSentence(view) {
-    var top = view.entries.filter(function (e) { return e.layout === "best" && !e.baseline && e.geomean !== null; })[0];
-    if (!view.baseline || !top) return "";
+    var top = view.entries.filter(function (e) {
+      return e.layout === "best" && !e.baseline && e.geomean !== null && e.ranked;
+    })[0];
+    if (!view.baseline || !top) {
+      return view.baseline ? '<p class="headline">No method other than the baseline was measured on enough shapes ' +
+        "here for a confidence interval; the leaderboard lists them below.</p>" : "";
+    }
     var lead = top.geomean > 1 ? "Fastest: <b>" + esc(top.method) + "</b>" :
       "No method beats <b>" + esc(view.baseline) + "</b> on average; the closest is <b>" + esc(top.method) + "</b>";
     return '<p class="headline">' + lead + ", geometric-mean speedup " + times(top.geomean) + " over <b>" +
@@ -240,6 +245,7 @@
     var lbHost = h("div", "leaderboard");
     s.appendChild(lbHost);
     var entryCols = [
+      {key: "rank", label: "#", num: true, title: "methods with a CI first (enough shapes), then by speedup"},
       {key: "label", label: "method", cell: function (e) {
         return methodCell(run.keys[e.method] || e.method, e.label, run.roles[e.method]) +
           (e.baseline ? ' <span class="tag ref">speedups are over this</span>' : "");
@@ -257,9 +263,9 @@
     function entriesFor(l) {
       return view.entries.filter(function (e) { return l === "all" || e.layout === l; });
     }
-    var lb = T.Table(lbHost, {columns: entryCols, rows: entriesFor("best"), sort: {key: "geomean", dir: -1},
+    var lb = T.Table(lbHost, {columns: entryCols, rows: entriesFor("best"),
                               csv: run.name.replace(/\W+/g, "-") + "-" + view.id + "-leaderboard.csv",
-                              rowCls: function (e) { return e.baseline ? "baseline" : ""; }});
+                              rowCls: function (e) { return e.baseline ? "baseline" : e.ranked ? "" : "few"; }});
     lay.addEventListener("click", function (ev) {
       var b = ev.target.closest("button");
       if (!b) return;
@@ -268,7 +274,8 @@
     });
     s.appendChild(h("p", "fine", "Speedup = " + esc(view.baseline || "baseline") + " median / method median, paired " +
       "per shape within this run, same layout (best layout: each method's faster layout per shape vs the baseline's " +
-      "faster layout). Win rate: shapes where the method is faster. Gate failures and suspect rows are never ranked."));
+      "faster layout). Win rate: shapes where the method is faster. Methods on fewer than " + INDEX.board_min_shapes +
+      " shapes (no CI; greyed) are listed after the rest. Gate failures and suspect rows are never ranked."));
 
     s.appendChild(h("h3", "", "Charts"));
     var charts = h("div", "charts");
