@@ -21,9 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 import jinja2
+import pyarrow.parquet as pq
 
 from harness.paths import OutputPathError, check_output_dir
-from harness.results import SCHEMA_VERSION
+from harness.results import META_KEY
 from reports import headline as headline_rule
 from reports.crossrun import cross_run
 from reports.derive import METRICS
@@ -94,6 +95,7 @@ def _copy_data(files: list[LoadedFile], stage: Path) -> list[dict]:
             "name": f.path.name,
             "href": f"{rel}/{f.path.name}",
             "rows": len(f.results),
+            "schema_version": int((pq.read_schema(f.path).metadata or {}).get(META_KEY, b"0")),  # as written
             "samples_dir": f"{rel}/{f.samples_path.name}/" if parts else None,
             "samples": [f"{rel}/{f.samples_path.name}/{p}" for p in parts],
             "sample_rows": len(f.samples),
@@ -174,7 +176,7 @@ def _build(stage: Path, files: list[LoadedFile], runs: list[Run], baseline: str,
     for r in runs:
         (stage / "data" / f"{r.id}.js").write_text(to_script("HG.run", run_payload(r, downloads)), encoding="utf-8")
     meta = {"built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "files": len(files),
-            "schema_version": SCHEMA_VERSION, "floor": FLOOR_DEFINITION}
+            "floor": FLOOR_DEFINITION}
     index = index_payload(runs, lead, cross_run(runs, baseline), baseline, metric, meta)
     html = jinja2.Environment(loader=jinja2.FileSystemLoader(PKG / "templates"), autoescape=True,
                               undefined=jinja2.StrictUndefined).get_template("index.html.j2").render(

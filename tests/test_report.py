@@ -351,6 +351,7 @@ def test_site_is_self_contained_with_data(run_a, tmp_path):
     assert any("rel_fro 0.2 > tol" in x["why"] for x in gpu["excluded"])  # the gate failure, with its reason
     for r in runs.values():  # each run's download links point at its own copied files
         assert r["downloads"] and all((index.parent / d["href"]).is_file() for d in r["downloads"])
+        assert all(d["schema_version"] == SCHEMA_VERSION for d in r["downloads"])  # the file's own version
 
 
 def test_site_can_be_rebuilt_from_its_own_data(run_a, tmp_path):

@@ -394,7 +394,7 @@
     d.appendChild(h("h3", "", "Data"));
     d.appendChild(h("ul", "downloads", run.downloads.map(function (f) {
       return '<li><a href="' + esc(f.href) + '" download>' + esc(f.name) + "</a> (" + f.rows + " result rows, schema v" +
-        INDEX.meta.schema_version + ")" + (f.samples_dir ? ' · raw samples: <a href="' + esc(f.samples_dir) + '">' +
+        f.schema_version + ")" + (f.samples_dir ? ' · raw samples: <a href="' + esc(f.samples_dir) + '">' +
         f.samples.length + " Parquet parts</a> (" + f.sample_rows + " rows)" : "") + "</li>";
     }).join("")));
     var drawn = false;
