@@ -36,8 +36,12 @@ def ratio(method: str, shape) -> float:
     return {"cublas": 0.95, "cublaslt": 0.97, "torch": 0.9}.get(method, 1.5)
 
 
+ORIGINS = {(1, 4096, 4096): ("Llama-3.1-8B", "o_proj"), (16, 4096, 4096): ("Llama-3.1-8B", "o_proj")}
+
+
 def write(path: Path, run_id: str, methods, start: int, shapes=SHAPES, label: str | None = None) -> Path:
-    """One offline/warm GPU run; ``start`` orders runs in time (its rows' measured_at)."""
+    """One offline/warm GPU run; ``start`` orders runs in time (its rows' measured_at). The two
+    decode shapes are recorded as a model's layer (ORIGINS)."""
     store = ResultStore(path, run_id)
     i = start
     for shape in shapes:
@@ -46,8 +50,9 @@ def write(path: Path, run_id: str, methods, start: int, shapes=SHAPES, label: st
             for layout in ("nn", "tn"):
                 r = make_row(run_id, "GPU-1", shape, layout, method, "offline", "warm",
                              base_us(shape, "nn") / ratio(method, shape), i)
+                model, layer = ORIGINS.get(shape, (None, None))
                 r.update(is_baseline=method in FULL, family="baseline" if method in FULL else "lib",
-                         run_label=label)
+                         run_label=label, source_model=model, source_layer=layer)
                 rows.append(r)
                 i += 1
         store.add_group(rows, [])

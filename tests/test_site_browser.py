@@ -156,6 +156,18 @@ def test_leaderboard_sorts_and_switches_layouts(page):
     assert len(_rows(page, lb)) > best
 
 
+def test_model_shapes_are_grouped_by_model_layer(page):
+    """The synthetic full run records its two decode shapes as Llama-3.1-8B's o_proj."""
+    if os.environ.get("HGEMM_REPORT_RESULTS"):
+        pytest.skip("the given runs' headline may hold no model shapes")
+    rows = _rows(page, "section.view .models")
+    lib = [r for r in rows if r[0] == "Llama-3.1-8B o_proj" and r[1].startswith("lib-a")]
+    assert len(lib) == 1 and lib[0][2] == "1.200×" and lib[0][3] == "2" and lib[0][4] == "1, 16"
+    origin = _col(page, "section.view .shapes", "model layer")
+    shapes = [r for r in _rows(page, "section.view .shapes") if r[origin]]
+    assert shapes and {r[origin] for r in shapes} == {"Llama-3.1-8B o_proj"}
+
+
 def test_per_shape_table_filters_sorts_and_downloads_what_is_shown(page):
     host = "section.view .shapes"
     total = len(_rows(page, host))
