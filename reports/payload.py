@@ -57,19 +57,19 @@ def run_payload(run: Run, downloads: list[dict]) -> dict:
         "gpu_uuid": run.gpu_uuid, "cpu": run.cpu, "keys": run.keys, "roles": run.roles,
         "views": [{"id": v.id, "mode": v.mode, "cache": v.cache, "metric": v.metric, "metric_label": v.metric_label,
                    "baseline": v.baseline, "baseline_note": v.baseline_note,
-                   "entries": _entries(v.entries)} for v in run.views],
+                   "entries": _entries(v.entries, v.compile_s)} for v in run.views],
         "tables": tabledata.encode(run),
         "env": run.env, "methodology": run.methodology, "excluded": run.excluded, "unsupported": run.unsupported,
         "clocks": run.clocks, "downloads": [downloads[i] for i in run.sources],
     }
 
 
-def _entries(entries: list[Entry]) -> list[dict]:
+def _entries(entries: list[Entry], compile_s: dict[str, float]) -> list[dict]:
     rank: dict[str, int] = {}
     out = []
     for e in ranked_first(entries):
         rank[e.layout] = rank.get(e.layout, 0) + 1
-        out.append(_entry(e, rank[e.layout]))
+        out.append(dict(_entry(e, rank[e.layout]), compile_s=_r(compile_s.get(e.method), 3)))
     return out
 
 

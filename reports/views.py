@@ -44,6 +44,7 @@ class View:
     baseline_note: str
     entries: list[Entry]
     table: list[list]
+    compile_s: dict[str, float] = field(default_factory=dict)  # method -> median compile_s (methods with one)
 
 
 @dataclass
@@ -144,7 +145,9 @@ def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, 
     rows = with_best_of_layouts(raw, metric)
     sp = _with_table_rows(paired_speedups(rows, base, metric))
     entries = leaderboard(sp, raw, base, metric)
-    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, _table(sp, metric))
+    compiled = raw[raw["compile_s"].notna()] if "compile_s" in raw else raw.iloc[:0]
+    compile_s = {m: float(v) for m, v in compiled.groupby("method")["compile_s"].median().items()}
+    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, _table(sp, metric), compile_s)
 
 
 def _excluded(raw: pd.DataFrame) -> tuple[list[dict], list[dict]]:

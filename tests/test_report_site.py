@@ -144,3 +144,23 @@ def test_run_leaderboard_lists_methods_without_a_ci_after_the_rest(three_runs, t
     full = next(r for r in runs.values() if r["run_id"] == "run-old")
     ranks = [e["geomean"] for e in full["views"][0]["entries"] if e["layout"] == "best"]
     assert ranks == sorted(ranks, reverse=True)  # all on 8 shapes: by speedup
+
+
+def test_a_peer_is_tagged_and_its_compile_time_shown(tmp_path):
+    """inductor rows (family peer, compile_s per shape): the run marks it a peer, not a baseline,
+    and its leaderboard entries carry the median compile time; methods without one carry null."""
+    store = ResultStore(tmp_path / "peer.parquet", "run-peer")
+    for i, shape in enumerate(SHAPES[:3]):
+        rows = []
+        for method in ("cublaslt-autotune", "inductor"):
+            r = make_row("run-peer", "GPU-1", shape, "nn", method, "offline", "warm", base_us(shape, "nn"), 2 * i)
+            if method == "inductor":
+                r.update(is_baseline=False, family="peer", compile_s=[30.0, 10.0, 20.0][i])
+            rows.append(r)
+        store.add_group(rows, [])
+    _, runs = site_runs(build_site([tmp_path / "peer.parquet"], tmp_path / "site"))
+    run = runs["r0"]
+    assert run["roles"] == {"cublaslt-autotune": "baseline", "inductor": "peer"}
+    entries = {(e["method"], e["layout"]): e for e in run["views"][0]["entries"]}
+    assert entries[("inductor", "best")]["compile_s"] == 20.0 and entries[("inductor", "nn")]["compile_s"] == 20.0
+    assert entries[("cublaslt-autotune", "best")]["compile_s"] is None

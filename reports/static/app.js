@@ -260,6 +260,11 @@
       {key: "suspect", label: "suspect", num: true, title: "rows faster than the physical floor: never ranked"},
       {key: "time_us", label: "time (geomean µs)", num: true, cell: function (e) { return num(e.time_us); }}
     ];
+    if (view.entries.some(function (e) { return e.compile_s !== null; })) {
+      entryCols.push({key: "compile_s", label: "compile (s, median)", num: true,
+                      title: "seconds the method spent compiling per shape (compile_s), median over its rows",
+                      cell: function (e) { return e.compile_s === null ? "—" : num(e.compile_s, 3); }});
+    }
     function entriesFor(l) {
       return view.entries.filter(function (e) { return l === "all" || e.layout === l; });
     }
