@@ -260,6 +260,11 @@
       {key: "suspect", label: "suspect", num: true, title: "rows faster than the physical floor: never ranked"},
       {key: "time_us", label: "time (geomean µs)", num: true, cell: function (e) { return num(e.time_us); }}
     ];
+    if (view.entries.some(function (e) { return e.compile_s !== null; })) {
+      entryCols.push({key: "compile_s", label: "compile (s, median)", num: true,
+                      title: "seconds the method spent compiling per shape (compile_s), median over its rows",
+                      cell: function (e) { return e.compile_s === null ? "—" : num(e.compile_s, 3); }});
+    }
     function entriesFor(l) {
       return view.entries.filter(function (e) { return l === "all" || e.layout === l; });
     }
@@ -280,6 +285,24 @@
     s.appendChild(h("h3", "", "Charts"));
     var charts = h("div", "charts");
     s.appendChild(charts);
+
+    var byModel = modelRows(rows);
+    if (byModel.length) {
+      s.appendChild(h("h3", "", "By model layer"));
+      s.appendChild(h("p", "fine", "Shapes taken from model configs (<code>--shapes model:…</code>), grouped by the " +
+        "model layer they come from (a shape several layers share counts for each): geometric-mean speedup " +
+        "over the layer's shapes, best layout per shape."));
+      var mHost = h("div", "models");
+      s.appendChild(mHost);
+      T.Table(mHost, {columns: [
+        {key: "origin", label: "model layer"},
+        {key: "method", label: "method", cell: function (r) { return methodCell(r.key, r.method, run.roles[r.method]); },
+         search: function (r) { return r.key + " " + r.method; }},
+        {key: "speedup", label: "speedup (geomean)", num: true, cell: function (r) { return times(r.speedup); }},
+        {key: "shapes", label: "shapes", num: true},
+        {key: "ms", label: "M (tokens)", csv: function (r) { return r.ms; }}
+      ], rows: byModel, csv: run.name.replace(/\W+/g, "-") + "-" + view.id + "-by-model-layer.csv"});
+    }
 
     s.appendChild(h("h3", "", "Per-shape results"));
     s.appendChild(h("p", "fine", "Click a row for that shape: every method and layout on it, with a chart."));
@@ -303,6 +326,29 @@
       C.draw(d, spec);
     });
     if (view.metric === "device") charts.appendChild(h("p", "fine", esc(INDEX.meta.floor)));
+  }
+
+  // Best-layout rows of model shapes, grouped by (model layer, method): geomean speedup, shapes, Ms.
+  function modelRows(rows) {
+    var groups = Object.create(null), out = [];
+    rows.forEach(function (r) {
+      if (!r.best || !r.origin || r.speedup === null) return;
+      r.origin.split("; ").forEach(function (o) {
+        var g = groups[o + "\u0000" + r.method];
+        if (!g) {
+          g = groups[o + "\u0000" + r.method] = {origin: o, method: r.method, key: r.key, logs: 0, shapes: 0, m: []};
+          out.push(g);
+        }
+        g.logs += Math.log(r.speedup);
+        g.shapes += 1;
+        if (g.m.indexOf(r.m) < 0) g.m.push(r.m);
+      });
+    });
+    return out.map(function (g) {
+      return {origin: g.origin, method: g.method, key: g.key, shapes: g.shapes,
+              speedup: Number(Math.exp(g.logs / g.shapes).toPrecision(4)),
+              ms: g.m.sort(function (a, b) { return a - b; }).join(", ")};
+    });
   }
 
   function rowColumns(view, run) {
