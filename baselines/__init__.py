@@ -1,10 +1,13 @@
-"""The cuBLAS-family baselines, registered as hgemm-bench methods when this package is imported.
+"""The cuBLAS-family baselines and the ``inductor`` peer, registered as hgemm-bench methods when
+this package is imported.
 
 * ``torch``: ``torch.matmul(a, b, out=c)`` (CUDA and CPU);
 * ``cublas``: ``cublasGemmEx``, default algorithm;
 * ``cublaslt``: ``cublasLtMatmul`` with the heuristic's top-1;
 * ``cublaslt-autotune``: the fastest correct of up to 100 cuBLASLt candidates, timed by the
-  harness (args: ``cublaslt-autotune:max_candidates=20,max_workspace=33554432``).
+  harness (args: ``cublaslt-autotune:max_candidates=20,max_workspace=33554432``);
+* ``inductor``: ``torch.compile(torch.mm)`` in max-autotune, compiled per shape: a peer a user
+  would try instead, not a baseline (not in the default set: its compile costs seconds per shape).
 
 Each method serves both B layouts (``nn``, ``tn``): the layout is part of the Problem it is
 prepared for. All raw calls go through nvmath-python's bindings (no hand-written prototypes).
@@ -66,6 +69,13 @@ def _cublaslt_autotune(args: str | None):
     return CublasLtAutotune(**parse_kv(args, {"max_candidates": int, "max_workspace": int}))
 
 
+def _inductor(args: str | None):
+    from baselines.inductor import Inductor
+
+    _no_args("inductor", args)
+    return Inductor()
+
+
 register("torch", _torch, default=True, help="torch.matmul(a, b, out=c); CUDA and CPU")
 register("cublas", _cublas, default=True, help="cublasGemmEx, fp32 compute, default algo")
 register("cublaslt", _cublaslt, default=True, help="cublasLtMatmul, heuristic top-1")
@@ -75,6 +85,8 @@ register(
     default=True,
     help="cublasLtMatmul, fastest correct of up to 100 candidates (timed by the harness)",
 )
+register("inductor", _inductor, help="torch.compile(torch.mm, mode='max-autotune-no-cudagraphs'), compiled per "
+         "shape (compile_s column); a peer, not a cuBLAS-family baseline; CUDA and CPU")
 
 
 def _library_versions() -> dict:

@@ -209,6 +209,8 @@ def compare(
     no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks on non-baseline methods."),
     kernels_dir: List[Path] = typer.Option([], "--kernels-dir", help="Directory of external .cu kernels: our C ABI "
                                            "(cu:<stem>) or PyTorch extensions f(a, b, b_col_major, c) (ext:<stem>)."),
+    label: str = typer.Option("", "--label", help="A name for the run that people read (the report's run list "
+                              "and leaderboard show it), stored in every row's run_label; a resumed run keeps its own."),
     plan: Optional[Path] = typer.Option(None, "--plan", help="A file of 'M_N_K METHOD[,METHOD...]' lines: each shape "
                                         "measured with its own methods (and --methods on every shape), instead of "
                                         "every method on every shape; replaces --shapes. See harness/plan.py."),
@@ -323,6 +325,7 @@ def compare(
     if store.resumed and prior and env.get("gpu_uuid") not in prior:
         _fail(f"{out} holds results from another device ({', '.join(sorted(map(str, prior)))}); "
               "use another --out or --fresh: runs on different GPUs never mix in one run")
+    settings.label = _run_label(store, label.strip(), out)
     if store.resumed:
         console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
@@ -363,6 +366,16 @@ def compare(
         baseline = "torch"
     print_summary(results, samples, baseline, console)
     console.print(f"results: {out}  samples: {samples_dir(out)}/")
+
+
+def _run_label(store, label: str, out: Path) -> str:
+    """The run's label: the one given, else the one its finished rows carry. A resumed run keeps
+    one label, so a second --label that differs is refused rather than mixed into the rows."""
+    stored = sorted({r.get("run_label") for r in store.rows} - {None, ""})
+    if label and stored and stored != [label]:
+        _fail(f"{out} is run {store.run_id} labelled {stored[0]!r}; resume it without --label (or with the same), "
+              "or use --fresh / another --out for a new run")
+    return label or (stored[0] if stored else "")
 
 
 def _work_model(settings, methods, dev: str):

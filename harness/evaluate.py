@@ -74,6 +74,7 @@ class CompareSettings:
     # shape name -> the (model, layer)s it comes from (``--shapes model:...``, see
     # harness.shapes.resolve_shapes); recorded in the rows' source_model / source_layer columns
     origins: dict[str, tuple[ShapeOrigin, ...]] = field(default_factory=dict)
+    label: str = ""  # the run's name for people (``compare --label``), in every row's run_label
 
 
 def run_bytes(problem: Problem, layouts: int, gate_candidates: int, device: str, cold: bool = False,
@@ -160,6 +161,8 @@ class ShapeEvaluator:
             info=config_json(dict(slot.prepared.info if slot.prepared else {},
                                   **({"anticheat": slot.cheat.figures()} if slot.cheat else {}))),
             setup_s=slot.prepared.setup_s if slot.prepared else None,
+            compile_s=slot.prepared.compile_s if slot.prepared else None,
+            run_label=self.s.label or None,
             mode=mode, cache=cache, qps=self.s.qps if mode == "server" else None,
             ci_target=self.s.ci_target if mode == "offline" else None,
             floor_us=p.floor_us(self.env.get("gpu_name")) if self.device == "cuda" else None,

@@ -43,13 +43,15 @@ class Prepared:
     """A ready-to-time call plus what its preparation cost and decided.
 
     ``info`` holds extra result columns the method wants recorded (for example the chosen
-    cuBLASLt algorithm or the autotune candidate count). ``capturable`` is False for calls
+    cuBLASLt algorithm or the autotune candidate count). ``compile_s`` is the part of the setup
+    spent compiling for this problem (None: nothing compiled). ``capturable`` is False for calls
     that cannot be captured in a CUDA graph; the timing core then uses events behind a
     blocking kernel instead.
     """
 
     fn: GemmFn
     setup_s: float = 0.0
+    compile_s: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
     capturable: bool = True
     close: Callable[[], None] | None = None

@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # older files are upgraded on read (``read_results``)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # older files are upgraded on read (``read_results``)
 META_KEY = b"hgemm_bench.schema_version"
 RUN_KEY = b"hgemm_bench.run_id"
 DESCRIPTIONS_KEY = b"hgemm_bench.column_descriptions"  # JSON: column name -> one-line description
@@ -45,6 +45,7 @@ MEASURED_AT_TYPE = pa.timestamp("us", tz="UTC")
 RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("schema_version", pa.int32(), "results schema version the row was written under"),
     ("run_id", pa.string(), "one compare run (kept across resumes of one --out)"),
+    ("run_label", pa.string(), "the run's name for people (compare --label); null: none given"),
     ("measured_at", MEASURED_AT_TYPE, "when the row's group finished measuring (UTC)"),
     # environment
     ("device", pa.string(), "cuda | cpu"),
@@ -78,12 +79,14 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
                                   "gate_up_proj | up_proj, down_proj, lm_head"),
     # method
     ("method", pa.string(), "method name"),
-    ("family", pa.string(), "method family"),
+    ("family", pa.string(), "method family: baseline, peer (another tool's GEMM: inductor) or a kernel family"),
     ("is_baseline", pa.bool_(), "a baseline (cuBLAS family or torch)"),
     ("config", pa.string(), "JSON object: every knob of the method"),
     ("source_hash", pa.string(), "hash of the method's source, if it has one"),
     ("info", pa.string(), "JSON object: method-specific extras decided in prepare, anti-cheat figures"),
     ("setup_s", pa.float64(), "one-time setup seconds (handles, autotuning, compilation)"),
+    ("compile_s", pa.float64(), "seconds of setup_s spent compiling for this shape (torch.compile's Inductor "
+                                "with its autotuning); null: the method compiles nothing per shape"),
     # measurement settings
     ("mode", pa.string(), "offline (back to back) | server (Poisson arrivals)"),
     ("cache", pa.string(), "warm (same buffers) | cold (working set >= 2x L2, or L2 flushed)"),
@@ -133,6 +136,7 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
 ADDED_IN: dict[str, int] = {c: 2 for c in ("git_commit", "nvcc_version", "cutlass_version", "triton_version",
                                            "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz",
                                            "source_model", "source_layer")}
+ADDED_IN.update({c: 3 for c in ("run_label", "compile_s")})
 # Columns whose type a version changed, and that version: older files are converted on read.
 RETYPED_IN: dict[str, int] = {"measured_at": 2}  # an ISO-8601 string before version 2
 

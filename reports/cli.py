@@ -21,6 +21,8 @@ def report(
                                   "report made (only the files it wrote there are replaced)."),
     baseline: str = typer.Option("cublaslt-autotune", help="Method the leaderboard's speedups are relative to."),
     metric: str = typer.Option("device", help="View the page opens on: device (GPU time per call) or host."),
+    headline: str = typer.Option("", help="Run the page opens on (run id or run name); default: the latest full "
+                                          "comparison (every cuBLAS-family baseline and another method, offline, GPU)."),
 ):
     """Build the static HTML leaderboard from results Parquet files."""
     from rich.console import Console
@@ -35,13 +37,14 @@ def report(
         fail(f"unknown metric {metric!r}: use device or host")
     from harness.paths import OutputPathError
     from harness.results import ResultsError
+    from reports.headline import HeadlineError
     from reports.site import build_site
 
     try:
-        index = build_site(list(results), out, baseline=baseline, metric=metric)
+        index = build_site(list(results), out, baseline=baseline, metric=metric, headline=headline or None)
     except OutputPathError as e:
         fail(f"-o: {e}")
-    except ResultsError as e:
+    except (ResultsError, HeadlineError) as e:
         fail(str(e))
     console.print(f"site: {index}")
 

@@ -1,7 +1,8 @@
-"""Assemble the static site: load, compute views, render the template, copy data and assets.
+"""Assemble the static site: load, compute views, write the page, its per-run data and assets.
 
-The output folder is self-contained (HTML, CSS, JS, the input Parquet files and their raw
-samples), so it can be opened from disk, served by any static host, or archived as is.
+The output folder is self-contained (HTML, CSS, JS, the vendored Vega-Lite, one data script per
+run, the input Parquet files and their raw samples), so it can be opened from disk, served by
+any static host, or archived as is.
 
 The report writes only files it owns. A folder it builds gets a manifest (``MANIFEST``) listing
 every file written; a rebuild replaces exactly those files and leaves anything else alone. A
@@ -20,14 +21,16 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 import jinja2
+import pyarrow.parquet as pq
 
 from harness.paths import OutputPathError, check_output_dir
-from harness.results import SCHEMA_VERSION
-from harness.timing.stats import CONFIDENCE, min_samples_for_ci
-from reports import tabledata
+from harness.results import META_KEY
+from reports import headline as headline_rule
+from reports.crossrun import cross_run
 from reports.derive import METRICS
 from reports.load import LoadedFile, load_all
-from reports.views import build_runs
+from reports.payload import index_payload, run_payload, to_json, to_script
+from reports.views import Run, build_runs
 
 PKG = Path(__file__).parent
 MANIFEST = ".hgemm-report.json"  # in the output folder: the files this report wrote there
@@ -92,6 +95,7 @@ def _copy_data(files: list[LoadedFile], stage: Path) -> list[dict]:
             "name": f.path.name,
             "href": f"{rel}/{f.path.name}",
             "rows": len(f.results),
+            "schema_version": int((pq.read_schema(f.path).metadata or {}).get(META_KEY, b"0")),  # as written
             "samples_dir": f"{rel}/{f.samples_path.name}/" if parts else None,
             "samples": [f"{rel}/{f.samples_path.name}/{p}" for p in parts],
             "sample_rows": len(f.samples),
@@ -127,39 +131,15 @@ def _install(stage: Path, out_dir: Path, old: set[str]) -> set[str]:
     return new
 
 
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(PKG / "templates"),
-        autoescape=jinja2.select_autoescape(["html", "j2"]),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["x"] = lambda v: "—" if v is None or v != v else f"{v:.3f}×"
-    env.filters["pct"] = lambda v: "—" if v is None or v != v else f"{v:.0%}"
-    env.filters["us"] = lambda v: "—" if v is None or v != v else f"{v:.4g} µs"
-    env.filters["ci"] = _ci_text
-    return env
-
-
-def _ci_text(e, long: bool = False) -> str:
-    """A leaderboard entry's geomean CI, or why there is none."""
-    level = f"{CONFIDENCE:.0%}"
-    if e.ci_lo == e.ci_lo and e.ci_hi == e.ci_hi:
-        return f"{level} CI {e.ci_lo:.3f}× – {e.ci_hi:.3f}×" if long else f"{e.ci_lo:.3f}× – {e.ci_hi:.3f}×"
-    need = min_samples_for_ci(CONFIDENCE)
-    if 0 < e.covered < need:
-        return f"no {level} CI: {e.covered} shape(s), it needs {need}" if long else f"no CI ({e.covered} < {need} shapes)"
-    return f"no {level} CI" if long else "—"
-
-
 def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublaslt-autotune",
-               metric: str = "device") -> Path:
+               metric: str = "device", headline: str | None = None) -> Path:
     """Build the static report from results files into ``out_dir``; return the index.html path.
 
-    Raises ``harness.paths.OutputPathError`` for an output folder the report may not write into
-    (see ``owned_files``) and ``harness.results.ResultsError`` (naming the file) for a missing,
-    foreign, empty or wrong-version input, both before anything is written.
+    ``headline``: the run the page opens on (run id or name); default the latest full comparison
+    (``reports.headline``). Raises ``harness.paths.OutputPathError`` for an output folder the
+    report may not write into (see ``owned_files``), ``harness.results.ResultsError`` (naming the
+    file) for a missing, foreign, empty or wrong-version input and ``reports.headline.HeadlineError``
+    for a headline that names no run, all before anything is written.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")
@@ -167,7 +147,9 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
     old = owned_files(out_dir)
     paths = [Path(p) for p in result_paths]
     files, df = load_all(paths)
-    runs = build_runs(df, baseline, metric)
+    runs = build_runs(df, baseline, metric, [f.path for f in files])
+    lead = headline_rule.pick([{"id": r.id, "run_id": r.run_id, "name": r.name, "full": r.full, "last": r.last}
+                               for r in runs], headline)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not old:
         _write_manifest(out_dir, set())  # the folder is the report's from here on
@@ -175,29 +157,28 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
         shutil.rmtree(leftover, ignore_errors=True)
     stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out_dir))
     try:
-        _build(stage, files, runs, baseline, metric)
+        _build(stage, files, runs, baseline, metric, lead)
         _install(stage, out_dir, old)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out_dir / "index.html"
 
 
-def _build(stage: Path, files: list[LoadedFile], runs, baseline: str, metric: str) -> None:
+def _build(stage: Path, files: list[LoadedFile], runs: list[Run], baseline: str, metric: str, lead: str) -> None:
     """Write the whole site into ``stage``."""
     downloads = _copy_data(files, stage)
-    static = stage / "static"
-    static.mkdir()
-    for p in (PKG / "static").iterdir():
-        if p.is_file():
-            shutil.copy2(p, static / p.name)
-    html = _env().get_template("index.html.j2").render(
-        runs=runs,
-        downloads=downloads,
-        baseline=baseline,
-        metric=metric,
-        floor_definition=FLOOR_DEFINITION,
-        schema_version=SCHEMA_VERSION,
-        built_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        data_json=tabledata.encode(runs),
-    )
+    for src in (PKG / "static", PKG / "static" / "vendor"):
+        dst = stage / src.relative_to(PKG)
+        dst.mkdir(parents=True, exist_ok=True)
+        for p in src.iterdir():
+            if p.is_file():
+                shutil.copy2(p, dst / p.name)
+    for r in runs:
+        (stage / "data" / f"{r.id}.js").write_text(to_script("HG.run", run_payload(r, downloads)), encoding="utf-8")
+    meta = {"built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "files": len(files),
+            "floor": FLOOR_DEFINITION}
+    index = index_payload(runs, lead, cross_run(runs, baseline), baseline, metric, meta)
+    html = jinja2.Environment(loader=jinja2.FileSystemLoader(PKG / "templates"), autoescape=True,
+                              undefined=jinja2.StrictUndefined).get_template("index.html.j2").render(
+        index_json=to_json(index))
     (stage / "index.html").write_text(html, encoding="utf-8")

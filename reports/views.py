@@ -2,7 +2,8 @@
 
 A *run* is one (run_id, GPU) pair. Inside a run, a *view* is one (mode, cache, metric)
 combination: offline vs server, warm vs cold, device vs host time are separate rankings, so a
-leaderboard never averages numbers that measure different things.
+leaderboard never averages numbers that measure different things. The page draws its charts
+from a view's table rows; nothing here renders.
 """
 
 from __future__ import annotations
@@ -13,22 +14,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from reports import plots
 from harness.results import rankable
 from harness.timing.stats import CONFIDENCE, min_samples_for_ci
+from reports.clocks import clock_series
 from reports.derive import BEST, METRIC_LABELS, METRICS, excluded_reason, metric_column, with_best_of_layouts
 from reports.environment import environment, is_cpu, methodology
+from reports.headline import is_full_comparison
 from reports.keys import method_keys
+from reports.runname import run_name
+from reports.shapeclass import shape_class
 from reports.stats import Entry, choose_baseline, leaderboard, paired_speedups
-from reports.svg import PALETTE
 
 MODE_ORDER = ["offline", "server"]
 CACHE_ORDER = ["warm", "cold"]
 METRIC_ORDER = ["device", "host"]
-VIEW_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#9c755f"]
-
 TABLE_COLUMNS = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops",
-                 "efficiency", "flags"]
+                 "efficiency", "flags", "shape_class", "origin"]
 TABLE_ORDER = ["m", "n", "k", "method", "layout"]
 
 
@@ -42,9 +43,8 @@ class View:
     baseline: str | None
     baseline_note: str
     entries: list[Entry]
-    plots: dict[str, str]
-    maps: list[str]  # methods with a layer in plots["maps"], in leaderboard order
     table: list[list]
+    compile_s: dict[str, float] = field(default_factory=dict)  # method -> median compile_s (methods with one)
 
 
 @dataclass
@@ -54,14 +54,19 @@ class Run:
     gpu_uuid: str | None
     gpu_name: str
     cpu: bool
-    label: str
+    name: str  # readable (reports.runname)
+    label: str  # name, GPU and start time: what the run list shows
     sources: list[int]
     env: list[tuple[str, str]]
     methodology: list[str]
-    clocks_svg: str
+    clocks: list[dict]  # reports.clocks.clock_series
     excluded: list[dict]
     unsupported: list[dict]
     keys: dict[str, str] = field(default_factory=dict)  # method -> short key, for this run's methods
+    roles: dict[str, str] = field(default_factory=dict)  # method -> baseline | peer | kernel
+    full: bool = False  # a full comparison (reports.headline)
+    started: str = ""
+    last: str = ""  # the last row's measured_at, as text (sorts in time order)
     views: list[View] = field(default_factory=list)
 
 
@@ -77,11 +82,6 @@ def _r(v, digits: int = 4):
     if isinstance(v, float):
         return float(f"{v:.{digits}g}")
     return v
-
-
-def method_colors(df: pd.DataFrame) -> dict[str, str]:
-    """One colour per method across the whole site, so a method looks the same in every plot."""
-    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(df["method"].unique()))}
 
 
 def _too_few_rounds(r: dict) -> bool:
@@ -104,11 +104,7 @@ def _flags(r: dict) -> str:
 
 def _with_table_rows(sp: pd.DataFrame) -> pd.DataFrame:
     """``sp`` with ``row``: each row's index in the view's per-shape table (sorted by TABLE_ORDER).
-
-    A plot mark names its row by this index, and report.js writes the mark's hover text from
-    that row of the page's table data, so the text is not written into the page once more per
-    mark. ``sp`` keeps its order: the leaderboard's bootstrap CIs and the plots' jitter follow it.
-    """
+    ``sp`` keeps its order: the leaderboard's bootstrap CIs follow it."""
     sp = sp.reset_index(drop=True)
     in_table_order = sp.sort_values(TABLE_ORDER, kind="stable").index.to_numpy()
     row = np.empty(len(sp), dtype=int)
@@ -129,28 +125,29 @@ def _table(sp: pd.DataFrame, metric: str) -> list[list]:
             else (None, None)
         eff = r["floor_us"] / t if pd.notna(r["floor_us"]) else None
         out.append([int(r["m"]), int(r["n"]), int(r["k"]), lay, r["method"], _r(t), _r(ci[0]), _r(ci[1]),
-                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff), _flags(r)])
+                    _r(r["speedup"]), _r(fl / (t * 1e-6) / 1e12), _r(eff), _flags(r),
+                    shape_class(int(r["m"]), int(r["n"]), int(r["k"])), _origin(r)])
     return out
 
 
-def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, baseline: str,
-               colors: dict[str, str], keys: dict[str, str]) -> View:
+def _origin(r: dict) -> str:
+    """Where a model shape comes from: "model layer" pairs, "; "-joined ("" for plain shapes)."""
+    models, layers = r.get("source_model"), r.get("source_layer")
+    if not isinstance(models, str) or not models:
+        return ""
+    ls = layers.split(";") if isinstance(layers, str) else []
+    return "; ".join(f"{m} {ls[i]}" if i < len(ls) else m for i, m in enumerate(models.split(";")))
+
+
+def build_view(vid: str, raw: pd.DataFrame, mode: str, cache: str, metric: str, baseline: str) -> View:
     """Everything one view shows; ``raw`` is every row of one run/GPU in this mode and cache."""
     base, note = choose_baseline(raw, baseline, metric)
     rows = with_best_of_layouts(raw, metric)
     sp = _with_table_rows(paired_speedups(rows, base, metric))
     entries = leaderboard(sp, raw, base, metric)
-    p = {
-        "size": plots.speedup_vs_size(sp, base, colors, keys),
-        "dist": plots.speedup_distribution(sp, base, colors, keys),
-    }
-    if metric == "device":  # host time includes launch overhead: against the floor it says little
-        p["roofline"] = plots.roofline_efficiency(sp, metric, colors, keys)
-        p["throughput"] = plots.throughput_vs_size(sp, metric, colors, keys)
-    ranked = [e.method for e in entries if e.layout == BEST and not math.isnan(e.geomean) and e.method != base]
-    if ranked:
-        p["maps"] = plots.speedup_maps(sp, ranked, metric, keys)
-    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, p, ranked, _table(sp, metric))
+    compiled = raw[raw["compile_s"].notna()] if "compile_s" in raw else raw.iloc[:0]
+    compile_s = {m: float(v) for m, v in compiled.groupby("method")["compile_s"].median().items()}
+    return View(vid, mode, cache, metric, METRIC_LABELS[metric], base, note, entries, _table(sp, metric), compile_s)
 
 
 def _excluded(raw: pd.DataFrame) -> tuple[list[dict], list[dict]]:
@@ -175,12 +172,20 @@ def _excluded(raw: pd.DataFrame) -> tuple[list[dict], list[dict]]:
     return rows, summary
 
 
-def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
+def _role(raw: pd.DataFrame, method: str) -> str:
+    """baseline (cuBLAS family or torch), peer (another tool's GEMM: family ``peer``) or kernel."""
+    r = raw[raw["method"] == method].iloc[0]
+    if bool(r["is_baseline"]) if pd.notna(r["is_baseline"]) else False:
+        return "baseline"
+    return "peer" if r["family"] == "peer" else "kernel"
+
+
+def build_runs(df: pd.DataFrame, baseline: str, metric: str, paths: list | None = None) -> list[Run]:
     """One Run per (run_id, GPU), each with its views; the requested metric's views come first.
 
+    ``paths``: the results file of each ``source`` index, for the names of runs without a label.
     Runs are listed GPU runs first, then runs with offline results (the primary view), then
-    newest first, so the page opens on the latest offline GPU result."""
-    colors = method_colors(df)
+    newest first."""
     keys = method_keys(df["method"])
     metrics = [metric] + [m for m in METRIC_ORDER if m != metric]
     runs = []
@@ -188,21 +193,23 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str) -> list[Run]:
         uuid = None if pd.isna(uuid) else uuid
         cpu = is_cpu(raw)
         gpu = "CPU" if cpu else (str(raw["gpu_name"].dropna().iloc[0]) if raw["gpu_name"].notna().any() else "unknown GPU")
-        day = str(raw["measured_at"].min())[:16].replace("T", " ")
-        label = f"{'CPU results' if cpu else gpu} · {run_id} · {day}"
-        mode_cache = sorted({f"{m}/{c}" for m, c in zip(raw["mode"], raw["cache"])})
-        vcolors = {k: VIEW_COLORS[j % len(VIEW_COLORS)] for j, k in enumerate(mode_cache)}
-        run = Run(f"r{i}", run_id, uuid, gpu, cpu, label, sorted(raw["source"].unique().tolist()),
-                  environment(raw), methodology(raw), plots.clocks_through_run(raw, vcolors, keys), *_excluded(raw),
-                  keys={m: keys[m] for m in sorted(raw["method"].unique())})
+        started = str(raw["measured_at"].min())[:16].replace("T", " ")
+        sources = sorted(raw["source"].unique().tolist())
+        name = run_name(raw, [paths[s] for s in sources] if paths else [])
+        label = f"{name} · {'CPU results' if cpu else gpu} · {started}"
+        methods = sorted(raw["method"].unique())
+        run = Run(f"r{i}", run_id, uuid, gpu, cpu, name, label, sources, environment(raw), methodology(raw),
+                  clock_series(raw), *_excluded(raw), keys={m: keys[m] for m in methods},
+                  roles={m: _role(raw, m) for m in methods}, full=is_full_comparison(raw), started=started,
+                  last=str(raw["measured_at"].max()))
         for mode in _order(raw["mode"], MODE_ORDER):
             for cache in _order(raw.loc[raw["mode"] == mode, "cache"], CACHE_ORDER):
                 sub = raw[(raw["mode"] == mode) & (raw["cache"] == cache)]
                 for met in metrics:
                     if sub[METRICS[met]].notna().any():
                         vid = f"{run.id}-{mode}-{cache}-{met}"
-                        run.views.append(build_view(vid, sub, mode, cache, met, baseline, colors, keys))
-        runs.append((cpu, "offline" not in set(raw["mode"]), str(raw["measured_at"].max()), run))
+                        run.views.append(build_view(vid, sub, mode, cache, met, baseline))
+        runs.append((cpu, "offline" not in set(raw["mode"]), run.last, run))
     # GPU before CPU, offline before server-only, newest first
     runs.sort(key=lambda t: (t[0], t[1], [-ord(ch) for ch in t[2]]))
     out = [r[-1] for r in runs]

@@ -23,6 +23,7 @@ from reports.derive import rankable, with_best_of_layouts
 from reports.load import load_all
 from reports.stats import geomean, geomean_ci, leaderboard, paired_speedups
 from reports.views import build_runs
+from sitefiles import site_runs
 
 SHAPES = [(m, n, k) for k in (256, 4096) for m in (128, 1024, 4096) for n in (128, 1024, 4096)]
 BASELINE = "cublaslt-autotune"
@@ -254,12 +255,13 @@ def test_too_few_rounds_or_shapes_show_no_ci(tmp_path):
     _, df = load_all([tmp_path / "few.parquet"])
     (run,) = build_runs(df, BASELINE, "device")
     view = next(v for v in run.views if v.metric == "device")
-    cols = ["m", "n", "k", "layout", "method", "time_us", "ci_lo", "ci_hi", "speedup", "tflops", "efficiency", "flags"]
+    from reports.views import TABLE_COLUMNS as cols
     for row in view.table:
         r = dict(zip(cols, row))
         assert r["ci_lo"] is None and r["ci_hi"] is None and "no 95% CI (3 rounds; it needs 6)" in r["flags"]
-    html = build_site([tmp_path / "few.parquet"], tmp_path / "site").read_text()
-    assert "no 95% CI: 2 shape(s), it needs 6" in html and "no CI (2 &lt; 6 shapes)" in html
+    _, data = site_runs(build_site([tmp_path / "few.parquet"], tmp_path / "site"))
+    (entry,) = [e for e in data["r0"]["views"][0]["entries"] if (e["method"], e["layout"]) == ("search-a", "nn")]
+    assert entry["ci_long"] == "no 95% CI: 2 shape(s), it needs 6" and entry["ci"] == "no CI (2 < 6 shapes)"
 
 
 def test_baseline_fallback_is_announced(run_a):
@@ -334,26 +336,35 @@ def test_site_is_self_contained_with_data(run_a, tmp_path):
     for r in refs:
         if not r.startswith("#"):
             assert (index.parent / r).exists(), r
-    assert (index.parent / "static" / "report.js").exists()
+    for name in ("app.js", "table.js", "charts.js", "report.css", "vendor/vega.min.js", "vendor/vega-lite.min.js",
+                 "vendor/vega-embed.min.js", "vendor/LICENSE.vega", "vendor/LICENSE.vega-lite", "vendor/LICENSE.vega-embed"):
+        assert (index.parent / "static" / name).is_file(), name
     copied = list((index.parent / "data").rglob("results.parquet"))
     assert len(copied) == 2
     assert len(list((index.parent / "data").rglob("*.samples/*.parquet"))) == 18 * 3 + 18  # run-a: 3 (mode, cache) x 18 shapes; CPU run: 18
-    assert "CPU results" in html
-    assert html.count('class="lb-row') > 0 and html.count("<svg") >= 4
-    assert "max(2·M·N·K / peak" in html
-    assert "rel_fro 0.2 &gt; tol" in html  # the gate failure is listed with its reason
+    site, runs = site_runs(index)
+    assert [r["file"] for r in site["runs"]] == ["data/r0.js", "data/r1.js"]
+    gpu, cpu_run = runs["r0"], runs["r1"]
+    assert cpu_run["cpu"] and "CPU results" in cpu_run["label"] and not gpu["cpu"]
+    assert site["headline"] == "r0" and site["meta"]["floor"].startswith("floor = max(2·M·N·K / peak")
+    assert all(v["entries"] for v in gpu["views"])
+    assert any("rel_fro 0.2 > tol" in x["why"] for x in gpu["excluded"])  # the gate failure, with its reason
+    for r in runs.values():  # each run's download links point at its own copied files
+        assert r["downloads"] and all((index.parent / d["href"]).is_file() for d in r["downloads"])
+        assert all(d["schema_version"] == SCHEMA_VERSION for d in r["downloads"])  # the file's own version
 
 
 def test_site_can_be_rebuilt_from_its_own_data(run_a, tmp_path):
     """The copied Parquet files are complete inputs: rebuilding from them in place loses nothing."""
     site = tmp_path / "site"
-    first = build_site([run_a], site).read_text()
+    _, first = site_runs(build_site([run_a], site))
     copy = next((site / "data").rglob("results.parquet"))
     build_site([copy], site)
     again = next((site / "data").rglob("results.parquet"))
     assert again.read_bytes() == run_a.read_bytes()
     assert len(list((site / "data").rglob("*.samples/*.parquet"))) == 18 * 3
-    assert first.count('class="lb-row') == (site / "index.html").read_text().count('class="lb-row')
+    _, second = site_runs(site / "index.html")
+    assert [v["entries"] for v in first["r0"]["views"]] == [v["entries"] for v in second["r0"]["views"]]
 
 
 # --- the output folder: the report writes only files it owns ---------------------------------------
@@ -370,7 +381,7 @@ def test_site_folder_lists_what_it_wrote_and_a_rebuild_touches_nothing_else(run_
     site = tmp_path / "site"
     build_site([run_a], site)
     owned = set(json.loads((site / MANIFEST).read_text())["files"])
-    assert owned == _files(site) - {MANIFEST} and "index.html" in owned and "static/report.js" in owned
+    assert owned == _files(site) - {MANIFEST} and "index.html" in owned and "static/app.js" in owned
     # a file of the user's, next to and among the report's own
     (site / "data" / "important.csv").write_text("keep me")
     (site / "notes.txt").write_text("mine")

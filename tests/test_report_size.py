@@ -1,22 +1,18 @@
-"""The report page stays small as results grow, without losing what a reader looks up.
+"""The site stays small as results grow, without losing what a reader looks up.
 
-The committed site had grown to 15 MB: every plot mark's tooltip repeated its method's full
-config name (~180 characters for a family config), the table JSON repeated it on every row, and
-the clock chart drew a dot per measured row. These tests build a site from a synthetic run with
-long family config names and many shapes, and check both sides: the page's bytes per measured
-row stay under a budget, and every row, method and value can still be found (tooltips name the
-method by its short key and give shape and value; the full spec is on the page once per place a
-reader looks it up; the table JSON decodes back to every row). At 38 runs the page was 28.6 MB again,
-two thirds of it ~150,000 plot marks written as SVG with their hover text; the views' marks are
-now data (x, y, table row) that report.js draws, and these tests check that every best-layout
-row still has its marks and that the hover text written from a mark's row names its method by
-key, its shape and its value (tests/test_report_browser.py checks the drawn marks).
+The page once grew to 25 MB: every view and chart of every run inline, each plot mark's tooltip
+repeating its method's full config name (~180 characters for a family config). Now index.html
+holds only the run list and the cross-run leaderboard, each run's views are in its own data file
+loaded when shown, and inside it every long name is written a fixed number of times however
+many shapes the run has (the table rows name methods by index). These tests build sites from a
+synthetic run with long family config names and check both sides: bytes per measured row stay
+under a budget and do not grow with the run, and every row, method and value can still be found
+(the tables decode back to every row the report computed; the clock data is bounded and keeps a
+one-row dip).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +20,11 @@ import pytest
 
 from harness.results import ResultStore
 from reports import build_site
+from reports.clocks import MAX_CLOCK_POINTS
 from reports.keys import method_keys
 from reports.load import load_all
-from reports.plots import MAX_CLOCK_BINS
 from reports.views import TABLE_COLUMNS, build_runs
+from sitefiles import run_file, site_runs
 from test_report import BASELINE, base_us, make_row
 
 SPEC = ("hopper:tile_m=128,tile_n=128,tile_k=64,cluster_m=2,cluster_n=1,schedule=pingpong,stages={s},"
@@ -38,7 +35,6 @@ DIP = 1000.0  # one row's SM clock, far under the others (~1980 MHz): binning mu
 
 
 def shapes(n: int, seed: int = 0) -> list[tuple[int, int, int]]:
-    """n distinct shapes, not on a grid (so the speedup map is the M·N-vs-K scatter)."""
     rng = np.random.default_rng(seed)
     dims = [64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384]
     out: set[tuple[int, int, int]] = set()
@@ -69,91 +65,69 @@ def write_long_run(path: Path, n_shapes: int, run_id: str = "run-long") -> Path:
 
 
 @pytest.fixture(scope="module")
-def long_site(tmp_path_factory):
-    """(site index.html, results path, measured rows) for a 60-shape run: 1,200 rows."""
+def sites(tmp_path_factory):
+    """{shapes: (index.html, results path, measured rows)} for runs of 15 and 60 shapes."""
     tmp = tmp_path_factory.mktemp("long")
-    path = write_long_run(tmp / "run" / "results.parquet", 60)
-    return build_site([path], tmp / "site"), path, 60 * len(METHODS) * 2
-
-
-def view_marks(html: str) -> list[tuple[str, str, list[tuple[int, int, int, str | None]]]]:
-    """(view id, data-tip, marks) for every ``<g data-marks>`` of the views' plots
-    (reports/svg.py Chart.table_marks); a mark is (x, y, table row, fill or None)."""
-    out = []
-    for vid, body in re.findall(r'<section class="view" id="([^"]+)"(.*?)</section>', html, re.S):
-        for tip, data in re.findall(r'<g class="[^"]*"[^>]* data-tip="(\w+)" data-marks="([^"]*)"', body):
-            marks = [m.split(",") for m in data.split(" ")]
-            out.append((vid, tip, [(int(m[0]), int(m[1]), int(m[2]), m[3] if len(m) > 3 else None) for m in marks]))
+    out = {}
+    for n in (15, 60):
+        path = write_long_run(tmp / f"run{n}" / "results.parquet", n)
+        out[n] = (build_site([path], tmp / f"site{n}"), path, n * len(METHODS) * 2)
     return out
 
 
-def page_tables(html: str) -> dict[str, list[list]]:
-    """The page's per-shape tables, decoded as report.js decodes them."""
-    text = re.search(r'<script type="application/json" id="hg-data">(.*?)</script>', html, re.S).group(1)
-    return decode(json.loads(text.replace("<\\/", "</")))
+def test_run_data_bytes_per_measured_row_stay_under_budget(sites):
+    """~0.19 kB per measured row (two views, device and host time, of coded table rows with
+    best-layout rows as references); the page itself holds no rows at all."""
+    index, _, rows = sites[60]
+    data = (index.parent / "data" / "r0.js").stat().st_size
+    assert data / rows < 250, f"{data / rows:.0f} bytes of run data per measured row"
+    assert index.stat().st_size < 20_000
 
 
-def mark_tip(row: list, tip: str, keys: dict[str, str]) -> str:
-    """A mark's hover text as report.js's markTip writes it from the mark's (decoded) table row."""
-    c = {name: i for i, name in enumerate(TABLE_COLUMNS)}
-    v = row[c[tip]]
-    value = {"speedup": f"speedup {v:.4g}x", "tflops": f"{v:.4g} TFLOP/s",
-             "efficiency": f"efficiency {100 * v:.4g}%"}[tip]
-    method = row[c["method"]]
-    return (f"{keys.get(method, method)}\nM={row[c['m']]} N={row[c['n']]} K={row[c['k']]} "
-            f"{row[c['layout']].removeprefix('best ')}\n{row[c['time_us']]:.4g} us\n{value}")
+def test_page_and_run_data_grow_at_most_linearly(sites):
+    (small, _, _), (big, _, _) = sites[15], sites[60]
+    assert big.stat().st_size < 1.2 * small.stat().st_size  # the page: run list and board only
+    sizes = [(s.parent / "data" / "r0.js").stat().st_size for s in (small, big)]
+    assert sizes[1] < 4.2 * sizes[0]
 
 
-def test_page_bytes_per_measured_row_stay_under_budget(long_site):
-    """The old page took ~2.5 kB per measured row here (the full spec in every mark's tooltip and
-    every JSON row, a clock dot per row), then ~0.66 kB with marks as SVG with their hover text;
-    with marks as data, ~0.27 kB."""
-    index, _, rows = long_site
-    per_row = index.stat().st_size / rows
-    assert per_row < 400, f"{per_row:.0f} bytes of index.html per measured row"
+def test_each_long_name_is_written_a_fixed_number_of_times(sites):
+    """However many shapes: the table rows name a method by index, never by its full spec. The
+    name is written in the key and role maps, the tables' method list and each view's three
+    leaderboard entries (best, nn, tn: label and method): 16 times for two views."""
+    counts = []
+    for n in (15, 60):
+        text = (sites[n][0].parent / "data" / "r0.js").read_text(encoding="utf-8")
+        counts.append([text.count(m) for m in LONG])
+    assert counts[0] == counts[1] and max(counts[0]) <= 16
 
 
-def test_page_grows_about_linearly_with_shapes(tmp_path):
-    """Four times the shapes: at most ~four times the page (no per-row cost that grows with the run)."""
-    small = build_site([write_long_run(tmp_path / "s" / "results.parquet", 15)], tmp_path / "site-s")
-    big = build_site([write_long_run(tmp_path / "b" / "results.parquet", 60)], tmp_path / "site-b")
-    assert big.stat().st_size < 4.2 * small.stat().st_size
+def decode(tables: dict) -> dict[str, list[list]]:
+    """A run file's tables back into rows, as app.js decodes them (see reports/tabledata.py)."""
+    cols = tables["columns"]
+    coded = {cols.index(c): vals for c, vals in tables["values"].items()}
+    lay, sp = cols.index("layout"), cols.index("speedup")
+    out = {}
+    for vid, rows in tables["views"].items():
+        full = [[coded[i][x] if i in coded else x for i, x in enumerate(r)] if len(r) == len(cols) else r
+                for r in rows]
+        out[vid] = [r if len(r) == len(cols) else
+                    [f"best ({full[r[0]][j]})" if j == lay else r[1] if j == sp else full[r[0]][j]
+                     for j in range(len(cols))] for r in full]
+    return out
 
 
-def test_every_best_row_has_marks_and_their_tooltips_name_the_method_by_key(long_site):
-    index, _, _ = long_site
-    html = index.read_text(encoding="utf-8")
+def test_run_tables_decode_to_every_row_with_keys_for_long_names(sites):
+    index, path, _ = sites[60]
+    data = run_file(index.parent, "r0")
+    runs = build_runs(load_all([path])[1], BASELINE, "device")
+    want = {v.id: v.table for r in runs for v in r.views}
+    assert decode(data["tables"]) == want and data["tables"]["columns"] == TABLE_COLUMNS
+    assert sum(len(t) for t in want.values()) > 2000
     keys = method_keys(METHODS)
     assert all(keys[m] != m and len(keys[m]) < 20 for m in LONG)
-    tables = page_tables(html)
-    groups = view_marks(html)
-    assert sum(len(marks) for _, _, marks in groups) > 1000
-    views_html = re.sub(r'<svg class="chart" data-kind="clocks".*?</svg>', "", html, flags=re.S)
-    assert not re.findall(r"<circle [^>]*><title>", views_html), "a view's plot mark is written as SVG"
-    plotted = {vid: set() for vid in tables}
-    for vid, tip, marks in groups:
-        rows = [tables[vid][m[2]] for m in marks]
-        assert all(r[3].startswith("best (") for r in rows), "a mark plots a best-layout row"
-        assert len({r[4] for r in rows}) == 1, "a <g> holds one method's marks"
-        plotted[vid] |= {m[2] for m in marks}
-        for r in rows:
-            t = mark_tip(r, tip, keys)
-            assert "tile_m=" not in t, "a mark's tooltip repeats a full config name"
-            assert t.split("\n")[0] in set(keys.values()), t
-            assert re.search(r"M=\d+ N=\d+ K=\d+ \((nn|tn)\)\n", t), t
-    # nothing a reader could hover before is lost: every best-layout row has its marks (the
-    # baseline's only in device-time views: the roofline and throughput plots are the ones with it)
-    for vid, rows in tables.items():
-        best = {i for i, r in enumerate(rows)
-                if r[3].startswith("best (") and (vid.endswith("-device") or r[4] != BASELINE)}
-        assert plotted[vid] == best, vid
-    for m in LONG:
-        k = keys[m]
-        assert any(tables[vid][mk[2]][4] == m for vid, _, marks in groups for mk in marks)
-        # the key leads to the full spec: leaderboard rows and the legend entry's hover text
-        assert f'<b class="key">{k}</b> {m}' in html
-        legend = rf'<g class="key"><title>{re.escape(m)}</title><circle [^>]*/><text [^>]*>{re.escape(k)}</text>'
-        assert re.search(legend, html)
+    coded = dict(zip(data["tables"]["values"]["method"], data["tables"]["keys"]))
+    assert all(coded[m] == keys[m] for m in LONG) and coded["cublas"] is None
 
 
 def test_keys_are_stable_and_unique():
@@ -165,41 +139,11 @@ def test_keys_are_stable_and_unique():
     assert together["cublas"] == "cublas"
 
 
-def test_clock_chart_is_bounded_and_keeps_the_extremes(long_site):
-    index, _, rows = long_site
-    html = index.read_text(encoding="utf-8")
-    (svg,) = re.findall(r'<svg class="chart" data-kind="clocks".*?</svg>', html, re.S)
-    dots = len(re.findall(r"<circle [^>]*><title>", svg))
-    assert dots <= 2 * (MAX_CLOCK_BINS + 1) < rows, f"{dots} clock dots for {rows} rows"
-    assert "downsampled" in svg  # the chart says so
-    assert f"min {DIP:.4g}" in svg  # a one-row dip is still in its bin's min (and its line)
-    assert re.search(rf"rows \d+-\d+ of {rows}", svg)
-
-
-def decode(data: dict) -> dict[str, list[list]]:
-    """The page's table JSON back into rows, as report.js does (see reports/tabledata.py)."""
-    cols = data["columns"]
-    coded = {cols.index(c): vals for c, vals in data["values"].items()}
-    lay, sp = cols.index("layout"), cols.index("speedup")
-    out = {}
-    for vid, rows in data["views"].items():
-        full = [[coded[i][x] if i in coded else x for i, x in enumerate(r)] if len(r) == len(cols) else r
-                for r in rows]
-        out[vid] = [r if len(r) == len(cols) else
-                    [f"best ({full[r[0]][j]})" if j == lay else r[1] if j == sp else full[r[0]][j]
-                     for j in range(len(cols))] for r in full]
-    return out
-
-
-def test_table_json_holds_every_row_and_each_long_name_once(long_site):
-    index, path, _ = long_site
-    html = index.read_text(encoding="utf-8")
-    text = re.search(r'<script type="application/json" id="hg-data">(.*?)</script>', html, re.S).group(1)
-    data = json.loads(text.replace("<\\/", "</"))
-    for m in LONG:
-        assert text.count(m) == 1  # in values["method"] only
-    runs = build_runs(load_all([path])[1], BASELINE, "device")
-    want = {v.id: v.table for r in runs for v in r.views}
-    assert decode(data) == want
-    assert data["columns"] == TABLE_COLUMNS
-    assert sum(len(t) for t in want.values()) > 2000
+def test_clock_data_is_bounded_and_keeps_the_extremes(sites):
+    index, _, rows = sites[60]
+    _, runs = site_runs(index)
+    pts = runs["r0"]["clocks"]
+    assert len(pts) <= MAX_CLOCK_POINTS < rows
+    assert sum(p["rows"] for p in pts) == rows
+    assert min(p["sm_lo"] for p in pts) == DIP  # a one-row dip is still its bin's min
+    assert all(p["sm_lo"] <= p["sm"] <= p["sm_hi"] for p in pts)

@@ -65,8 +65,10 @@ SEARCH_FIELDS: list[tuple[str, pa.DataType]] = [
     ("elapsed_s", pa.float64()),
 ]
 # the compare columns by name and type (the DB keeps ``measured_at`` as ISO-8601 text, as its rows
-# and the library export carry it), then the search's own
-FIELDS = [(name, pa.string() if name == "measured_at" else typ) for name, typ, *_ in RESULT_FIELDS] + SEARCH_FIELDS
+# and the library export carry it), then the search's own; a name both define (``compile_s``: the
+# seconds a method spent compiling) is the search's, filled from the build's figures
+FIELDS = [(name, pa.string() if name == "measured_at" else typ) for name, typ, *_ in RESULT_FIELDS
+          if name not in {n for n, _ in SEARCH_FIELDS}] + SEARCH_FIELDS
 SCHEMA = pa.schema(FIELDS)
 COLUMNS = [f for f, _ in FIELDS]
 RENAMED = {"device_us": "device_us_median", "knobs": "config"}  # a part's old column -> compare's name
