@@ -79,7 +79,7 @@ FAMILY = Gemv(
         Knob("kw", (1, 2, 4, 8), 1, help="warps along K within a CTA (their parts summed in shared memory)"),
         Knob("u", (4, 2, 8, 1), 4, help="32-k chunks a lane loads before its MMAs: bytes in flight = u*rw KB per warp"),
         Knob("pf", (1, 0, 2), 1, help="L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B"),
-        Knob("minb", (3, 4, 2, 1), 3, help="CTAs per SM the register budget must allow"),
+        Knob("minb", (4, 3, 2, 1), 4, help="CTAs per SM the register budget must allow"),
         Knob("pdl", (0, 1), 0, help="1 = programmatic dependent launch: this launch overlaps the previous "
                                     "grid's tail (memory access still waits for it to complete)"),
         Knob("splits", (0, 1, 2, 4, 8, 16, 32, 64), 0, runtime=True,

@@ -22,7 +22,8 @@
 //   GV_RW     16-row weight fragments per warp
 //   GV_WARPS  warps per CTA
 //   GV_KW     warps along K within a CTA (divides GV_WARPS)
-//   GV_U      32-k chunks a lane loads before its MMAs (bytes in flight)
+//   GV_U      32-k chunks a lane loads before its MMAs (bytes in flight); runs are not unrolled
+//             into each other, so the registers hold one run and 4 CTAs of 4 warps fit an SM
 //   GV_PF     L2 prefetch hint of the weight loads: 0 none, 1 128 B, 2 256 B
 //   GV_PDL    1: launched as a programmatic dependent launch (griddepcontrol): the launch and CTA
 //             set-up overlap the previous grid's tail, all memory access waits for its completion
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(NTH, GV_MINB) gemv_kernel(const half* __restri
   const int c1 = min(c0 + p.per, nch);
   const int full_end = min(c1, K / 32);  // chunks wholly inside K
   const int groups = c0 < full_end ? (full_end - c0) / U : 0;
+#pragma unroll 1
   for (int gi = kg; gi < groups; gi += KW) {
     const int kc = (c0 + gi * U) * 32;
     uint4 w[U][RW][2];
