@@ -119,6 +119,14 @@ class _Slot:
         return (self.method.name, self.problem.layout)
 
 
+def serves_any_shape(method: Method) -> bool:
+    """Whether ``method`` computes every shape its ``supports`` accepts, so that a probe on another
+    shape is a fair test of it (the precision check's large-K probe). A method says no with
+    ``any_shape = False`` (a kernel built for its own shapes, e.g. an external per-shape release);
+    one that says nothing is taken to serve any shape, as library calls and kernel families do."""
+    return bool(getattr(method, "any_shape", True))
+
+
 def _support(method: Method, problem: Problem, device: str) -> Support:
     if device not in method.devices:
         return unsupported(f"unsupported on {device}")
@@ -234,7 +242,8 @@ class ShapeEvaluator:
                 s.gate = res[s.key]
 
     def _anticheat(self, slots: list[_Slot]) -> None:
-        """Anti-cheat checks for every non-baseline method that passed the gate."""
+        """Anti-cheat checks for every non-baseline method that passed the gate, on its own shape;
+        only a method that serves any shape is also prepared for the large-K precision probe."""
         if not self.s.anticheat:
             return
         for slot in slots:
@@ -256,7 +265,8 @@ class ShapeEvaluator:
 
             try:
                 slot.cheat = run_anticheat(slot.problem, slot.prepared.fn, self.device, slot.prepared.capturable,
-                                           make_probe_fn=probe_fn, seed=self.seed)
+                                           make_probe_fn=probe_fn if serves_any_shape(slot.method) else None,
+                                           seed=self.seed)
             except Exception as e:
                 slot.error = f"anti-cheat checks raised {type(e).__name__}: {e}"
                 self._check_context(slot.key, slot.error)

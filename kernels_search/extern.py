@@ -24,6 +24,10 @@ Quoted local includes (``#include "x.cuh"`` found next to the including file) ar
 building, so the cache key covers every line compiled and a kernel directory can share headers.
 Any other ``.cu`` file is an error naming the file: a silently skipped kernel would look like a
 kernel that lost.
+
+A file may be written for one shape (CUDA-L2's kernels are, one per shape): every method from a
+kernels dir says ``any_shape = False``, so each check runs on the shape under test only, never on
+a probe shape it may not serve (``harness.anticheat``).
 """
 
 from __future__ import annotations
@@ -250,6 +254,7 @@ class TorchExtMethod:
     family = "ext"
     is_baseline = False
     devices = ("cuda",)
+    any_shape = False  # nothing says such a file serves more than the shapes it was written for
 
     def __init__(self, path: str | Path, text: str, fn: TorchFn,
                  kernel_loader: Callable[["TorchExtMethod"], Callable] | None = None):
@@ -338,15 +343,20 @@ def kernel_files(path: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file() and p.suffix == ".cu")
 
 
-def load_file(path: str | Path, c_abi_prefix: str = "cu") -> Any:
-    """One ``.cu`` file as a Method (ExternError naming the file when it is neither kind)."""
+def load_file(path: str | Path, c_abi_prefix: str = "cu", any_shape: bool = False) -> Any:
+    """One ``.cu`` file as a Method (ExternError naming the file when it is neither kind).
+    ``any_shape``: the file is known to serve every shape it accepts (module docstring)."""
     from kernels_search.raw_source import source_method
 
     kind, text, fn = classify(path)
     if kind == C_ABI:
-        return source_method(text, f"{c_abi_prefix}:{method_stem(path)}", cutlass_flags(text))
+        method = source_method(text, f"{c_abi_prefix}:{method_stem(path)}", cutlass_flags(text))
+        method.any_shape = any_shape  # harness.evaluate.serves_any_shape
+        return method
     assert fn is not None
-    return TorchExtMethod(path, text, fn)
+    method = TorchExtMethod(path, text, fn)
+    method.any_shape = any_shape
+    return method
 
 
 def load_kernels_dir(path: str | Path) -> list:
