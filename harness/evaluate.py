@@ -219,6 +219,29 @@ class ShapeEvaluator:
                 self._check_context(slot.key, slot.error)
         return inputs
 
+    def _expected_call_s(self, slots: list[_Slot], inputs: dict) -> float:
+        """Seconds one call of this shape is expected to take: the slowest prepared baseline's
+        second call (the first may initialise libraries), synchronized, on the timing inputs; the
+        physical floor (``Problem.floor_us``) when no baseline is prepared."""
+        sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
+        times = []
+        for s in slots:
+            if not (s.method.is_baseline and s.prepared and not s.error):
+                continue
+            a, b, c = inputs[s.problem.layout]
+            try:
+                for _ in range(2):
+                    sync()
+                    t0 = time.perf_counter()
+                    s.prepared.fn(a, b, c)
+                    sync()
+                times.append(time.perf_counter() - t0)
+            except Exception:  # the gate says what is wrong with it
+                continue
+        if times:
+            return max(times)
+        return slots[0].problem.floor_us(self.env.get("gpu_name")) * 1e-6
+
     def _check_context(self, key, what: str) -> None:
         """After a method raised: is the CUDA context still usable? If not, nothing more can
         run in this process (the sandbox restarts its worker and excludes ``key``)."""
@@ -253,13 +276,15 @@ class ShapeEvaluator:
             self.reporter.candidate("anticheat", slot.key)
             probes: list[Prepared] = []
 
-            def probe_fn(probe: Problem, m=slot.method):
+            def probe_fn(probe: Problem, m=slot.method, key=slot.key):
                 if not _support(m, probe, self.device):
                     return None
                 (st,) = timing_sets(probe, self.device, 1, self.seed)
                 ins = (st.a, st.b, st.c)
+                self.reporter.candidate("prepare", key)  # a compile: the prepare stage's timeout
                 prep = m.prepare(probe, PrepareContext(self.device, ins, partial(time_candidates, inputs=ins,
                                                                                    device=self.device)))
+                self.reporter.candidate("anticheat", key)
                 probes.append(prep)
                 return prep.fn
 
@@ -373,6 +398,7 @@ class ShapeEvaluator:
         all_rows: list[dict] = []
         try:
             inputs = self._prepare(slots)
+            self.reporter.expect(self._expected_call_s(slots, inputs))
             self._gate(slots)
             self._anticheat(slots)
             for mode, cache in groups:
