@@ -21,11 +21,15 @@ same buffers). These checks catch what a kernel search learns to exploit in the 
   encoded per launch) are flagged for launch cost alone (measured on an H200).
 * ``timed_path_output``: the output produced by the path that is timed (a replayed CUDA graph
   batch, which replays only what was captured on the stream) must be correct.
-* ``precision``: a probe problem with large K (fp16 accumulation fails there) must pass the
-  gate, against torch.matmul as the anchor.
+* ``precision``: the prepared call on the shape under test, against torch.matmul as the anchor,
+  with a tolerance for that shape's K (``harness.precision``). Where that K is too small to tell
+  fp16 from fp32 accumulation the finding says so; a method that serves any shape is then also
+  prepared for and probed on a large-K problem (``PRECISION_PROBE``). A kernel built for its own
+  shape is never judged on another one.
 * the runner flags anything faster than the physical floor (``below_floor``).
 
-Each check returns a ``Finding``; ``run_anticheat`` returns them all. Checks that need a GPU are
+Every check runs on the shape under test. Each returns a ``Finding`` (its figures, and on a failure
+which check and by how much); ``run_anticheat`` returns them all. Checks that need a GPU are
 reported as skipped on the CPU path.
 """
 
@@ -38,6 +42,7 @@ from typing import Callable
 import torch
 
 from harness.gate import GateCandidate, errors, reference, run_gate
+from harness.precision import accumulation_verdict
 from harness.problem import Problem, Shape
 from harness.tensors import InputSet, timing_sets
 
@@ -69,7 +74,10 @@ class CheatReport:
         return "; ".join(f"{f.check}: {f.reason}" for f in self.findings if not f.passed)
 
     def figures(self) -> dict:
-        return {f.check: dict(f.figures, skipped=f.skipped) for f in self.findings}
+        """Each check's figures; a check that passed with something to say (skipped, or could not
+        decide) carries it as ``note``."""
+        return {f.check: dict(f.figures, skipped=f.skipped, **({"note": f.reason} if f.passed and f.reason else {}))
+                for f in self.findings}
 
 
 def _median(xs):
@@ -235,30 +243,65 @@ def check_timed_path_output(fn: Callable, problem: Problem, s: InputSet, captura
     return Finding("timed_path_output", True, "", figs)
 
 
-def check_precision(make_fn: Callable[[Problem], Callable | None], device: str, layout: str) -> Finding:
-    """Gate a large-K probe problem against torch.matmul: fp16 accumulation fails here."""
-    probe = Problem(PRECISION_PROBE, layout)
-    fn = make_fn(probe)
-    if fn is None:
-        return Finding("precision", True, f"method does not serve the probe {probe}", skipped=True)
-
+def _anchor(layout: str) -> Callable:
     def anchor(a, b, c):
         torch.matmul(a, b if layout == "nn" else b.t(), out=c)
+    return anchor
 
-    res = run_gate(probe, [GateCandidate("anchor", anchor, anchor=True), GateCandidate("probe", fn)], device, seed=5)
-    r = res["probe"]
-    figs = {"rel_fro_err": r.rel_fro_err, "tol_rel_fro": r.tol_rel_fro, "probe": str(probe)}
-    if not r.passed:
-        return Finding("precision", False, f"large-K probe {probe.shape.name} failed: {r.reason}", figs)
+
+def _gate_precision(problem: Problem, fn: Callable, device: str, seed: int):
+    """(candidate's gate result, anchor's) on fresh draws of ``problem``."""
+    res = run_gate(problem, [GateCandidate("anchor", _anchor(problem.layout), anchor=True),
+                             GateCandidate("candidate", fn)], device, seed=seed)
+    return res["candidate"], res["anchor"]
+
+
+def _precision_on(problem: Problem, fn: Callable, device: str, seed: int) -> tuple[dict, str | None, bool]:
+    """(figures, failure reason or None, decisive) of the precision check of ``fn`` on ``problem``."""
+    cand, anchor = _gate_precision(problem, fn, device, seed)
+    figs = {"shape": problem.shape.name, "k": problem.k, "rel_fro_err": cand.rel_fro_err,
+            "anchor_rel_fro_err": anchor.rel_fro_err}
+    v = accumulation_verdict(problem.k, cand.rel_fro_err, anchor.rel_fro_err)
+    figs.update(v.figures())
+    if not cand.passed:
+        return figs, f"{problem.shape.name} failed the gate: {cand.reason}; {v.describe()}", True
+    return figs, (None if v.passed else f"{problem.shape.name}: {v.describe()}"), v.decisive
+
+
+def check_precision(problem: Problem, fn: Callable, device: str, seed: int = 5,
+                    make_probe_fn: Callable[[Problem], Callable | None] | None = None) -> Finding:
+    """fp32 accumulation, judged on the shape under test with a tolerance for its K
+    (``harness.precision.accumulation_verdict``).
+
+    When that K cannot tell fp16 from fp32 accumulation, ``make_probe_fn`` (given only for a method
+    that serves any shape) prepares the method for ``PRECISION_PROBE`` in the same layout, and the
+    verdict comes from there; without it the finding passes as skipped, saying why."""
+    figs, failed, decisive = _precision_on(problem, fn, device, seed)
+    if failed:
+        return Finding("precision", False, failed, figs)
+    if decisive:
+        return Finding("precision", True, "", figs)
+    undecided = (f"K={problem.k} is too small to tell fp16 from fp32 accumulation (fp16 accumulation expected "
+                 f"at {figs['fp16_acc_expected']:.2g}, tolerance {figs['tol_rel_fro']:.2g})")
+    probe = Problem(PRECISION_PROBE, problem.layout)
+    probe_fn = make_probe_fn(probe) if make_probe_fn is not None else None
+    if probe_fn is None:
+        why = "the method serves only its own shapes" if make_probe_fn is None else f"the method does not serve {probe}"
+        return Finding("precision", True, f"{undecided}; not probed at a larger K: {why}", figs, skipped=True)
+    pfigs, pfailed, _ = _precision_on(probe, probe_fn, device, seed + 1)
+    figs["probe"] = pfigs
+    if pfailed:
+        return Finding("precision", False, f"large-K probe {pfailed}; on the shape under test {undecided}", figs)
     return Finding("precision", True, "", figs)
 
 
 def run_anticheat(problem: Problem, fn: Callable, device: str, capturable: bool = True,
                   make_probe_fn: Callable[[Problem], Callable | None] | None = None, seed: int = 0) -> CheatReport:
-    """All checks for one prepared call on one problem. Run after the gate has passed."""
-    findings: list[Finding] = []
-    if make_probe_fn is not None:
-        findings.append(check_precision(make_probe_fn, device, problem.layout))
+    """All checks for one prepared call on one problem. Run after the gate has passed.
+
+    ``make_probe_fn(probe)`` prepares the same method for another problem (None when it cannot
+    serve it); pass it only for a method that serves any shape (``check_precision``)."""
+    findings = [check_precision(problem, fn, device, seed=seed + 5, make_probe_fn=make_probe_fn)]
     if device != "cuda":
         for name in ("side_stream", "skipped_work", "timed_path_output"):
             findings.append(Finding(name, True, "needs a GPU", skipped=True))

@@ -119,6 +119,14 @@ class _Slot:
         return (self.method.name, self.problem.layout)
 
 
+def serves_any_shape(method: Method) -> bool:
+    """Whether ``method`` computes every shape its ``supports`` accepts, so that a probe on another
+    shape is a fair test of it (the precision check's large-K probe). A method says no with
+    ``any_shape = False`` (a kernel built for its own shapes, e.g. an external per-shape release);
+    one that says nothing is taken to serve any shape, as library calls and kernel families do."""
+    return bool(getattr(method, "any_shape", True))
+
+
 def _support(method: Method, problem: Problem, device: str) -> Support:
     if device not in method.devices:
         return unsupported(f"unsupported on {device}")
@@ -211,6 +219,29 @@ class ShapeEvaluator:
                 self._check_context(slot.key, slot.error)
         return inputs
 
+    def _expected_call_s(self, slots: list[_Slot], inputs: dict) -> float:
+        """Seconds one call of this shape is expected to take: the slowest prepared baseline's
+        second call (the first may initialise libraries), synchronized, on the timing inputs; the
+        physical floor (``Problem.floor_us``) when no baseline is prepared."""
+        sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
+        times = []
+        for s in slots:
+            if not (s.method.is_baseline and s.prepared and not s.error):
+                continue
+            a, b, c = inputs[s.problem.layout]
+            try:
+                for _ in range(2):
+                    sync()
+                    t0 = time.perf_counter()
+                    s.prepared.fn(a, b, c)
+                    sync()
+                times.append(time.perf_counter() - t0)
+            except Exception:  # the gate says what is wrong with it
+                continue
+        if times:
+            return max(times)
+        return slots[0].problem.floor_us(self.env.get("gpu_name")) * 1e-6
+
     def _check_context(self, key, what: str) -> None:
         """After a method raised: is the CUDA context still usable? If not, nothing more can
         run in this process (the sandbox restarts its worker and excludes ``key``)."""
@@ -234,7 +265,8 @@ class ShapeEvaluator:
                 s.gate = res[s.key]
 
     def _anticheat(self, slots: list[_Slot]) -> None:
-        """Anti-cheat checks for every non-baseline method that passed the gate."""
+        """Anti-cheat checks for every non-baseline method that passed the gate, on its own shape;
+        only a method that serves any shape is also prepared for the large-K precision probe."""
         if not self.s.anticheat:
             return
         for slot in slots:
@@ -244,19 +276,22 @@ class ShapeEvaluator:
             self.reporter.candidate("anticheat", slot.key)
             probes: list[Prepared] = []
 
-            def probe_fn(probe: Problem, m=slot.method):
+            def probe_fn(probe: Problem, m=slot.method, key=slot.key):
                 if not _support(m, probe, self.device):
                     return None
                 (st,) = timing_sets(probe, self.device, 1, self.seed)
                 ins = (st.a, st.b, st.c)
+                self.reporter.candidate("prepare", key)  # a compile: the prepare stage's timeout
                 prep = m.prepare(probe, PrepareContext(self.device, ins, partial(time_candidates, inputs=ins,
                                                                                    device=self.device)))
+                self.reporter.candidate("anticheat", key)
                 probes.append(prep)
                 return prep.fn
 
             try:
                 slot.cheat = run_anticheat(slot.problem, slot.prepared.fn, self.device, slot.prepared.capturable,
-                                           make_probe_fn=probe_fn, seed=self.seed)
+                                           make_probe_fn=probe_fn if serves_any_shape(slot.method) else None,
+                                           seed=self.seed)
             except Exception as e:
                 slot.error = f"anti-cheat checks raised {type(e).__name__}: {e}"
                 self._check_context(slot.key, slot.error)
@@ -363,6 +398,7 @@ class ShapeEvaluator:
         all_rows: list[dict] = []
         try:
             inputs = self._prepare(slots)
+            self.reporter.expect(self._expected_call_s(slots, inputs))
             self._gate(slots)
             self._anticheat(slots)
             for mode, cache in groups:

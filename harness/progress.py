@@ -34,6 +34,10 @@ class Reporter:
         """Called before untrusted code runs: stage is prepare, gate, anticheat or timing;
         key the (method, layout) in flight, None when several are (timing)."""
 
+    def expect(self, call_s: float) -> None:
+        """The seconds one call of the shape being measured is expected to take (its baselines'
+        measured call, else the physical floor): a supervisor scales its stage timeouts by it."""
+
 
 # Mirrors of the measurement's settings (this module imports no torch; a test keeps them equal):
 GATE_DRAWS = 3  # len(harness.gate.DISTRIBUTIONS): calls per method and layout before timing

@@ -8,7 +8,8 @@ baselines included, so speedups stay paired within one process and one run), and
 finished rows back.
 
 Before any untrusted call the worker says which (method, layout) is in flight and at which stage
-(``prepare``, ``gate``, ``anticheat``, ``timing``). The parent waits with that stage's timeout.
+(``prepare``, ``gate``, ``anticheat``, ``timing``). The parent waits with that stage's timeout,
+scaled by the time one call of the shape is expected to take (``Timeouts``).
 When the worker hangs (no message within the timeout) it is killed; when it dies or reports a
 lost CUDA context it is restarted. Either way the culprit is excluded (its rows say why:
 ``timeout in gate`` / ``worker died``) and the shape is measured again without it. A death
@@ -38,13 +39,48 @@ class EvaluatorError(RuntimeError):
 
 @dataclass
 class Timeouts:
+    """How long the parent waits for the worker's next message in each stage.
+
+    ``start_s`` and ``prepare_s`` are fixed: a start imports torch and a prepare may compile (its
+    compiler has its own timeout). Once the worker has measured how long one call of the shape
+    takes (``Reporter.expect``: its baselines' call, else the physical floor), the stages that
+    run the kernel wait in proportion to it, never less than ``floor_s`` nor more than the fixed
+    caps: the gate (one call per message, plus the high-precision reference) ``GATE_CALLS`` calls,
+    the anti-cheat checks of one method (~2,000 calls in the side-stream and skipped-work
+    checks) ``ANTICHEAT_CALLS`` calls, and the timing of a group its budget and server pacing
+    (``timing_for``) or ``TIMING_CALLS`` calls per method, whichever is longer. A hang on a small
+    shape then costs ``floor_s`` per stage, not the cap."""
+
     start_s: float = 180.0  # worker start: imports torch, initialises CUDA, loads plug-ins
     prepare_s: float = 900.0  # compile + load of one method (a CUTLASS sm90 build takes 1-2 min)
-    run_s: float = 120.0  # one method's first calls: gate, anti-cheat
-    timing_s: float = 1800.0  # one (mode, cache) group of the shape, all methods together
+    run_s: float = 120.0  # cap of one method's first calls: gate, anti-cheat
+    timing_s: float = 1800.0  # cap of one (mode, cache) group of the shape, all methods together
+    floor_s: float = 10.0  # the least any scaled stage waits: harness work and first-call set-up fit in it
 
-    def for_stage(self, stage: str) -> float:
-        return {"prepare": self.prepare_s, "timing": self.timing_s, "start": self.start_s}.get(stage, self.run_s)
+    GATE_CALLS = 1000  # per message: the call, and the reference (fp64 runs ~60x slower than fp16 tensor cores)
+    ANTICHEAT_CALLS = 20000  # ~10x the calls the checks make, for the flushes and spins between them
+    TIMING_CALLS = 100000  # per method of a group: batches of up to ~1000 calls, up to 200 rounds in the budget
+
+    def for_stage(self, stage: str, call_s: float | None = None, timing_floor_s: float = 0.0,
+                  methods: int = 1) -> float:
+        """The timeout of ``stage``; scaled when ``call_s`` (seconds of one call) is known."""
+        if stage in ("start", "prepare"):
+            return self.start_s if stage == "start" else self.prepare_s
+        if stage == "timing":
+            if call_s is None:
+                return self.timing_s
+            return min(self.timing_s, max(self.floor_s, timing_floor_s, self.TIMING_CALLS * methods * call_s))
+        if call_s is None:
+            return self.run_s
+        calls = self.ANTICHEAT_CALLS if stage == "anticheat" else self.GATE_CALLS
+        return min(self.run_s, max(self.floor_s, calls * call_s))
+
+
+def timing_for(settings: CompareSettings, entries: int) -> float:
+    """Seconds a timing group needs besides its calls: three times the offline budget (the rounds
+    that end past it, graph captures, flushes), or three times the server pacing (``server_calls``
+    calls per method at ``qps``), whichever is longer."""
+    return 3.0 * max(settings.budget_s, entries * settings.server_calls / max(settings.qps, 1e-9))
 
 
 # ---------------------------------------------------------------------------------- worker side
@@ -58,6 +94,9 @@ class _PipeReporter(Reporter):
 
     def candidate(self, stage: str, key) -> None:
         self.conn.send(("stage", stage, key, self.text))
+
+    def expect(self, call_s: float) -> None:
+        self.conn.send(("expect", call_s))
 
 
 def _worker_main(conn, device: str, plugins: Sequence[str], env: dict) -> None:
@@ -178,7 +217,8 @@ class Evaluator:
                 self._start()
             self._conn.send((shape, list(specs), dataclasses.replace(settings, excluded=dict(excluded)),
                              list(groups), run_id))
-            failure = self._await(shape)
+            entries = sum(1 for m in methods for _ in settings.layouts)
+            failure = self._await(shape, timing_for(settings, entries), entries)
             if isinstance(failure, list):
                 return failure
             key, what = failure
@@ -193,11 +233,11 @@ class Evaluator:
                 excluded[k] = f"{what}; culprit unknown, every non-baseline method of this shape is excluded"
         raise EvaluatorError(f"{shape.name}: gave up after repeated worker failures ({excluded})")
 
-    def _await(self, shape: Shape):
+    def _await(self, shape: Shape, timing_floor_s: float = 0.0, entries: int = 1):
         """Follow the worker through one request: its groups, or (culprit key, what happened)."""
-        stage, key, text = "start", None, ""
+        stage, key, text, call_s = "start", None, "", None
         while True:
-            timeout = self.timeouts.for_stage(stage)
+            timeout = self.timeouts.for_stage(stage, call_s, timing_floor_s, entries)
             if not self._conn.poll(timeout):
                 self._kill()
                 self.restarts += 1
@@ -214,6 +254,9 @@ class Evaluator:
             if msg[0] == "stage":
                 _, stage, key, text = msg
                 self.reporter.stage(text)
+            elif msg[0] == "expect":
+                call_s = msg[1]
+                self.reporter.expect(call_s)
             elif msg[0] == "done":
                 return msg[1]
             elif msg[0] == "lost":

@@ -24,6 +24,10 @@ Quoted local includes (``#include "x.cuh"`` found next to the including file) ar
 building, so the cache key covers every line compiled and a kernel directory can share headers.
 Any other ``.cu`` file is an error naming the file: a silently skipped kernel would look like a
 kernel that lost.
+
+A file may be written for one shape (CUDA-L2's kernels are, one per shape): every method from a
+kernels dir says ``any_shape = False``, so each check runs on the shape under test only, never on
+a probe shape it may not serve (``harness.anticheat``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
@@ -244,12 +248,44 @@ _EXT_MODULES: dict[str, Any] = {}
 _EXT_LOCK = threading.Lock()
 
 
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` unless it already holds exactly that; True when written.
+
+    ninja rebuilds whatever is newer than its outputs: a source rewritten unchanged would cost a
+    full extension compile in every new process (measured on an H200 host: ~33 s per kernel)."""
+    if path.is_file() and path.read_text() == text:
+        return False
+    path.write_text(text)
+    return True
+
+
+def load_extension(name: str, build_dir: Path, files: dict[str, str], cuda_flags: Sequence[str] = ()) -> Any:
+    """The torch extension module ``name`` built from ``files`` (file name -> text) in ``build_dir``,
+    through ``torch.utils.cpp_extension.load``: built once, then loaded from ``build_dir`` by any
+    later process without compiling (sources are written only when their text changed, so ninja
+    finds everything up to date), and once per process (later calls return the loaded module)."""
+    from torch.utils import cpp_extension
+
+    with _EXT_LOCK:
+        mod = _EXT_MODULES.get(name)
+        if mod is None:
+            build_dir.mkdir(parents=True, exist_ok=True)
+            for fname, text in files.items():
+                write_if_changed(build_dir / fname, text)
+            mod = cpp_extension.load(name=name, sources=[str(build_dir / f) for f in files],
+                                     extra_cuda_cflags=list(cuda_flags), extra_cflags=["-O3"],
+                                     build_directory=str(build_dir), verbose=False)
+            _EXT_MODULES[name] = mod
+    return mod
+
+
 class TorchExtMethod:
     """A PyTorch-extension ``.cu`` file as a Method (see module docstring)."""
 
     family = "ext"
     is_baseline = False
     devices = ("cuda",)
+    any_shape = False  # nothing says such a file serves more than the shapes it was written for
 
     def __init__(self, path: str | Path, text: str, fn: TorchFn,
                  kernel_loader: Callable[["TorchExtMethod"], Callable] | None = None):
@@ -285,35 +321,21 @@ class TorchExtMethod:
 
     def build_kernel(self) -> Callable:
         """Build (or load from the cache) the module; return its kernel function."""
-        from torch.utils import cpp_extension
-
         from kernels_search import build as build_mod
 
         key = self.build_key()
-        mod_name = ext_module_name(method_stem(self.path), key)
-        with _EXT_LOCK:
-            mod = _EXT_MODULES.get(mod_name)
-            if mod is None:
-                d = build_mod.cache_dir() / "ext" / key[:2] / key
-                d.mkdir(parents=True, exist_ok=True)
-                src = d / f"{method_stem(self.path)}.cu"
-                if not src.is_file() or src.read_text() != self.text:
-                    src.write_text(self.text)
-                sources = [str(src)]
-                if not self.fn.has_pybind:
-                    bind = d / "binding.cpp"
-                    bind.write_text(binding_source(self.fn))
-                    sources.append(str(bind))
-                # Otherwise cpp_extension adds the visible GPU's arch (sm_90, no WGMMA) as well.
-                os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
-                try:
-                    mod = cpp_extension.load(name=mod_name, sources=sources, extra_cuda_cflags=_torch_ext_flags(),
-                                             extra_cflags=["-O3"], build_directory=str(d),
-                                             verbose=False)
-                except Exception as e:  # a compile error is the kernel's fault: say which file
-                    msg = "\n".join(str(e).strip().splitlines()[-30:])
-                    raise ExtBuildError(f"{self.path}: extension build failed: {msg}") from e
-                _EXT_MODULES[mod_name] = mod
+        stem = method_stem(self.path)
+        files = {f"{stem}.cu": self.text}
+        if not self.fn.has_pybind:
+            files["binding.cpp"] = binding_source(self.fn)
+        # Otherwise cpp_extension adds the visible GPU's arch (sm_90, no WGMMA) as well.
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
+        try:
+            mod = load_extension(ext_module_name(stem, key), build_mod.cache_dir() / "ext" / key[:2] / key, files,
+                                 cuda_flags=_torch_ext_flags())
+        except Exception as e:  # a compile error is the kernel's fault: say which file
+            msg = "\n".join(str(e).strip().splitlines()[-30:])
+            raise ExtBuildError(f"{self.path}: extension build failed: {msg}") from e
         return getattr(mod, self.fn.export)
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
@@ -338,15 +360,20 @@ def kernel_files(path: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.is_file() and p.suffix == ".cu")
 
 
-def load_file(path: str | Path, c_abi_prefix: str = "cu") -> Any:
-    """One ``.cu`` file as a Method (ExternError naming the file when it is neither kind)."""
+def load_file(path: str | Path, c_abi_prefix: str = "cu", any_shape: bool = False) -> Any:
+    """One ``.cu`` file as a Method (ExternError naming the file when it is neither kind).
+    ``any_shape``: the file is known to serve every shape it accepts (module docstring)."""
     from kernels_search.raw_source import source_method
 
     kind, text, fn = classify(path)
     if kind == C_ABI:
-        return source_method(text, f"{c_abi_prefix}:{method_stem(path)}", cutlass_flags(text))
+        method = source_method(text, f"{c_abi_prefix}:{method_stem(path)}", cutlass_flags(text))
+        method.any_shape = any_shape  # harness.evaluate.serves_any_shape
+        return method
     assert fn is not None
-    return TorchExtMethod(path, text, fn)
+    method = TorchExtMethod(path, text, fn)
+    method.any_shape = any_shape
+    return method
 
 
 def load_kernels_dir(path: str | Path) -> list:

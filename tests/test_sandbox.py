@@ -8,7 +8,7 @@ from harness.cli import app
 from harness.problem import Shape
 from harness.results import read_results
 from harness.runner import CompareSettings
-from harness.sandbox import Evaluator, Timeouts
+from harness.sandbox import Evaluator, Timeouts, timing_for
 
 FAST = Timeouts(start_s=120, prepare_s=4, run_s=4, timing_s=60)
 
@@ -97,3 +97,36 @@ def test_the_sandbox_and_the_runner_share_the_evaluation_without_a_cycle():
             "assert e.ShapeEvaluator.evaluate and 'harness.runner' not in sys.modules\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+
+
+def test_stage_timeouts_scale_with_the_expected_call_and_keep_a_floor():
+    t = Timeouts(floor_s=5.0)
+    assert t.for_stage("gate") == t.run_s and t.for_stage("timing") == t.timing_s  # nothing measured yet
+    assert t.for_stage("gate", 1e-5) == 5.0 and t.for_stage("anticheat", 1e-5) == 5.0  # a small shape
+    assert t.for_stage("gate", 0.02) == pytest.approx(20.0)  # a 20 ms call: 1000 calls' worth
+    assert t.for_stage("anticheat", 0.02) == t.run_s  # capped
+    assert t.for_stage("prepare", 1e-5) == t.prepare_s  # a compile does not scale with the call
+    s = CompareSettings(shapes=[], budget_s=5.0)
+    assert t.for_stage("timing", 1e-5, timing_for(s, 8), 8) == pytest.approx(15.0)
+    assert t.for_stage("timing", 1e-3, timing_for(s, 8), 8) == pytest.approx(800.0)
+
+
+def test_a_hanging_call_is_killed_within_the_scaled_timeout_and_the_run_goes_on():
+    """With the default caps (120 s per gate message), a call that sleeps on a small shape costs
+    the floor, not the cap; the next shape is measured as usual."""
+    import time
+
+    with Evaluator("cpu", envmod.collect("cpu"), plugins=["sandbox_plugins"],
+                   timeouts=Timeouts(floor_s=3.0)) as ev:
+        t0 = time.monotonic()
+        groups = ev.evaluate_shape(Shape(16, 24, 32), ["torch", "t-good", "t-hang-call"], settings(),
+                                   [("offline", "warm")], "run")
+        took = time.monotonic() - t0
+        rows, _ = rows_by_method(groups)
+        hang = rows[("t-hang-call", "nn")]
+        assert hang["status"] == "error" and "no progress for 3 s in gate" in hang["status_reason"], hang
+        assert rows[("torch", "nn")]["status"] == "ok" and rows[("t-good", "nn")]["status"] == "ok"
+        assert took < 40, took  # one floor for the hang, then the shape again without it
+        rows, _ = rows_by_method(ev.evaluate_shape(Shape(8, 8, 8), ["torch", "t-good"], settings(),
+                                                   [("offline", "warm")], "run"))
+        assert all(r["status"] == "ok" for r in rows.values())

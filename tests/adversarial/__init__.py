@@ -56,7 +56,7 @@ def method(stem: str):
     paths = kernel_paths()
     if stem not in paths:
         raise ValueError(f"no adversarial kernel {stem!r}; known: {', '.join(paths)}")
-    return load_file(paths[stem], c_abi_prefix="adv")
+    return load_file(paths[stem], c_abi_prefix="adv", any_shape=True)  # written for any M, N, K
 
 
 def _factory(args: str | None):
