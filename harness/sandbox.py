@@ -48,8 +48,10 @@ class Timeouts:
     caps: the gate (one call per message, plus the high-precision reference) ``GATE_CALLS`` calls,
     the anti-cheat checks of one method (~2,000 calls in the side-stream and skipped-work
     checks) ``ANTICHEAT_CALLS`` calls, and the timing of a group its budget and server pacing
-    (``timing_for``) or ``TIMING_CALLS`` calls per method, whichever is longer. A hang on a small
-    shape then costs ``floor_s`` per stage, not the cap."""
+    (``timing_for``) or ``TIMING_CALLS`` calls per method, whichever is longer. The worker reports
+    progress each offline round and every 16th server call, so in timing the wait bounds one round,
+    never the group as a whole. A hang on a small shape then costs ``floor_s`` per stage (timing:
+    three times the budget), not the cap."""
 
     start_s: float = 180.0  # worker start: imports torch, initialises CUDA, loads plug-ins
     prepare_s: float = 900.0  # compile + load of one method (a CUTLASS sm90 build takes 1-2 min)

@@ -75,3 +75,13 @@ def _decline():
 
 
 register("t-decline-call", lambda args: _Cpu("t-decline-call", call_hook=_decline), help="sandbox test method")
+
+
+class _SlowBaseline(_Cpu):
+    """A trusted method whose calls take 0.3 s: slow, not hung (no anti-cheat stage: a baseline)."""
+
+    is_baseline = True
+
+
+register("t-slow-baseline", lambda args: _SlowBaseline("t-slow-baseline", call_hook=lambda: time.sleep(0.3)),
+         help="sandbox test method")

@@ -130,3 +130,24 @@ def test_a_hanging_call_is_killed_within_the_scaled_timeout_and_the_run_goes_on(
         rows, _ = rows_by_method(ev.evaluate_shape(Shape(8, 8, 8), ["torch", "t-good"], settings(),
                                                    [("offline", "warm")], "run"))
         assert all(r["status"] == "ok" for r in rows.values())
+
+
+def test_a_timing_group_longer_than_the_timeout_survives_while_its_rounds_progress():
+    """The worker reports each offline round, so the timing wait bounds one round: a group whose
+    rounds of 0.3 s calls take longer than the whole wait is measured, not killed."""
+    import time
+
+    class Tight(Timeouts):
+        TIMING_CALLS = 2  # the wait is then four calls' worth: 1.2 s (a round: two or three calls)
+
+    t = Tight(floor_s=0.5)
+    s = CompareSettings(shapes=[], layouts=["nn"], budget_s=0.01, min_rounds=3, seed=1, qps=1e6)
+    assert t.for_stage("timing", 0.3, timing_for(s, 2), 2) == pytest.approx(1.2)
+    with Evaluator("cpu", envmod.collect("cpu"), plugins=["sandbox_plugins"], timeouts=t) as ev:
+        t0 = time.monotonic()
+        groups = ev.evaluate_shape(Shape(16, 24, 32), ["torch", "t-slow-baseline"], s, [("offline", "warm")], "run")
+        took = time.monotonic() - t0
+    rows, _ = rows_by_method(groups)
+    slow = rows[("t-slow-baseline", "nn")]
+    assert slow["status"] == "ok" and slow["rounds"] >= 3, slow
+    assert took > 3 * 0.6, took  # three rounds of (at least) a batch and a host call of 0.3 s each
