@@ -191,20 +191,19 @@ class ScaleOutRunner:
         self.store = store
         self.pool = pool
         self.reporter = reporter or Reporter()
+        self.first_env = pool.envs[0]  # the rows of shapes no actor is left to measure name this device
 
     def pending(self) -> list[tuple[int, Shape, list[tuple[str, str]]]]:
         """(index, shape, groups left) for every shape with something to measure; a group done
         on any GPU is done (the actor count may have changed since)."""
         done = {key[1:] for key in self.store.done_groups(retry_reason_prefix=HARNESS_ERROR)}
         out = []
-        total = len(self.s.shapes)
         for i, shape in enumerate(self.s.shapes):
             groups = [(m, c) for m in self.s.modes for c in self.s.caches if (shape.name, m, c) not in done]
             if groups:
                 out.append((i, shape, groups))
             else:
                 self.reporter.skipped(shape)
-        del total
         return out
 
     def run(self) -> int:
@@ -227,8 +226,7 @@ class ScaleOutRunner:
                 running[ref] = (actor, item)
             if not running:  # no actor left to run the shapes still to do
                 for i, shape, groups in todo:
-                    written += self._error(i, shape, groups, self.pool.envs[0] if self.pool.actors else {},
-                                           "no Ray actor left to measure it")
+                    written += self._error(i, shape, groups, self.first_env, "no Ray actor left to measure it")
                 break
             self.reporter.stage(f"{len(running)} shape(s) on {len(self.pool.actors)} actor(s)")
             (ref,), _ = ray.wait(list(running), num_returns=1)
