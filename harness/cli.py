@@ -380,7 +380,7 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
     env = pool.envs[0] if pool else envmod.collect(dev)
     if pool is None or dev == "cpu":  # an actor's GPU is not this process's to query
         _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)
-    work = _work_model(settings, method_objs, dev)
+    work = _work_model(settings, method_objs, dev, env.get("gpu_name") if pool else None)
     if dev == "cpu":
         why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
         console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
@@ -414,7 +414,8 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
                   f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)}"
-                  f"{' | sandboxed worker' if isolated else ''}{f' | {pool.count} Ray actors' if pool else ''} -> {out}")
+                  f"{' | sandboxed worker' if isolated else ''}{f' | {pool.count} Ray actors' if pool else ''}"
+                  f" -> {out}")
     eta = Eta(work, shape_list, workers=pool.count if pool else 1)
     progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), _EtaColumn(eta), TextColumn("{task.fields[stage]}"),
@@ -465,16 +466,17 @@ def _run_label(store, label: str, out: Path) -> str:
     return label or (stored[0] if stored else "")
 
 
-def _work_model(settings, methods, dev: str):
-    """The time model behind the estimate and the progress bar's time left."""
+def _work_model(settings, methods, dev: str, gpu_name: Optional[str] = None):
+    """The time model behind the estimate and the progress bar's time left (``gpu_name``: the
+    GPU the actors of a scale-out run hold, when this process need not have one)."""
     from harness import env as envmod
     from harness.progress import WorkModel
 
     per_shape = max((len(names) for names in settings.only.values()), default=0) if settings.only else 0
     runnable = [m for m in methods if dev in m.devices]
     entries = (min(per_shape, len(runnable)) if per_shape else len(runnable)) * len(settings.layouts)
-    return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev), entries=max(entries, 1), modes=tuple(settings.modes),
-                     caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
+    return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev, gpu_name), entries=max(entries, 1),
+                     modes=tuple(settings.modes), caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
                      server_calls=settings.server_calls, qps=settings.qps)
 
 

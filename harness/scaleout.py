@@ -109,11 +109,13 @@ class ActorPool:
         self.spec = spec
         self._started_ray = False
         if not ray.is_initialized():
-            kw: dict = {"address": spec.address} if spec.address else {"num_cpus": max(os.cpu_count() or 1, spec.actors or 1)}
+            local = {"num_cpus": max(os.cpu_count() or 1, spec.actors or 1)}
+            where = {"address": spec.address} if spec.address else local
             try:
-                ray.init(include_dashboard=False, log_to_driver=True, configure_logging=False, **kw)
+                ray.init(include_dashboard=False, log_to_driver=True, configure_logging=False, **where)
             except Exception as e:
-                raise ScaleOutError(f"cannot start or reach Ray{f' at {spec.address}' if spec.address else ''}: {e}") from e
+                at = f" at {spec.address}" if spec.address else ""
+                raise ScaleOutError(f"cannot start or reach Ray{at}: {type(e).__name__}: {e}") from e
             self._started_ray = True
         self.count = self._actor_count()
         self._cls = ray.remote(**self._resources())(ShapeActor)
@@ -146,7 +148,8 @@ class ActorPool:
         try:
             actor.env, actor.pid = self.ray.get(actor.handle.info.remote(), timeout=ACTOR_START_S)
         except Exception as e:
-            raise ScaleOutError(f"a Ray actor did not start within {ACTOR_START_S:.0f} s: {type(e).__name__}: {e}") from e
+            raise ScaleOutError(f"a Ray actor did not start within {ACTOR_START_S:.0f} s: "
+                                f"{type(e).__name__}: {e}") from e
 
     @property
     def envs(self) -> list[dict]:

@@ -108,3 +108,33 @@ def test_bad_scale_out_options_are_one_clear_error(tmp_path, args, needle):
     res = CliRunner().invoke(app, ["compare", "--device", "cpu", "--shapes", "8_8_8", "--out",
                                    str(tmp_path / "r.parquet"), *args])
     assert res.exit_code == 2 and needle in " ".join(res.output.split()), res.output
+
+
+def test_isolated_actors_keep_the_sandbox(tmp_path):
+    """A run with untrusted methods measures in a sandboxed worker inside each actor: a method that
+    kills its worker costs that method, not the shape."""
+    out = tmp_path / "r.parquet"
+    res = compare("--workers", "2", "--shapes", "16_16_16,24_24_24", "--layouts", "nn", "--isolate", "on",
+                  "--methods", "torch,t-good,t-exit-call", "--out", str(out))
+    assert "sandboxed worker | 2 Ray actors" in " ".join(res.output.split())
+    df = frame(out)
+    assert len(df) == 2 * 3
+    assert (df[df["method"] != "t-exit-call"]["status"] == "ok").all()
+    died = df[df["method"] == "t-exit-call"]
+    assert (died["status"] == "error").all() and died["status_reason"].str.contains("worker died in gate").all()
+
+
+@pytest.mark.gpu
+def test_one_gpu_actor_writes_the_rows_of_the_single_process_run(tmp_path):
+    """On a GPU host: --gpus 1 gives the single-process run's rows (timing and clocks aside)."""
+    gpu = ("--layouts", "nn,tn", "--budget", "0.2", "--seed", "7", "--isolate", "off",
+           "--methods", "torch,cublas", "--shapes", "64_64_64,256_128_512")
+    for extra, name in (((), "one"), (("--gpus", "1"), "ray")):
+        res = CliRunner().invoke(app, ["compare", *gpu, *extra, "--out", str(tmp_path / f"{name}.parquet")],
+                                 catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    one, two = frame(tmp_path / "one.parquet"), frame(tmp_path / "ray.parquet")
+    clocks = {"sm_clock_mhz_mean", "mem_clock_mhz_mean", "power_w_mean", "temp_c_max", "throttled", "throttle_reasons"}
+    same = [c for c in one.columns if c not in TIMING | clocks]
+    assert (one["status"] == "ok").all() and len(one) == len(two) == 2 * 2 * 2
+    pd.testing.assert_frame_equal(one[same], two[same], check_dtype=False)
