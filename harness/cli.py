@@ -128,20 +128,22 @@ class _RichReporter(Reporter):
         self.p = progress
         self.eta = eta
         self.task = progress.add_task("shapes", total=total, stage="")
+        self.running: dict = {}  # index -> shape, for every shape in flight (several on a scale-out run)
 
     def shape_started(self, index, total, shape):
         self.eta.started(shape)
-        self.shape = shape
+        self.running[index] = shape
         self.p.update(self.task, description=f"{shape.name}")
 
     def stage(self, text):
         self.p.update(self.task, stage=text)
 
     def shape_done(self, index, rows):
-        self.eta.done(self.shape)
+        shape = self.running.pop(index)
+        self.eta.done(shape)
         bad = sum(r["status"] != "ok" and r["status"] != "unsupported" for r in rows)
         if bad:
-            self.p.console.print(f"[yellow]{self.shape.name}: {bad} row(s) failed (see summary)[/]")
+            self.p.console.print(f"[yellow]{shape.name}: {bad} row(s) failed (see summary)[/]")
         self.p.advance(self.task)
 
     def skipped(self, shape):
@@ -214,6 +216,14 @@ def compare(
     plan: Optional[Path] = typer.Option(None, "--plan", help="A file of 'M_N_K METHOD[,METHOD...]' lines: each shape "
                                         "measured with its own methods (and --methods on every shape), instead of "
                                         "every method on every shape; replaces --shapes. See harness/plan.py."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="Measure on N GPUs (all: every one), one Ray actor pinned "
+                                       "to each; shapes are sharded over them and this process alone writes --out. "
+                                       "Without --ray, a local Ray instance on this host. Needs the ray extra."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="The CPU path's --gpus (--device cpu): N Ray actors "
+                                          "of one CPU each, shapes sharded over them."),
+    ray_address: Optional[str] = typer.Option(None, "--ray", help="Address of a Ray cluster to run the actors on "
+                                              "(host:6379 or ray://host:10001); default --gpus all, or --workers N "
+                                              "with --device cpu."),
 ):
     """Gate and time methods on shapes; write Parquet; print paired speedups."""
     from harness.paths import OutputPathError, check_output_file
@@ -234,13 +244,12 @@ def compare(
 
     from harness import env as envmod
     from harness.registry import MethodSpecError, default_specs, method_source, resolve
-    from harness.results import ResultsError, ResultStore, read_results, read_samples
-    from harness.runner import CompareRunner, CompareSettings
+    from harness.runner import CompareSettings
     from harness.shapes import ShapeError, default_set, resolve_shapes
-    from harness.summary import print_summary
 
+    scale = _scale_out_request(gpus, workers, ray_address, device)
     try:
-        dev = envmod.resolve_device(device.value)
+        dev = scale[0] if scale else envmod.resolve_device(device.value)
     except envmod.NoGPUError as e:
         _fail(str(e))
     planned, origins = None, {}
@@ -299,9 +308,79 @@ def compare(
         ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
         qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only, origins=origins,
     )
-    env = envmod.collect(dev)
-    _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)
-    work = _work_model(settings, method_objs, dev)
+    isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))
+    pool = _start_pool(scale, plugin, isolated) if scale else None
+    try:
+        _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolated, shape_list, lays, out, fresh,
+                     label, only, baseline)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _scale_out_request(gpus: Optional[str], workers: Optional[int], address: Optional[str], device: Device):
+    """(device, actors or None for every GPU, address) of a scale-out run, or None for a run in
+    this process. --gpus asks for GPU actors, --workers for CPU actors, --ray for a cluster."""
+    if gpus is None and workers is None and address is None:
+        return None
+    if gpus is not None and workers is not None:
+        _fail("--gpus asks for GPU actors and --workers for CPU actors: give one of them")
+    if workers is not None:
+        if workers < 1:
+            _fail("--workers must be >= 1")
+        if device == Device.cuda:
+            _fail("--workers runs CPU actors (the CPU path); on GPUs use --gpus")
+        return "cpu", workers, address
+    if device == Device.cpu:
+        _fail("--device cpu runs CPU actors: use --workers N" + ("" if gpus is None else " instead of --gpus"))
+    actors = None
+    if gpus is not None and gpus.strip().lower() != "all":
+        try:
+            actors = int(gpus)
+        except ValueError:
+            actors = 0
+        if actors < 1:
+            _fail(f"--gpus {gpus!r}: give all or a number >= 1")
+    if address is None:
+        from harness import env as envmod
+
+        try:
+            envmod.resolve_device("cuda")  # a local instance runs on this host's GPUs
+        except envmod.NoGPUError as e:
+            _fail(f"--gpus: {e}")
+    return "cuda", actors, address
+
+
+def _start_pool(scale, plugins: list[str], isolated: bool):
+    """The Ray actors of a scale-out run (one clear error line if they cannot start)."""
+    import time
+
+    from harness.scaleout import ActorPool, PoolSpec, ScaleOutError
+
+    dev, actors, address = scale
+    t0 = time.perf_counter()
+    console.print(f"starting Ray actors ({'a local instance' if address is None else address}) ...")
+    try:
+        pool = ActorPool(PoolSpec(device=dev, actors=actors, address=address, plugins=plugins, isolated=isolated))
+    except ScaleOutError as e:
+        _fail(str(e))
+    console.print(f"{pool.count} Ray actor(s) on {', '.join(sorted({str(e.get('gpu_name')) for e in pool.envs}))} "
+                  f"ready in {time.perf_counter() - t0:.1f} s")
+    return pool
+
+
+def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolated, shape_list, lays, out, fresh,
+                 label, only, baseline) -> None:
+    """Open the store, measure (in this process, its sandbox, or the scale-out actors), summarize."""
+    from harness import env as envmod
+    from harness.results import ResultsError, ResultStore, read_results, read_samples, samples_dir
+    from harness.runner import CompareRunner
+    from harness.summary import print_summary
+
+    env = pool.envs[0] if pool else envmod.collect(dev)
+    if pool is None or dev == "cpu":  # an actor's GPU is not this process's to query
+        _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)
+    work = _work_model(settings, method_objs, dev, env.get("gpu_name") if pool else None)
     if dev == "cpu":
         why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
         console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
@@ -322,18 +401,22 @@ def compare(
     except ResultsError as e:
         _fail(f"{e}. Use --fresh to start over, or another --out.")
     prior = {r.get("gpu_uuid") for r in store.rows}
-    if store.resumed and prior and env.get("gpu_uuid") not in prior:
+    if pool is None and store.resumed and prior and env.get("gpu_uuid") not in prior:
         _fail(f"{out} holds results from another device ({', '.join(sorted(map(str, prior)))}); "
               "use another --out or --fresh: runs on different GPUs never mix in one run")
+    prior_kinds = {r.get("gpu_name") for r in store.rows} - {e.get("gpu_name") for e in (pool.envs if pool else [])}
+    if pool is not None and store.resumed and prior_kinds:
+        _fail(f"{out} holds results from another kind of device ({', '.join(sorted(map(str, prior_kinds)))}); "
+              "use another --out or --fresh: a scale-out run resumes on GPUs of the same model only")
     settings.label = _run_label(store, label.strip(), out)
     if store.resumed:
         console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
-    isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
                   f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)}"
-                  f"{' | sandboxed worker' if isolated else ''} -> {out}")
-    eta = Eta(work, shape_list)
+                  f"{' | sandboxed worker' if isolated else ''}{f' | {pool.count} Ray actors' if pool else ''}"
+                  f" -> {out}")
+    eta = Eta(work, shape_list, workers=pool.count if pool else 1)
     progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), _EtaColumn(eta), TextColumn("{task.fields[stage]}"),
                         console=console, transient=False)
@@ -344,9 +427,14 @@ def compare(
     try:
         with progress:
             reporter = _RichReporter(progress, len(shape_list), eta)
-            if isolated:
-                evaluator = Evaluator(dev, env, plugins=plugin, reporter=reporter)
-            runner = CompareRunner(settings, method_objs, store, env, reporter, evaluator=evaluator, specs=specs)
+            if pool is not None:
+                from harness.scaleout import ScaleOutRunner
+
+                runner = ScaleOutRunner(settings, method_objs, specs, store, pool, reporter)
+            else:
+                if isolated:
+                    evaluator = Evaluator(dev, env, plugins=plugin, reporter=reporter)
+                runner = CompareRunner(settings, method_objs, store, env, reporter, evaluator=evaluator, specs=specs)
             runner.run()
     except KeyboardInterrupt:
         err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {out}; rerun the same command to resume")
@@ -378,16 +466,17 @@ def _run_label(store, label: str, out: Path) -> str:
     return label or (stored[0] if stored else "")
 
 
-def _work_model(settings, methods, dev: str):
-    """The time model behind the estimate and the progress bar's time left."""
+def _work_model(settings, methods, dev: str, gpu_name: Optional[str] = None):
+    """The time model behind the estimate and the progress bar's time left (``gpu_name``: the
+    GPU the actors of a scale-out run hold, when this process need not have one)."""
     from harness import env as envmod
     from harness.progress import WorkModel
 
     per_shape = max((len(names) for names in settings.only.values()), default=0) if settings.only else 0
     runnable = [m for m in methods if dev in m.devices]
     entries = (min(per_shape, len(runnable)) if per_shape else len(runnable)) * len(settings.layouts)
-    return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev), entries=max(entries, 1), modes=tuple(settings.modes),
-                     caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
+    return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev, gpu_name), entries=max(entries, 1),
+                     modes=tuple(settings.modes), caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
                      server_calls=settings.server_calls, qps=settings.qps)
 
 

@@ -63,14 +63,15 @@ def available_bytes(device: str) -> int | None:
         return None
 
 
-def fp16_flops_per_s(device: str) -> float:
+def fp16_flops_per_s(device: str, gpu_name: str | None = None) -> float:
     """Rough rate of one fp16 GEMM call, for time estimates (never for results): on a GPU the
-    datasheet peak; on the CPU one 256^3 ``torch.matmul`` timed here (tens of milliseconds; larger
-    products run slower on a CPU, so estimates from it are lower bounds)."""
+    datasheet peak (of ``gpu_name``, else of this process's GPU); on the CPU one 256^3
+    ``torch.matmul`` timed here (tens of milliseconds; larger products run slower on a CPU, so
+    estimates from it are lower bounds)."""
     if device == "cuda":
         from harness.problem import DEFAULT_PEAK, PEAKS
 
-        name = torch.cuda.get_device_name(torch.cuda.current_device())
+        name = gpu_name or torch.cuda.get_device_name(torch.cuda.current_device())
         return PEAKS.get(name, DEFAULT_PEAK)["tflops"] * 1e12
     import time
 

@@ -20,7 +20,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
+from functools import cached_property, partial
 from typing import Callable
 
 import torch
@@ -153,8 +153,13 @@ class ShapeEvaluator:
         self.reporter = reporter or Reporter()
         # a fixed --seed, else a fresh one per evaluator (one per shape in a sandbox worker)
         self.seed = settings.seed if settings.seed is not None else secrets.randbits(31)
-        self.clocks = ClockSampler(torch.cuda.current_device() if self.device == "cuda" else None)
         self.l2_bytes = int(env.get("l2_bytes", 50 << 20))
+
+    @cached_property
+    def clocks(self) -> ClockSampler:
+        """NVML for this process's GPU, opened at the first timing: an evaluator that only writes
+        error rows (a scale-out driver, which may have no GPU) never touches the device."""
+        return ClockSampler(torch.cuda.current_device() if self.device == "cuda" else None)
 
     def _base_row(self, slot: _Slot, mode: str, cache: str) -> dict:
         p, m = slot.problem, slot.method

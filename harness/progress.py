@@ -89,47 +89,47 @@ class WorkModel:
 
 class Eta:
     """Seconds left in a run: the model's prediction for the shapes left, scaled by the ratio of
-    measured to predicted seconds over the shapes finished so far."""
+    measured to predicted seconds over the shapes finished so far. ``workers`` shapes run at once
+    (a scale-out run's actors), so the work left is shared among them."""
 
-    def __init__(self, model: WorkModel, shapes: Sequence[Shape], clock=time.monotonic):
+    def __init__(self, model: WorkModel, shapes: Sequence[Shape], clock=time.monotonic, workers: int = 1):
         self.model = model
         self.clock = clock
+        self.workers = max(1, workers)
         self.left = {s: model.shape_s(s) for s in shapes}
         self.done_predicted = 0.0
         self.done_measured = 0.0
-        self._current: Shape | None = None
-        self._started = 0.0
+        self._running: dict[Shape, float] = {}  # shapes in flight -> when they started
 
     def skipped(self, shape: Shape) -> None:
         """A shape finished in an earlier run: no time to wait for, nothing learned."""
         self.left.pop(shape, None)
 
     def started(self, shape: Shape) -> None:
-        self._current, self._started = shape, self.clock()
+        self._running[shape] = self.clock()
 
     def done(self, shape: Shape) -> None:
         predicted = self.left.pop(shape, None)
-        if predicted is not None and self._current == shape:
+        started = self._running.pop(shape, None)
+        if predicted is not None and started is not None:
             self.done_predicted += predicted
-            self.done_measured += self.clock() - self._started
-        self._current = None
+            self.done_measured += self.clock() - started
 
     @property
     def scale(self) -> float:
         return self.done_measured / self.done_predicted if self.done_predicted > 0 else 1.0
 
     def remaining_s(self) -> float | None:
-        """Predicted seconds until the run ends, the shape in flight counting what is left of it;
+        """Predicted seconds until the run ends, a shape in flight counting what is left of it;
         None until a shape has finished (before that nothing calibrates the model)."""
         if self.done_predicted <= 0:
             return None
         total = 0.0
+        now = self.clock()
         for shape, predicted in self.left.items():
-            if shape == self._current:
-                total += max(0.0, predicted * self.scale - (self.clock() - self._started))
-            else:
-                total += predicted * self.scale
-        return total
+            started = self._running.get(shape)
+            total += predicted * self.scale - (0.0 if started is None else min(predicted * self.scale, now - started))
+        return total / self.workers
 
 
 def format_duration(seconds: float) -> str:

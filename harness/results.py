@@ -342,7 +342,10 @@ class ResultStore:
             retry[key] = retry.get(key, True) and failed
         return {k for k in done if not retry[k]}
 
-    def add_group(self, rows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> None:
+    def add_group(self, rows: list[dict[str, Any]], samples: list[dict[str, Any]], any_device: bool = False) -> None:
+        """Write one group, replacing its earlier rows; ``any_device``: the group's rows from any
+        GPU too (a scale-out run measures a shape on whichever GPU is free, so a group retried
+        after a harness error may land on another GPU than its error rows)."""
         if not rows:
             return
         keys = {group_key(r) for r in rows}
@@ -352,7 +355,8 @@ class ResultStore:
         if samples:
             name = "__".join(str(x) for x in key).replace("/", "_") + ".parquet"
             atomic_write_table(rows_to_table(samples, SAMPLE_SCHEMA), samples_dir(self.path) / name)
-        self.rows = [r for r in self.rows if group_key(r) != key] + list(rows)
+        same = (lambda r: group_key(r)[1:] == key[1:]) if any_device else (lambda r: group_key(r) == key)
+        self.rows = [r for r in self.rows if not same(r)] + list(rows)
         atomic_write_table(
             rows_to_table(self.rows, RESULT_SCHEMA).replace_schema_metadata(
                 _with_meta(RESULT_SCHEMA, self.run_id).metadata

@@ -45,6 +45,24 @@ def test_the_estimate_is_rescaled_by_what_was_measured():
     assert eta.remaining_s() == pytest.approx(2 * model.shape_s(BIG))  # what is left of the shape in flight
 
 
+def test_shapes_measured_side_by_side_share_the_work_left():
+    """A scale-out run measures ``workers`` shapes at once: each shape's own time calibrates the
+    model, and the work left is shared among the workers."""
+    model = WorkModel(flops_per_s=1e9, entries=1)
+    clock = Clock()
+    eta = Eta(model, [MID, SMALL, BIG, Shape(64, 64, 65)], clock=clock, workers=2)
+    eta.started(MID)
+    eta.started(SMALL)
+    clock.t += 2 * model.shape_s(MID)
+    eta.done(MID)  # SMALL still in flight
+    assert eta.scale == pytest.approx(2.0)
+    left = 2 * model.shape_s(BIG) + 2 * model.shape_s(Shape(64, 64, 65))  # SMALL has used up its prediction
+    assert eta.remaining_s() == pytest.approx(left / 2)
+    eta.done(SMALL)
+    assert eta.scale == pytest.approx((2 * model.shape_s(MID) + 2 * model.shape_s(MID))
+                                      / (model.shape_s(MID) + model.shape_s(SMALL)))
+
+
 def test_skipped_shapes_cost_nothing_and_teach_nothing():
     model = WorkModel(flops_per_s=1e9, entries=1)
     eta = Eta(model, [MID, BIG], clock=Clock())

@@ -57,6 +57,21 @@ def test_resume_keeps_run_id_and_skips_done_groups(tmp_path):
     assert sum(r["shape"] == "4_5_6" for r in ResultStore(p, "z").rows) == 1
 
 
+def test_a_group_retried_on_another_gpu_replaces_its_error_rows_only_when_asked(tmp_path):
+    """A scale-out run measures a shape on whichever GPU is free: a retry there replaces the
+    shape's error rows from the first GPU (``any_device``); the single-process path keeps a
+    group per GPU."""
+    p = tmp_path / "r.parquet"
+    st = ResultStore(p, "r")
+    st.add_group([row("1_2_3", "torch", gpu_uuid="GPU-1", status="error", status_reason="harness error")], [])
+    st.add_group([row("7_7_7", "torch", gpu_uuid="GPU-1")], [])
+    st.add_group([row("1_2_3", "torch", gpu_uuid="GPU-2")], [])
+    assert sorted(r["gpu_uuid"] for r in st.rows if r["shape"] == "1_2_3") == ["GPU-1", "GPU-2"]
+    st.add_group([row("1_2_3", "torch", gpu_uuid="GPU-3")], [], any_device=True)
+    back = ResultStore(p, "z").rows
+    assert [(r["shape"], r["gpu_uuid"]) for r in back] == [("7_7_7", "GPU-1"), ("1_2_3", "GPU-3")]
+
+
 def test_add_group_refuses_mixed_groups(tmp_path):
     with pytest.raises(ValueError, match="one group"):
         ResultStore(tmp_path / "r.parquet", "r").add_group([row("1_2_3", "a"), row("2_2_2", "a")], [])
