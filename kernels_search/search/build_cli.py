@@ -57,6 +57,12 @@ def build(
     if not toolchain.find_nvcc():
         err.print("[bold red]error:[/] nvcc not found (set HGEMM_NVCC or CUDA_HOME)")
         raise typer.Exit(2)
+    import signal
+
+    def stop(signum, frame):  # a kill stops the compilers too (pool.build's interrupt path)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, stop)
     failed: list[tuple] = []
     t0 = time.perf_counter()
     count = {"n": 0}
@@ -66,6 +72,28 @@ def build(
         what = "built" if res.ok else "FAILED"
         return (f"[{count['n']}/{len(todo)}] {what} {b.spec} in {res.compile_s:.0f}s "
                 f"({time.perf_counter() - t0:.0f}s elapsed)")
+
+    try:
+        results = _run(todo, workers, console, echo, line, failed)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted:[/] binaries built so far are cached; rerun to resume")
+        raise typer.Exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    wall = time.perf_counter() - t0
+    ok = sum(1 for r in results if r.ok)
+    echo(f"built {ok} of {len(todo)} binaries in {wall:.0f}s with {min(workers, len(todo))} compilers "
+         f"(nvcc time {sum(r.compile_s for r in results):.0f}s); {len(cached)} were cached")
+    for b, res in failed:
+        tail = "\n".join(res.log.strip().splitlines()[-10:])
+        err.print(f"[bold red]failed:[/] {b.spec}\n{tail}", markup=True, highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _run(todo, workers, console, echo, line, failed):
+    """Build ``todo`` with a bar on a terminal, one plain line per binary elsewhere."""
+    from kernels_search.search import pool
 
     if console.is_terminal:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -85,20 +113,8 @@ def build(
             echo(line(b, res))
             if not res.ok:
                 failed.append((b, res))
-        try:
-            results = pool.build(todo, workers, done)
-        except KeyboardInterrupt:
-            err.print("[yellow]interrupted:[/] binaries built so far are cached; rerun to resume")
-            raise typer.Exit(130)
-    wall = time.perf_counter() - t0
-    ok = sum(1 for r in results if r.ok)
-    echo(f"built {ok} of {len(todo)} binaries in {wall:.0f}s with {min(workers, len(todo))} compilers "
-         f"(nvcc time {sum(r.compile_s for r in results):.0f}s); {len(cached)} were cached")
-    for b, res in failed:
-        tail = "\n".join(res.log.strip().splitlines()[-10:])
-        err.print(f"[bold red]failed:[/] {b.spec}\n{tail}", markup=True, highlight=False)
-    if failed:
-        raise typer.Exit(1)
+        results = pool.build(todo, workers, done)
+    return results
 
 
 def register(app: typer.Typer) -> None:
