@@ -523,7 +523,8 @@ def methods_cmd():
 # through the ``hgemm_bench.commands`` entry-point group (pyproject.toml declares the built-ins
 # there too). Each module exposes ``register(app: typer.Typer) -> None`` and imports nothing
 # heavy at module level; a built-in whose package is not installed is skipped.
-BUILTIN_COMMANDS = ("reports.cli", "kernels_search.search.cli")
+BUILTIN_COMMANDS = ("reports.cli", "kernels_search.search.cli", "kernels_search.search.build_cli",
+                    "kernels_search.search.tune_cli")
 COMMANDS_GROUP = "hgemm_bench.commands"
 
 

@@ -2,7 +2,9 @@
 
 ``build(source)`` compiles one translation unit for sm_90a and returns a ``BuildResult``; it never
 raises for a compiler problem (a failed or timed-out compile is a result with ``ok=False`` and the
-log). Artifacts are cached under ``$HGEMM_BUILD_CACHE`` (default ``~/.cache/hgemm-bench/build``)
+log). Artifacts are cached under ``cache_dir()``: ``$HGEMM_BUILD_CACHE`` if set, else ``build/`` in the
+per-user cache (``user_dirs.cache_root()``: ``$XDG_CACHE_HOME/hgemm-bench``, default
+``~/.cache/hgemm-bench``), the one cache ``hgemm-bench build``, ``search``, ``tune`` and ``compare`` use,
 keyed by sha256(source, flags, extra key, ``nvcc --version``), so an unchanged config costs one
 file read. ``build_many`` compiles a batch on a thread pool sized to the cores this process may use (each
 worker just waits on an nvcc process); ``kill_running`` stops every compiler this process started
@@ -25,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from kernels_search import ptxas, toolchain
+from kernels_search import ptxas, toolchain, user_dirs
 
 META = "meta.json"
 LIB = "kernel.so"
@@ -35,8 +37,9 @@ _RUNNING_LOCK = threading.Lock()
 
 
 def cache_dir() -> Path:
+    """Where builds are cached: ``$HGEMM_BUILD_CACHE``, else ``<user cache>/build`` (module docstring)."""
     env = os.environ.get("HGEMM_BUILD_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "hgemm-bench" / "build"
+    return Path(env) if env else user_dirs.cache_root() / "build"
 
 
 def source_hash(source: str) -> str:

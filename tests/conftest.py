@@ -43,3 +43,12 @@ def cache(tmp_path_factory):
     mp.setenv("HGEMM_BUILD_CACHE", str(d))
     yield d
     mp.undo()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_library(tmp_path_factory):
+    """No test reads or writes the library of the user running the tests (``$XDG_DATA_HOME``)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+    yield
+    mp.undo()

@@ -12,7 +12,9 @@ margin ran at 0.944x-1.023x of autotune in the next compare (4096_16384_16384, a
 3 ms shape, at 0.977x, 0.965x and 0.944x in three compares), while fallbacks to autotune, which
 reuses the baseline's tuning and workspace in the same process, ran at 0.992x-1.003x.
 
-The ``library`` Method (``--methods library`` or ``library:path=lib.json``) serves any shape:
+The ``library`` Method (``--methods library`` or ``library:path=lib.json``) serves any shape, from
+the user's library (``search.user_library``, what ``hgemm-bench tune`` writes) in front of the
+packaged one where no path is given (``load_entries``):
 
 1. exact: an entry for this GPU, shape and layout;
 2. nearest: the entries of the nearest tuned shapes (log2 (M, N, K) distance, same GPU and layout,
@@ -51,6 +53,7 @@ import torch
 from harness.method import SUPPORTED, Prepared, PrepareContext, Support
 from harness.problem import Problem, Shape
 from kernels_search.search.db import finite_float
+from kernels_search.search import user_library
 from kernels_search.search.features import shape_distance
 
 LIBRARY_VERSION = 1
@@ -141,6 +144,25 @@ def load_library(path: str | Path | None = None) -> list[dict]:
     return list(doc.get("entries", []))
 
 
+def load_entries(path: str | Path | None = None) -> list[dict]:
+    """What the dispatcher serves from: ``path``'s entries; without a path (and no
+    ``$HGEMM_LIBRARY``), the user's library (``user_library.default_path``, what ``tune`` writes) in
+    front of the packaged one: a (GPU, shape, layout) the user tuned is served from the user's entry.
+    Each entry carries ``library_file``, the file it came from."""
+    if path is not None or os.environ.get("HGEMM_LIBRARY"):
+        files = [Path(path) if path is not None else default_path()]
+    else:
+        files = [user_library.default_path(), DEFAULT_PATH]
+    out: list[dict] = []
+    seen: set[tuple] = set()
+    for f in files:
+        for e in load_library(f):
+            if user_library.key(e) not in seen:
+                seen.add(user_library.key(e))
+                out.append(dict(e, library_file=str(f)))
+    return out
+
+
 # ---------------------------------------------------------------------------------- dispatch
 def current_gpu_name(device: str) -> str:
     """The name rows record as gpu_name (harness.env.collect's rule)."""
@@ -195,6 +217,7 @@ class LibraryMethod:
 
     def __init__(self, path: str | Path | None = None, nearest: int = 4, verify: bool = True,
                  max_distance: float | None = None):
+        self._path_arg = path  # None: the user's library in front of the default one (load_entries)
         self.path = Path(path) if path is not None else default_path()
         self.nearest = nearest
         self.verify = verify
@@ -204,12 +227,14 @@ class LibraryMethod:
             self.name += f"{':' if path is None else ','}max_distance={max_distance:g}"
         self.config = {"library": str(self.path), "nearest": nearest, "verify": verify,
                        "max_distance": self.max_distance}
+        if path is None and not os.environ.get("HGEMM_LIBRARY"):
+            self.config["user_library"] = str(user_library.default_path())  # read in front (load_entries)
         self._entries: list[dict] | None = None
 
     @property
     def entries(self) -> list[dict]:
         if self._entries is None:
-            self._entries = load_library(self.path)
+            self._entries = load_entries(self._path_arg)
         return self._entries
 
     def supports(self, problem: Problem, device: str) -> Support:
@@ -243,7 +268,8 @@ class LibraryMethod:
                 continue
             labels = dict(library_match=match, library_shape=e["shape"], library_spec=e["spec"],
                           library_kind=e["kind"], library_family=e.get("family"),
-                          library_distance=round(shape_distance(problem.shape, Shape(e["m"], e["n"], e["k"])), 3))
+                          library_distance=round(shape_distance(problem.shape, Shape(e["m"], e["n"], e["k"])), 3),
+                          library_file=e.get("library_file"))
             if e["kind"] == "baseline":
                 labels["fallback"] = e["spec"]
             return _served(prep, t0, tried, labels)

@@ -90,6 +90,26 @@ class Ranked:
         return [f"  #{self.rank:<2} score {self.score:8.3f}  {self.spec}", f"      {why}"]
 
 
+def picker_for(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickSettings(), folder: Path | None = None,
+               device: str = "cuda", plugins: Sequence[str] = ()):
+    """(the first pick, its KernelDB, the GPU model, what it learnt from in words) of the search in
+    ``folder`` (default the packaged ``RECORD``) with what ``settings.prior`` adds, the rows of
+    ``shapes`` left out of the prior (each is ranked as a shape never measured). No GPU."""
+    from kernels_search.search import evidence
+    from kernels_search.search.first_pick import FirstPick
+    from kernels_search.search.prior import with_prior
+
+    folder = record_folder() if folder is None else Path(folder)
+    learner, db = learner_for_search(folder, device, plugins)
+    gpu = gpu_of(db)
+    sources, label = evidence.resolve(settings.prior, gpu)
+    what = f"the learner of {folder.name} ({len(learner.seen)} rows)"
+    if sources:
+        learner, folded = with_prior(learner, sources, [s.name for s in shapes], gpu, label)
+        what += f" and {label} ({folded.rows} rows on {len(folded.shapes)} other shapes)"
+    return FirstPick(learner, settings), db, gpu, what
+
+
 def dry_run(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickSettings(), top: int = TOP,
             folder: Path | None = None, print_fn: Callable[[str], None] = print) -> dict[str, list[Ranked]]:
     """For each shape, the ``top`` configs the first pick ranks first (the first is what it would
@@ -97,19 +117,9 @@ def dry_run(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickSett
     what ``settings.prior`` adds (default this GPU model's packaged evidence). The shapes' own rows
     are left out of it, as for held-out shapes: each is ranked as a shape never measured. Prints a
     block per shape; touches no GPU."""
-    from kernels_search.search import evidence
-    from kernels_search.search.first_pick import FirstPick, best_first
-    from kernels_search.search.prior import with_prior
+    from kernels_search.search.first_pick import best_first
 
-    folder = record_folder() if folder is None else Path(folder)
-    learner, db = learner_for_search(folder)
-    gpu = gpu_of(db)
-    sources, label = evidence.resolve(settings.prior, gpu)
-    what = f"the learner of {folder.name} ({len(learner.seen)} rows)"
-    if sources:
-        learner, folded = with_prior(learner, sources, [s.name for s in shapes], gpu, label)
-        what += f" and {label} ({folded.rows} rows on {len(folded.shapes)} other shapes)"
-    picker = FirstPick(learner, settings)
+    picker, db, gpu, what = picker_for(shapes, settings, folder)
     print_fn(f"dry run, no GPU used: first picks for {gpu or 'this GPU model'} by {settings.name} with {what}; "
              "scores order the candidates, higher first")
     out: dict[str, list[Ranked]] = {}

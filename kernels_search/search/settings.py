@@ -112,3 +112,43 @@ class SearchSettings:
             raise ValueError("batch >= 1, timing budget > 0 and CI target > 0")
         if not self.layouts or any(x not in ("nn", "tn") for x in self.layouts):
             raise ValueError(f"unknown layout(s) {self.layouts!r}: use nn and/or tn")
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """What the pool is (``search.pool``): the binaries ``hgemm-bench build`` compiles once per machine
+    and ``tune`` ranks and measures. Family configs take M, N, K at run time, so one binary serves
+    every shape it supports; configs that differ only in runtime options share one binary."""
+
+    presets: bool = True  # every preset of every CUDA family (the search's initial design)
+    library: bool = True  # every kernel spec of the packaged library (search.library.DEFAULT_PATH)
+    families: tuple[str, ...] | None = None  # None: every CUDA family
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """One ``hgemm-bench tune`` run (``search.tune``): per shape, the pool ranked by the first pick,
+    its top candidates measured with the baselines in the search's loop, the winners merged into the
+    user's library."""
+
+    per_shape: str | float = "60s"  # wall-clock budget per shape (the search loop's budget)
+    top: int = 8  # ranked candidates per shape: the most a shape's budget may measure
+    batch: int = 4  # candidates per paired call (each call measures the baselines again)
+    device: str = "cuda"
+    layouts: tuple[str, ...] = SearchSettings.layouts
+    timing_budget_s: float = SearchSettings.timing_budget_s
+    ci_target: float = SearchSettings.ci_target
+    anticheat: bool = True
+    baselines: tuple[str, ...] | None = None  # None: the search's (every cuBLAS-family method on CUDA)
+    min_speedup: float = SearchSettings.min_speedup  # a kernel enters the library only this much faster
+    library: Path | None = None  # None: the user's library (search.user_library.default_path)
+    ranker: Path | None = None  # the search folder whose learner ranks; None: the packaged record
+    plugins: tuple[str, ...] = ()  # modules to import (methods, search families)
+    pool: PoolSettings = field(default_factory=PoolSettings)
+    first_pick: FirstPickSettings = field(default_factory=FirstPickSettings)
+
+    def __post_init__(self):
+        if self.top < 1 or self.batch < 1:
+            raise ValueError("top >= 1 and batch >= 1")
+        if not self.layouts or any(x not in ("nn", "tn") for x in self.layouts):
+            raise ValueError(f"unknown layout(s) {self.layouts!r}: use nn and/or tn")

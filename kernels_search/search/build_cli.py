@@ -1,0 +1,122 @@
+"""The ``hgemm-bench build`` command, ready to mount: ``register(app)`` adds it to a Typer app.
+
+It compiles the pool (``search.pool``: every CUDA family preset and every packaged library kernel,
+one build per binary) into the build cache that ``search``, ``tune`` and ``compare`` read
+(``build.cache_dir``), on every core by default. Binaries already cached are skipped, so a rerun
+resumes. A terminal gets a progress bar; a pipe gets one line per finished binary. Exit code 1 when a
+binary failed to compile (its log's tail is printed), 2 for bad input. Nothing heavy is imported
+before the command runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import typer
+
+
+def build(
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                       help="Compilers at a time (default: every core this process may use)."),
+    families: str = typer.Option("", help="Comma list of CUDA families to build (default: all)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Compile nothing: list the pool's binaries, which are "
+                                                          "cached, and where the cache is."),
+):
+    """Compile the kernel pool once into the per-user build cache (resumable)."""
+    from rich.console import Console
+
+    from kernels_search import build as build_mod
+    from kernels_search import toolchain
+    from kernels_search.search import pool
+    from kernels_search.search.settings import PoolSettings
+
+    console, err = Console(), Console(stderr=True)
+
+    def echo(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        settings = PoolSettings(families=tuple(f.strip() for f in families.split(",") if f.strip()) or None)
+        binaries = pool.binaries(pool.specs(settings))
+    except ValueError as e:
+        err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2)
+    workers = jobs or build_mod.default_workers()
+    cached = [b for b in binaries if pool.is_built(b)]
+    todo = [b for b in binaries if b not in cached]
+    echo(f"pool: {len(binaries)} binaries ({sum(len(b.specs) for b in binaries)} configs); {len(cached)} cached in "
+         f"{build_mod.cache_dir()}, {len(todo)} to build with {min(workers, max(1, len(todo)))} compilers")
+    if dry_run:
+        for b in binaries:
+            more = f" (+{len(b.specs) - 1} configs sharing it)" if len(b.specs) > 1 else ""
+            echo(f"  {'cached' if b in cached else 'build '}  {b.spec}{more}")
+        return
+    if not todo:
+        return
+    if not toolchain.find_nvcc():
+        err.print("[bold red]error:[/] nvcc not found (set HGEMM_NVCC or CUDA_HOME)")
+        raise typer.Exit(2)
+    import signal
+
+    def stop(signum, frame):  # a kill stops the compilers too (pool.build's interrupt path)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, stop)
+    failed: list[tuple] = []
+    t0 = time.perf_counter()
+    count = {"n": 0}
+
+    def line(b, res) -> str:
+        count["n"] += 1
+        what = "built" if res.ok else "FAILED"
+        return (f"[{count['n']}/{len(todo)}] {what} {b.spec} in {res.compile_s:.0f}s "
+                f"({time.perf_counter() - t0:.0f}s elapsed)")
+
+    try:
+        results = _run(todo, workers, console, echo, line, failed)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted:[/] binaries built so far are cached; rerun to resume")
+        raise typer.Exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    wall = time.perf_counter() - t0
+    ok = sum(1 for r in results if r.ok)
+    echo(f"built {ok} of {len(todo)} binaries in {wall:.0f}s with {min(workers, len(todo))} compilers "
+         f"(nvcc time {sum(r.compile_s for r in results):.0f}s); {len(cached)} were cached")
+    for b, res in failed:
+        tail = "\n".join(res.log.strip().splitlines()[-10:])
+        err.print(f"[bold red]failed:[/] {b.spec}\n{tail}", markup=True, highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _run(todo, workers, console, echo, line, failed):
+    """Build ``todo`` with a bar on a terminal, one plain line per binary elsewhere."""
+    from kernels_search.search import pool
+
+    if console.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("building the pool"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as bar:
+            task = bar.add_task("build", total=len(todo))
+
+            def done(b, res):
+                bar.console.print(line(b, res), markup=False, highlight=False)
+                bar.advance(task)
+                if not res.ok:
+                    failed.append((b, res))
+            results = pool.build(todo, workers, done)
+    else:
+        def done(b, res):
+            echo(line(b, res))
+            if not res.ok:
+                failed.append((b, res))
+        results = pool.build(todo, workers, done)
+    return results
+
+
+def register(app: typer.Typer) -> None:
+    """Mount ``build`` on the ``hgemm-bench`` app."""
+    app.command("build")(build)

@@ -1,0 +1,192 @@
+"""Per-shape tuning (``hgemm-bench tune``): rank the pool for a shape, measure the top, keep the winners.
+
+For each shape: the pool's configs (``search.pool``) that support it are ranked by the search's first
+pick (``first_pick.FirstPick``, the learner of a search folder, by default the packaged record, with
+this GPU model's packaged evidence): first the configs its evidence rule admits, then the rest of the
+pool with evidence on at least one other shape, each group by the rule's score; the kernel the
+library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it in
+the same paired call. The top ``TuneSettings.top`` are then measured by the search's own loop
+(``loop.run_search``: ``batch`` candidates per call, paired with the baselines, builds on every core,
+the per-shape budget kept), and the shape's library entries (``library.library_entries``: the best
+verified kernel where it beat its paired baseline by ``min_speedup``, else the labelled fallback)
+are merged into the user's library (``user_library.merge``) after every shape. The kernel DB stays in
+the output folder; rerunning the same command resumes (each shape's budget is a total).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from harness.problem import Shape
+from kernels_search.proposals import Candidate
+from kernels_search.search.settings import TuneSettings
+
+ORIGIN = "tune:first-pick"
+
+
+@dataclass
+class TuneCandidate:
+    """One ranked config for a shape: its place, the rule's score, why it is there."""
+
+    rank: int
+    candidate: Candidate
+    score: float
+    evidence: dict
+    admitted: bool  # the first pick's evidence rule admits it (else: pool, evidence elsewhere)
+    incumbent: bool = False  # the library's kernel for this exact shape today
+
+    @property
+    def spec(self) -> str:
+        return self.candidate.spec
+
+    def why(self) -> str:
+        e = self.evidence
+        seen = (f"measured on {e['shapes']} other shapes ({e['near']} near); nearest {e['nearest']} "
+                f"(distance {e['distance']:.2f}): {e['speedup']:.3f}x of the strongest baseline there"
+                if e.get("shapes") else "measured on no other shape")
+        head = ("the library's kernel for this shape; " if self.incumbent else "") + (
+            "first-pick candidate" if self.admitted else "pool, below the first pick's evidence rule")
+        return f"{head}; {seen}"
+
+
+def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int,
+              incumbent: str | None = None) -> list[TuneCandidate]:
+    """The ``top`` configs of ``pool_specs`` to measure on ``shape``, best first (module docstring)."""
+    from kernels_search.search.first_pick import FirstPick, best_first
+
+    lr = picker.learner
+    admitted = picker.candidates(shape, list(pool_specs))
+    taken = {c.spec for c in admitted}
+    loose_settings = replace(picker.settings, min_shapes=1, min_near=0)
+    loose = [c for c in FirstPick(lr, loose_settings).candidates(shape, list(pool_specs)) if c.spec not in taken]
+    ordered: list[tuple[Candidate, float, bool]] = []
+    for group, ok in ((admitted, True), (loose, False)):
+        if group:
+            vals = picker.values(shape, group)
+            ordered += [(group[i], float(vals[i]), ok) for i in best_first(vals)]
+    if incumbent is not None:
+        inc = [o for o in ordered if o[0].spec == incumbent]
+        if not inc:
+            cand = lr.candidate_for(incumbent)
+            if cand is not None and lr.supported(cand.family, cand.knobs, shape):
+                inc = [(cand, float(picker.values(shape, [cand])[0]), False)]
+        ordered = inc + [o for o in ordered if o[0].spec != incumbent]
+    out = []
+    for r, (cand, score, ok) in enumerate(ordered[:top]):
+        cand = Candidate(cand.family, dict(cand.knobs), cand.spec, ORIGIN)
+        out.append(TuneCandidate(r + 1, cand, score, picker.evidence(shape, cand), ok,
+                                 incumbent=cand.spec == incumbent))
+    return out
+
+
+class RankedProposer:
+    """Proposes a shape's ranked candidates in order, ``n`` at a time, none measured twice."""
+
+    name = "tune"
+
+    def __init__(self, ranked: dict[str, list[TuneCandidate]]):
+        self.ranked = ranked
+
+    def propose(self, shape: Shape, ctx) -> list[Candidate]:
+        return [t.candidate for t in self.ranked.get(shape.name, []) if t.spec not in ctx.exclude][:ctx.n]
+
+
+def incumbent_spec(entries: Sequence[dict], shape: Shape, gpu: str | None) -> str | None:
+    """The kernel the library serves on exactly ``shape`` for ``gpu`` (either layout), if any."""
+    for e in entries:
+        if e.get("kind") == "kernel" and e.get("gpu_name") == gpu and e["shape"] == shape.name:
+            return e["spec"]
+    return None
+
+
+def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
+         print_fn: Callable[[str], None] = print) -> tuple[dict[str, list[TuneCandidate]], str | None]:
+    """(shape -> its ranked candidates, the GPU model the ranker's evidence is from); prints one
+    block per shape: each candidate, the call that would measure it, whether its binary is built,
+    and why it is there. Touches no GPU."""
+    import importlib
+
+    from kernels_search.search import picks, pool
+    from kernels_search.search.learner import default_families
+    from kernels_search.search.library import load_entries
+
+    for mod in settings.plugins:
+        importlib.import_module(mod)
+    fams = default_families(settings.device)
+    specs = pool.specs(settings.pool, families=fams)
+    picker, _, gpu, what = picks.picker_for(shapes, settings.first_pick, settings.ranker, settings.device,
+                                            settings.plugins)
+    lib = load_entries(settings.library)
+    print_fn(f"tune plan: {len(specs)} pool configs ranked per shape by {settings.first_pick.name} with {what}; "
+             f"the top {settings.top} measured, {settings.batch} per paired call")
+    out = {}
+    for shape in shapes:
+        ranked = rank_pool(picker, shape, specs, settings.top, incumbent_spec(lib, shape, gpu))
+        out[shape.name] = ranked
+        print_fn(f"{shape.name}: {len(ranked)} candidates")
+        built = {}
+        for b in pool.binaries([t.spec for t in ranked]):
+            for s in b.specs:
+                built[s] = pool.is_built(b)
+        for t in ranked:
+            state = "" if t.spec not in built else (" [built]" if built[t.spec] else " [to build]")
+            print_fn(f"  #{t.rank:<2} call {(t.rank - 1) // settings.batch + 1}  score {t.score:8.3f}  {t.spec}{state}")
+            print_fn(f"      {t.why()}")
+    return out, gpu
+
+
+def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings = TuneSettings(), *,
+              evaluator=None, print_fn: Callable[[str], None] = print) -> dict:
+    """Tune every shape (module docstring) into ``settings.library`` (default the user's library);
+    ``evaluator``: a harness.sandbox.Evaluator (default: one on ``settings.device``). Returns
+    {shape: [merge decisions' lines]} and writes nothing else than the kernel DB under ``out`` and
+    the library."""
+    from kernels_search.search import user_library
+    from kernels_search.search.db import KernelDB
+    from kernels_search.search.library import DEFAULT_PATH, LIBRARY_VERSION, library_entries, load_library
+    from kernels_search.search.loop import run_search, search_settings
+    from kernels_search.search.run import parse_duration
+
+    st = settings
+    per_shape = parse_duration(st.per_shape)
+    ranked, _ = plan(shapes, st, print_fn)
+    lib_path = Path(st.library) if st.library is not None else user_library.default_path()
+    behind = load_library(DEFAULT_PATH) if st.library is None else []
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    db = KernelDB(out / "db")
+    timing = search_settings(st.layouts, timing_budget_s=st.timing_budget_s, ci_target=st.ci_target,
+                             anticheat=st.anticheat)
+    proposer = RankedProposer(ranked)
+
+    def tune_all(ev) -> dict:
+        gpu = (getattr(ev, "env", {}) or {}).get("gpu_name")
+        result = {}
+        for i, shape in enumerate(shapes):
+            t0 = time.perf_counter()
+            summary = run_search([shape], per_shape, ev, db, None, [proposer], st.batch, None, settings=timing,
+                                 baselines=st.baselines, search_id=f"tune-{shape.name}",
+                                 max_rounds=math.ceil(st.top / st.batch), log=print_fn)
+            new = library_entries(db, gpu, st.min_speedup, [shape])
+            merged, decisions = user_library.merge(user_library.read(lib_path), new, st.min_speedup, behind)
+            user_library.write(lib_path, merged, LIBRARY_VERSION, st.min_speedup)
+            result[shape.name] = [d.line() for d in decisions]
+            print_fn(f"[{i + 1}/{len(shapes)}] {shape.name}: {summary.candidates} candidates in "
+                     f"{time.perf_counter() - t0:.0f}s (stop: {summary.stop_reason})")
+            for d in decisions:
+                print_fn(f"  {d.line()}")
+        print_fn(f"library: {lib_path}")
+        return result
+
+    if evaluator is not None:
+        return tune_all(evaluator)
+    from harness import env as envmod
+    from harness.sandbox import Evaluator
+
+    env = envmod.collect(st.device)
+    with Evaluator(st.device, env, plugins=list(st.plugins)) as ev:
+        return tune_all(ev)

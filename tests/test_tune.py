@@ -1,0 +1,152 @@
+"""``hgemm-bench tune`` on the CPU evaluator: ranking the pool, measuring in the search loop, the merge.
+
+The ranker is a search of the ``cpuk`` test family (``test_search_plugin``) run here on a fake
+evaluator whose times follow the knobs; the pool is cpuk's presets. Why these can fail: a worse
+measurement that replaces a better kernel, a fallback entry that a verified winner does not replace,
+an entry of another GPU model touched, a dry run that measures or says nothing of why, a library
+method that does not read the user's library first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+import test_search_plugin
+from harness.cli import app
+from harness.problem import Shape
+from kernels_search.search import learner as learner_mod
+from kernels_search.search import library, user_library
+from kernels_search.search.db import KernelDB
+from kernels_search.search.learner import Learner, default_families
+from kernels_search.search.loop import run_search, search_settings
+from kernels_search.search.settings import FirstPickSettings, TuneSettings
+from kernels_search.search.tune import tune_main
+
+GPU = "CPU: fake"
+PRESETS = ("pad=0:split=1", "pad=1:split=1", "pad=0:split=2", "pad=3:split=1")
+RANKER_SHAPES = [Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 32), Shape(32, 32, 16)]
+
+
+class FakeEvaluator:
+    """Made-up correct rows: the baseline at 100 us, a cpuk config at 60 + 10 pad + 3 split us."""
+
+    device = "cpu"
+
+    def __init__(self):
+        self.env = {"gpu_uuid": "cpu-0", "gpu_name": GPU, "device": "cpu"}
+        self.calls: list[list[str]] = []
+
+    def evaluate_shape(self, shape, specs, settings, groups, run_id):
+        from harness.registry import resolve
+
+        rows = []
+        for m in resolve(specs):
+            for lay in settings.layouts:
+                us = 100.0 if m.is_baseline else 60.0 + 10.0 * m.config["pad"] + 3.0 * m.config["split"]
+                rows.append(dict(self.env, shape=shape.name, m=shape.m, n=shape.n, k=shape.k, layout=lay,
+                                 method=m.name, family=m.family, is_baseline=m.is_baseline,
+                                 config=json.dumps(m.config, default=str), source_hash="", info="{}", setup_s=0.0,
+                                 status="ok", status_reason="", gate_passed=True, device_us_median=us))
+        time.sleep(0.05)
+        self.calls.append(list(specs))
+        return [(rows, [])]
+
+
+@pytest.fixture(scope="module")
+def ranker(tmp_path_factory):
+    """A search folder of cpuk measured on four shapes (the learner tune ranks with)."""
+    folder = tmp_path_factory.mktemp("ranker")
+    fams = default_families("cpu")
+    run_search(RANKER_SHAPES, 60, FakeEvaluator(), KernelDB(folder / "db"), Learner({"cpuk": fams["cpuk"]}, ("nn",)),
+               batch_per_shape=6, settings=search_settings(["nn"]), max_rounds=2, search_id="ranker")
+    return folder
+
+
+@pytest.fixture
+def presets(monkeypatch):
+    fam = dataclasses.replace(test_search_plugin.FAMILY, presets=PRESETS)
+    monkeypatch.setitem(learner_mod._EXTRA_FAMILIES, "cpuk", fam)
+    return fam
+
+
+def settings(ranker, lib, **kw) -> TuneSettings:
+    return TuneSettings(device="cpu", layouts=("nn",), per_shape="20s", top=2, batch=2, library=lib, ranker=ranker,
+                        first_pick=FirstPickSettings(min_shapes=1, min_near=0, prior="none"), **kw)
+
+
+def entry(shape: Shape, layout: str, kind: str, speedup: float, gpu: str = GPU, spec: str = "cpuk:pad=2") -> dict:
+    return dict(gpu_name=gpu, shape=shape.name, m=shape.m, n=shape.n, k=shape.k, layout=layout, kind=kind,
+                spec=spec if kind == "kernel" else "torch", paired_speedup=speedup)
+
+
+def test_tune_merges_a_better_kernel_keeps_a_better_entry_and_leaves_other_gpus(tmp_path, ranker, presets):
+    a, b, c = Shape(64, 48, 32), Shape(48, 64, 32), Shape(24, 24, 24)
+    lib = tmp_path / "library.json"
+    old = [entry(a, "nn", "kernel", 5.0),  # better than anything measurable here (100 / 60 = 1.667x): kept
+           entry(b, "nn", "kernel", 1.1),  # worse than the best preset: replaced
+           entry(c, "nn", "baseline", 1.0),  # a fallback: replaced by a verified winner
+           entry(a, "nn", "kernel", 1.01, gpu="NVIDIA H200")]  # another GPU model: untouched
+    user_library.write(lib, old, library.LIBRARY_VERSION, 1.02)
+    ev = FakeEvaluator()
+    lines: list[str] = []
+    tune_main([a, b, c], tmp_path / "tune", settings(ranker, lib), evaluator=ev, print_fn=lines.append)
+    got = {user_library.key(e): e for e in user_library.read(lib)}
+    assert len(got) == 4
+    assert got[(GPU, a.name, "nn")]["paired_speedup"] == 5.0 and got[(GPU, a.name, "nn")]["spec"] == "cpuk:pad=2"
+    best = "cpuk:pad=0,split=1,bug=0,small=0"
+    assert got[(GPU, b.name, "nn")]["spec"] == best and got[(GPU, b.name, "nn")]["paired_speedup"] == pytest.approx(100 / 63)
+    assert got[(GPU, c.name, "nn")]["kind"] == "kernel" and got[(GPU, c.name, "nn")]["spec"] == best
+    assert got[("NVIDIA H200", a.name, "nn")] == old[3]
+    text = "\n".join(lines)
+    assert f"{a.name} nn on {GPU}: kept" in text and f"{b.name} nn on {GPU}: replaced" in text
+    # every call measured the baseline with the ranked candidates, at most ``batch`` of them
+    assert ev.calls and all(specs[0] == "torch" and 1 <= len(specs) - 1 <= 2 for specs in ev.calls)
+    # the library method reads the user's library (here: --library) in front of the packaged one
+    served = library.load_entries(lib)
+    assert {e["library_file"] for e in served} == {str(lib)}
+
+
+def test_a_worse_retune_does_not_replace_the_entry(tmp_path, ranker, presets):
+    s = Shape(40, 40, 40)
+    lib = tmp_path / "library.json"
+    tune_main([s], tmp_path / "one", settings(ranker, lib), evaluator=FakeEvaluator(), print_fn=lambda x: None)
+    first = user_library.read(lib)
+    assert first[0]["kind"] == "kernel" and first[0]["paired_speedup"] == pytest.approx(100 / 63)
+    # the same shape again, only slower configs in the pool: the merge keeps the better entry
+    slow = dataclasses.replace(presets, presets=("pad=3:split=1", "pad=1:split=2"))
+    learner_mod._EXTRA_FAMILIES["cpuk"] = slow
+    tune_main([s], tmp_path / "two", settings(ranker, lib), evaluator=FakeEvaluator(), print_fn=lambda x: None)
+    assert user_library.read(lib) == first
+
+
+def test_user_library_in_front_of_the_packaged_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("HGEMM_LIBRARY", raising=False)
+    packaged = library.load_library(library.DEFAULT_PATH)
+    e = packaged[0]
+    mine = dict(e, kind="kernel", spec="cpuk:pad=1", paired_speedup=9.0)
+    user_library.write(user_library.default_path(), [mine], library.LIBRARY_VERSION, 1.02)
+    try:
+        served = library.load_entries()
+        same = [x for x in served if user_library.key(x) == user_library.key(e)]
+        assert len(same) == 1 and same[0]["spec"] == "cpuk:pad=1"
+        assert len(served) == len(packaged)
+        assert library.LibraryMethod().config["user_library"] == str(user_library.default_path())
+    finally:
+        user_library.default_path().unlink()
+
+
+def test_dry_run_lists_ranked_candidates_their_call_and_why_without_measuring(tmp_path, ranker, presets):
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--device", "cpu", "--plugin", "test_search_plugin",
+                                   "--ranker", str(ranker), "--shapes", "64_48_32,24_24_24", "--top", "3",
+                                   "--batch", "2", "--out", str(tmp_path / "t")])
+    assert got.exit_code == 0, got.output
+    out = got.output
+    assert "64_48_32: 3 candidates" in out and "24_24_24: 3 candidates" in out
+    assert "#1  call 1" in out and "#3  call 2" in out
+    assert "measured on" in out and ("first-pick candidate" in out or "pool, below" in out)
+    assert not (tmp_path / "t").exists()  # nothing measured, no DB
