@@ -378,19 +378,8 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
     from harness.summary import print_summary
 
     env = pool.envs[0] if pool else envmod.collect(dev)
-    if pool is None or dev == "cpu":  # an actor's GPU is not this process's to query
-        _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)
-    work = _work_model(settings, method_objs, dev, env.get("gpu_name") if pool else None)
-    if dev == "cpu":
-        why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
-        console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
-                      "and are not GPU numbers. GPU-only methods are recorded as unsupported.")
-        predicted = work.total_s(shape_list)
-        if predicted > CPU_WARN_S:
-            err_console.print(f"[yellow]warning:[/] these {len(shape_list)} shapes will take "
-                              f"{format_duration(predicted)} or more on this CPU (a lower bound from their FLOPs at "
-                              f"{work.flops_per_s / 1e9:.1f} GFLOP/s, measured on a 256^3 fp16 matmul; larger products "
-                              "run slower); the smoke-cpu set is sized for a CPU")
+    # the store first: a run refused for its file (another device, another label) exits before this
+    # process measures anything (the work model times a CPU matmul: its thread pool at exit can abort)
     if fresh and out.exists():
         out.unlink()
         import shutil
@@ -409,6 +398,19 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
         _fail(f"{out} holds results from another kind of device ({', '.join(sorted(map(str, prior_kinds)))}); "
               "use another --out or --fresh: a scale-out run resumes on GPUs of the same model only")
     settings.label = _run_label(store, label.strip(), out)
+    if pool is None or dev == "cpu":  # an actor's GPU is not this process's to query
+        _check_fits(shape_list, method_objs, len(lays), settings.caches, dev, env)
+    work = _work_model(settings, method_objs, dev, env.get("gpu_name") if pool else None)
+    if dev == "cpu":
+        why = "requested" if device == Device.cpu else "no CUDA GPU is visible"
+        console.print(f"[bold yellow]CPU path ({why}):[/] torch CPU methods only; results are labelled device=cpu "
+                      "and are not GPU numbers. GPU-only methods are recorded as unsupported.")
+        predicted = work.total_s(shape_list)
+        if predicted > CPU_WARN_S:
+            err_console.print(f"[yellow]warning:[/] these {len(shape_list)} shapes will take "
+                              f"{format_duration(predicted)} or more on this CPU (a lower bound from their FLOPs at "
+                              f"{work.flops_per_s / 1e9:.1f} GFLOP/s, measured on a 256^3 fp16 matmul; larger products "
+                              "run slower); the smoke-cpu set is sized for a CPU")
     if store.resumed:
         console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)

@@ -299,17 +299,40 @@ def test_no_shapes_on_a_cpu_measures_the_cpu_sized_set_and_says_so(tmp_path):
     assert set(read_results(out).to_pandas()["shape"]) == {f"{m}_{n}_{k}" for m, n, k in SMOKE_CPU}
 
 
-def test_a_long_cpu_run_is_announced_with_its_estimate(tmp_path):
-    """--shapes smoke on a CPU takes hours: the run says so up front (here it then stops at a bad
-    --out file, so nothing is measured)."""
+def test_a_long_cpu_run_is_announced_with_its_estimate(tmp_path, monkeypatch):
+    """--shapes smoke on a CPU takes hours: the run says so before it measures (here the runner is
+    stopped at its start, so nothing is measured)."""
+    from harness.runner import CompareRunner
+
+    class Stop(Exception):
+        pass
+
+    def stop(self, *args, **kwargs):
+        raise Stop()
+
+    monkeypatch.setattr(CompareRunner, "run", stop)
     out = tmp_path / "r.parquet"
-    out.write_bytes(b"garbage")
     res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "smoke", "--out", str(out)])
     said = " ".join(res.output.split())
+    assert isinstance(res.exception, Stop), said
     assert "warning: these 12 shapes will take" in said and "smoke-cpu set is sized for a CPU" in said, said
     assert " h or more" in said or " days or more" in said, said
     res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64", "--out", str(out)])
-    assert "will take" not in res.output
+    assert isinstance(res.exception, Stop) and "will take" not in res.output
+
+
+def test_a_run_refused_for_its_file_measures_nothing(tmp_path, monkeypatch):
+    """A bad --out file is refused before the work model times anything on the CPU."""
+    from harness import cli as climod
+
+    def timed(*args, **kwargs):
+        raise AssertionError("the work model ran before the refusal")
+
+    monkeypatch.setattr(climod, "_work_model", timed)
+    out = tmp_path / "r.parquet"
+    out.write_bytes(b"garbage")
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "smoke", "--out", str(out)])
+    assert res.exit_code == 2 and "not a readable Parquet file" in " ".join(res.output.split()), res.output
 
 
 @pytest.mark.parametrize("make,needle", [
