@@ -22,18 +22,17 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from harness.console import console, err_console
+from harness.console import fail as _fail
 from harness.model_shapes import BUNDLED as BUNDLED_MODELS
 from harness.model_shapes import DEFAULT_BATCHES as DEFAULT_MODEL_BATCHES
 from harness.progress import Eta, Reporter, format_duration
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Honest fp16 GEMM benchmarks: which kernel is fastest for this shape on this GPU?")
-console = Console()
-err_console = Console(stderr=True)
 
 
 class Mode(str, Enum):
@@ -84,11 +83,6 @@ def _warn_methods_missing_from_done_groups(store, methods: list[str], only: dict
                           f"group(s) of {store.path} and will not be measured there ({', '.join(missing[:3])}"
                           f"{', ...' if len(missing) > 3 else ''}; shapes {', '.join(shapes[:5])}"
                           f"{', ...' if len(shapes) > 5 else ''}): use --fresh or another --out to measure them")
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {msg}")
-    raise typer.Exit(code)
 
 
 def _split(values: List[str]) -> List[str]:

@@ -25,13 +25,7 @@ def report(
                                           "comparison (every cuBLAS-family baseline and another method, offline, GPU)."),
 ):
     """Build the static HTML leaderboard from results Parquet files."""
-    from rich.console import Console
-
-    console, err = Console(), Console(stderr=True)
-
-    def fail(msg: str) -> None:
-        err.print(f"[bold red]error:[/] {msg}")
-        raise typer.Exit(2)
+    from harness.console import console, fail
 
     if metric not in ("device", "host"):
         fail(f"unknown metric {metric!r}: use device or host")

@@ -24,24 +24,17 @@ def build(
                                                           "cached, and where the cache is."),
 ):
     """Compile the kernel pool once into the per-user build cache (resumable)."""
-    from rich.console import Console
-
+    from harness.console import console, echo, err_console, fail
     from kernels_search import build as build_mod
     from kernels_search import toolchain
     from kernels_search.search import pool
     from kernels_search.search.settings import PoolSettings
 
-    console, err = Console(), Console(stderr=True)
-
-    def echo(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
     try:
         settings = PoolSettings(families=tuple(f.strip() for f in families.split(",") if f.strip()) or None)
         binaries = pool.binaries(pool.specs(settings))
     except ValueError as e:
-        err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(2)
+        fail(str(e))
     workers = jobs or build_mod.default_workers()
     cached = [b for b in binaries if pool.is_built(b)]
     todo = [b for b in binaries if b not in cached]
@@ -55,8 +48,7 @@ def build(
     if not todo:
         return
     if not toolchain.find_nvcc():
-        err.print("[bold red]error:[/] nvcc not found (set HGEMM_NVCC or CUDA_HOME)")
-        raise typer.Exit(2)
+        fail("nvcc not found (set HGEMM_NVCC or CUDA_HOME)")
     import signal
 
     def stop(signum, frame):  # a kill stops the compilers too (pool.build's interrupt path)
@@ -76,7 +68,7 @@ def build(
     try:
         results = _run(todo, workers, console, echo, line, failed)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted:[/] binaries built so far are cached; rerun to resume")
+        err_console.print("[yellow]interrupted:[/] binaries built so far are cached; rerun to resume")
         raise typer.Exit(130)
     finally:
         signal.signal(signal.SIGTERM, before)
@@ -86,7 +78,7 @@ def build(
          f"(nvcc time {sum(r.compile_s for r in results):.0f}s); {len(cached)} were cached")
     for b, res in failed:
         tail = "\n".join(res.log.strip().splitlines()[-10:])
-        err.print(f"[bold red]failed:[/] {b.spec}\n{tail}", markup=True, highlight=False)
+        err_console.print(f"[bold red]failed:[/] {b.spec}\n{tail}", markup=True, highlight=False)
     if failed:
         raise typer.Exit(1)
 

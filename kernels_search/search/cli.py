@@ -102,19 +102,9 @@ def search(
     llm_max_tokens: int = typer.Option(8192, help="Completion length limit."),
 ):
     """Search kernels per shape (knob-level learner), export the library, print a summary."""
-    from rich.console import Console
-
+    from harness.console import console, echo, err_console, fail
     from harness.shapes import ShapeError, parse_shapes, sample_grid
     from kernels_search.search.run import parse_duration
-
-    console, err = Console(), Console(stderr=True)
-
-    def fail(msg: str) -> None:
-        err.print(f"[bold red]error:[/] {msg}")
-        raise typer.Exit(2)
-
-    def echo(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     try:
         shape_list = parse_shapes(shapes)
@@ -203,7 +193,7 @@ def search(
     except ValueError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted:[/] everything measured is in {out}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] everything measured is in {out}; rerun the same command to resume")
         raise typer.Exit(130)
 
 

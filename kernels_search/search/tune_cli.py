@@ -45,20 +45,10 @@ def tune(
     """Tune kernels per shape from the pool and merge the winners into the user's library."""
     from dataclasses import replace
 
-    from rich.console import Console
-
+    from harness.console import echo, err_console, fail
     from harness.shapes import ShapeError, resolve_shapes
     from kernels_search.search.run import parse_duration
     from kernels_search.search.settings import PoolSettings
-
-    console, err = Console(), Console(stderr=True)
-
-    def fail(msg: str) -> None:
-        err.print(f"[bold red]error:[/] {msg}")
-        raise typer.Exit(2)
-
-    def echo(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     try:
         shape_list = resolve_shapes(shapes).shapes
@@ -88,7 +78,7 @@ def tune(
     except ValueError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted:[/] what was measured is in {out}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] what was measured is in {out}; rerun the same command to resume")
         raise typer.Exit(130)
 
 
