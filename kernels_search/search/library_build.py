@@ -44,6 +44,7 @@ from typing import Iterable, Sequence
 
 from kernels_search.search.db import finite_float
 from kernels_search.search.library import LIBRARY_VERSION, REFERENCE
+from kernels_search.search.prior import prior_paths
 from kernels_search.search.settings import SearchSettings
 
 DEFAULT_SHAPES = "cuda-l2"
@@ -60,17 +61,7 @@ class LibraryBuildError(ValueError):
 def source_paths(specs: Iterable[str | Path]) -> list[Path]:
     """Sources from ``specs``: Parquet files, DB folders, or ``.txt`` lists of them (paths relative
     to the current directory), in order; a missing one is an error that names it."""
-    out: list[Path] = []
-    for spec in specs:
-        p = Path(spec)
-        if not p.exists():
-            raise LibraryBuildError(f"library source {p}: no such file or folder")
-        if p.suffix == ".txt":
-            lines = (ln.split("#", 1)[0].strip() for ln in p.read_text().splitlines())
-            out.extend(source_paths(ln for ln in lines if ln))
-        else:
-            out.append(p)
-    return out
+    return prior_paths(specs, missing=lambda p: LibraryBuildError(f"library source {p}: no such file or folder"))
 
 
 def read_source(path: Path):

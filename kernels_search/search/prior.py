@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from harness.shapes import parse_shape
 from kernels_search.proposals import Outcome
@@ -53,19 +53,20 @@ class PriorSummary:
                 + (f", {self.other_gpu} of another GPU model" if self.other_gpu else "") + ")")
 
 
-def prior_paths(specs: Iterable[str | Path], root: Path = Path(".")) -> list[Path]:
-    """Parquet paths from ``specs``: Parquet files, or list files (``.txt``: one path a line, relative
-    to ``root``, ``#`` comments). A missing file is an error that names it."""
+def prior_paths(specs: Iterable[str | Path], root: Path = Path("."),
+                missing: Callable[[Path], Exception] = lambda p: PriorError(f"prior {p}: no such file")) -> list[Path]:
+    """Paths from ``specs``, in order: each spec itself, or for a list file (``.txt``: one path a line,
+    relative to ``root``, ``#`` comments) the paths it lists. A missing one raises ``missing(path)``."""
     out: list[Path] = []
     for spec in specs:
         p = Path(spec)
         if not p.exists():
-            raise PriorError(f"prior {p}: no such file")
+            raise missing(p)
         if p.suffix == ".txt":
             for ln in p.read_text().splitlines():
                 ln = ln.split("#", 1)[0].strip()
                 if ln:
-                    out.extend(prior_paths([root / ln], root))
+                    out.extend(prior_paths([root / ln], root, missing))
         else:
             out.append(p)
     return out
