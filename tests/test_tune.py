@@ -10,7 +10,6 @@ method that does not read the user's library first.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 
 import pytest
@@ -42,16 +41,7 @@ class FakeEvaluator:
         self.calls: list[list[str]] = []
 
     def evaluate_shape(self, shape, specs, settings, groups, run_id):
-        from harness.registry import resolve
-
-        rows = []
-        for m in resolve(specs):
-            for lay in settings.layouts:
-                us = 100.0 if m.is_baseline else 60.0 + 10.0 * m.config["pad"] + 3.0 * m.config["split"]
-                rows.append(dict(self.env, shape=shape.name, m=shape.m, n=shape.n, k=shape.k, layout=lay,
-                                 method=m.name, family=m.family, is_baseline=m.is_baseline,
-                                 config=json.dumps(m.config, default=str), source_hash="", info="{}", setup_s=0.0,
-                                 status="ok", status_reason="", gate_passed=True, device_us_median=us))
+        rows = test_search_plugin.made_up_rows(self.env, shape, specs, settings.layouts)
         time.sleep(0.05)
         self.calls.append(list(specs))
         return [(rows, [])]
