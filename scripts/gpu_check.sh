@@ -10,6 +10,10 @@
 #   repeat   the same shapes twice in one run (run-to-run agreement)
 #   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
 #   cold     compare --shapes smoke --cache cold
+#   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
+#            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
+#            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
+#            to grid-walls.txt inside the tarball, so the calls' sum is the grid's wall time
 #   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
 #   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
@@ -127,6 +131,20 @@ for stage in $STAGES; do
         --budget "${GRID_BUDGET:-1.0}" --out /tmp/hb/grid50.parquet --fresh --seed 4 > "$OUT/grid50.txt" 2>&1
       end=$(date +%s)
       python3 scripts/throughput.py /tmp/hb/grid50.parquet $((end - start)) 2>&1 | tee -a "$OUT/grid50.txt" ;;
+    grid)
+      log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
+      mkdir -p /tmp/hb/grid
+      [ -f .hbstate/grid.tgz ] && tar xzf .hbstate/grid.tgz -C /tmp/hb/grid && echo "resumed: $(cat /tmp/hb/grid/grid-walls.txt)"
+      start=$(date +%s.%N)
+      timeout -s INT "${GRID_LIMIT:-540}" $HB compare --shapes cuda-l2 --out /tmp/hb/grid/grid.parquet --seed 11 \
+        --label "cuda-l2 grid, four baselines" > "$OUT/grid.txt" 2>&1
+      end=$(date +%s.%N)
+      wall=$(python3 -c "print(round($end - $start, 1))")
+      echo "$wall" >> /tmp/hb/grid/grid-walls.txt
+      total=$(python3 -c "print(round(sum(float(x) for x in open('/tmp/hb/grid/grid-walls.txt')), 1))")
+      tar czf "$OUT/grid.tgz" -C /tmp/hb/grid .
+      python3 scripts/throughput.py /tmp/hb/grid/grid.parquet "$total" 2>&1 | tee -a "$OUT/grid.txt"
+      echo "grid: this call $wall s; all calls $total s ($(cat /tmp/hb/grid/grid-walls.txt | tr '\n' ' '))" | tee -a "$OUT/grid.txt" ;;
     families)
       log "pytest -m gpu: families, adversarial, extern"
       timeout -s INT "${FAMILIES_LIMIT:-300}" python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py \

@@ -107,3 +107,28 @@ def test_time_candidates_successive_halving_times_finalists_longer():
     assert min(range(12), key=lambda i: t[i]) == 0
     assert counts[0] > counts[11] * 2  # the fastest was re-timed, the slowest only screened
     assert all(x < float("inf") for x in t)
+
+
+def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_once():
+    """One call's time sizes every candidate's batches (no per-candidate estimate calls), and a
+    call longer than a screening batch is screened in one round of one call."""
+    from harness.timing.offline import SCREEN_BATCH_US
+
+    def run(us):
+        counts = {}
+
+        def counted(i):
+            f = busy(us * (1 + 0.5 * i))
+            def fn(a, b, c):
+                counts[i] = counts.get(i, 0) + 1
+                f(a, b, c)
+            return fn
+
+        time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", rounds=5, screen_rounds=2)
+        return counts
+
+    long = run(2 * SCREEN_BATCH_US)
+    assert long[11] == 1  # screened by one call, never estimated on its own
+    short = run(SCREEN_BATCH_US / 8)
+    batch = SCREEN_BATCH_US / (SCREEN_BATCH_US / 8)
+    assert short[11] == pytest.approx(2 * batch, abs=2)  # two screening rounds of one batch each

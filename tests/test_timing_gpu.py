@@ -48,10 +48,12 @@ def test_graph_and_spin_events_agree_on_a_mid_size_gemm():
 def test_per_call_time_does_not_depend_on_batch_size():
     from harness.timing.samplers import GraphSampler
 
+    # The graph's own start (a few us) is shared by the batch: at 10 calls of a 5 us GEMM it added
+    # 5.0 % on an H200; 30 calls share it three times as widely (the timing core batches ~1 ms).
     sets = _sets(1024, 1024, 1024)
-    t10 = sorted(GraphSampler(_torch_fn(), sets, 10).sample() for _ in range(11))[5]
-    t100 = sorted(GraphSampler(_torch_fn(), sets, 100).sample() for _ in range(11))[5]
-    assert abs(t10 / t100 - 1) < 0.05, (t10, t100)
+    t30 = sorted(GraphSampler(_torch_fn(), sets, 30).sample() for _ in range(11))[5]
+    t300 = sorted(GraphSampler(_torch_fn(), sets, 300).sample() for _ in range(11))[5]
+    assert abs(t30 / t300 - 1) < 0.05, (t30, t300)
 
 
 def test_cold_rotation_is_slower_than_warm_for_an_l2_resident_problem():

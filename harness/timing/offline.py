@@ -17,7 +17,7 @@ from typing import Callable, Hashable, Sequence
 
 from harness.tensors import InputSet
 from harness.timing.clocks import ClockLog, ClockSampler
-from harness.timing.samplers import Sampler, host_call_us, make_sampler
+from harness.timing.samplers import Sampler, estimate_call_us, host_call_us, make_sampler
 from harness.timing.stats import rel_half_width
 
 
@@ -44,6 +44,9 @@ class OfflineSettings:
     flush_bytes: int = 0  # >0: cold cache by L2 flush before each call
     host_samples: bool = True  # also time one synchronous call per round (host_us)
     seed: int = 0
+    # device us of one call, known beforehand (``time_candidates``: candidates of one problem);
+    # None: each entry's sampler measures its own call to size its batch
+    call_us: float | None = None
 
 
 @dataclass
@@ -78,7 +81,8 @@ def measure_offline(
     for e in entries:
         try:
             s = make_sampler(
-                e.fn, e.sets, device, e.capturable, settings.target_batch_us, flush_bytes=settings.flush_bytes
+                e.fn, e.sets, device, e.capturable, settings.target_batch_us, flush_bytes=settings.flush_bytes,
+                call_us=settings.call_us,
             )
             samplers[e.key] = s
             out[e.key].timing_method = s.kind
@@ -127,34 +131,50 @@ def measure_offline(
     return out
 
 
+SCREEN_BATCH_US = 100.0  # a screening sample's batch: enough to rank, a third of a final sample's
+FINAL_BATCH_US = 300.0  # a finalist's sample: its median decides the autotune
+
+
 def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0,
                     screen_rounds: int = 2, keep_fraction: float = 0.25) -> list[float]:
     """Median device microseconds of each candidate on one input set, interleaved rounds.
 
     This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
     choices are made by the same timing core as everything else. Successive halving: every
-    candidate gets ``screen_rounds`` rounds; the best ``keep_fraction`` (at least 3) are then
-    timed together for ``rounds`` rounds and their medians come from those. A candidate that
-    raises scores infinity.
+    candidate gets ``screen_rounds`` rounds of ``SCREEN_BATCH_US`` samples; the best
+    ``keep_fraction`` (at least 3) are then timed together for ``rounds`` rounds of
+    ``FINAL_BATCH_US`` samples and their medians come from those. A call longer than a
+    screening batch is screened in one round: a one-call sample of it already ranks it, and the
+    finalists are timed again. Candidates compute one problem, so one call's time (the first
+    candidate that runs) sizes every batch instead of each candidate measuring its own.
+    A candidate that raises scores infinity.
     """
     a, b, c = inputs
     sets = [InputSet(a, b, c)]
+    call_us = None
+    for fn in fns:
+        try:
+            call_us = max(estimate_call_us(fn, sets[0], device), 0.5)
+            break
+        except Exception:
+            continue
 
-    def run(idx: list[int], n_rounds: int) -> dict[int, float]:
+    def run(idx: list[int], n_rounds: int, batch_us: float) -> dict[int, float]:
         entries = [Entry(i, fns[i], sets) for i in idx]
         settings = OfflineSettings(ci_target=0.0, min_rounds=n_rounds, max_rounds=n_rounds, budget_s=1e9,
-                                   seed=seed, target_batch_us=300.0, host_samples=False)
+                                   seed=seed, target_batch_us=batch_us, host_samples=False, call_us=call_us)
         res = measure_offline(entries, device, settings)
         return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
 
     everyone = list(range(len(fns)))
     if len(fns) <= 3 or screen_rounds >= rounds:
-        out = run(everyone, rounds)
+        out = run(everyone, rounds, FINAL_BATCH_US)
     else:
-        out = run(everyone, screen_rounds)
+        screens = 1 if call_us is not None and call_us >= SCREEN_BATCH_US else screen_rounds
+        out = run(everyone, screens, SCREEN_BATCH_US)
         n_keep = max(3, int(round(len(fns) * keep_fraction)))
         finalists = sorted(everyone, key=lambda i: out[i])[:n_keep]
-        out.update(run([i for i in finalists if out[i] != float("inf")], rounds))
+        out.update(run([i for i in finalists if out[i] != float("inf")], rounds, FINAL_BATCH_US))
     return [out[i] for i in everyone]
 
 

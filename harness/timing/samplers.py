@@ -190,13 +190,15 @@ def make_sampler(
     target_batch_us: float = 1000.0,
     max_batch: int = 500,
     flush_bytes: int = 0,
+    call_us: float | None = None,
 ) -> Sampler:
     """Pick the sampler and batch size for one (method, layout) entry.
 
     The batch is sized so one sample lasts about ``target_batch_us`` (small kernels get many
-    calls, a 13 ms GEMM gets one) and, when rotating input sets, covers every set.
+    calls, a 13 ms GEMM gets one) and, when rotating input sets, covers every set. ``call_us``,
+    when the caller knows it, is one call's device time; else one warm call is timed here.
     """
-    est = max(estimate_call_us(fn, sets[0], device), 0.5)
+    est = max(call_us if call_us is not None else estimate_call_us(fn, sets[0], device), 0.5)
     batch = int(min(max_batch, max(1, round(target_batch_us / est))))
     if device != "cuda":
         return HostClockSampler(fn, sets, batch)
@@ -209,7 +211,9 @@ def make_sampler(
     # spin kernel, so it skips the capture (which costs warm-up calls of a multi-ms GEMM).
     if capturable and batch > 1:
         try:
-            return GraphSampler(fn, sets, batch)
+            return GraphSampler(fn, sets, batch)  # warms up before its capture
         except Exception:
             torch.cuda.synchronize()
+    if call_us is not None:
+        fn(sets[0].a, sets[0].b, sets[0].c)  # the warm-up the estimate would have been (lazy module load)
     return SpinEventsSampler(fn, sets, batch)

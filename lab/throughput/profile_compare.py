@@ -72,11 +72,14 @@ def main() -> None:
         clock._stage, clock._t = "start", time.perf_counter()
         t0 = time.perf_counter()
         prof.enable()
-        ev.evaluate(sh, [("offline", "warm")], lambda rows, samples: None)
+        got: list[dict] = []
+        ev.evaluate(sh, [("offline", "warm")], lambda rows, samples: got.extend(rows))
         prof.disable()
         clock.finish()
         per_shape.append((sh.name, time.perf_counter() - t0))
-        print(f"{i + 1}/{len(shapes)} {sh.name} {per_shape[-1][1]:.2f} s", flush=True)
+        stops = sorted({f"{r['method']}/{r['layout']}:{r.get('stop_reason')}@{r.get('rounds')}" for r in got
+                        if r.get("stop_reason") not in (None, "ci")})
+        print(f"{i + 1}/{len(shapes)} {sh.name} {per_shape[-1][1]:.2f} s {' '.join(stops)}", flush=True)
     total = time.perf_counter() - t_all
     with open(out / "stages.csv", "w", newline="") as f:
         w = csv.writer(f)
