@@ -181,7 +181,8 @@ class CublasLtAutotune:
             if not valid:
                 raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")
 
-            medians = list(ctx.time_candidates([fns[i] for i in valid]))
+            # every candidate just ran in the validation pass: no warm-up call before its timing
+            medians = list(ctx.time_candidates([fns[i] for i in valid], warmed=True))
             if len(medians) != len(valid):
                 raise RuntimeError("time_candidates returned a wrong number of timings")
             best_pos = min(range(len(valid)), key=lambda p: medians[p])

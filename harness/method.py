@@ -63,12 +63,13 @@ class PrepareContext:
 
     ``inputs`` is one (a, b, c) set of the problem's tensors on the target device.
     ``time_candidates(fns)`` times a list of GEMM callables on those inputs, interleaved, and
-    returns each one's median device microseconds (inf for a call that raised).
+    returns each one's median device microseconds (inf for a call that raised); with
+    ``warmed=True`` the caller says every callable has just run on inputs of this shape.
     """
 
     device: str
     inputs: tuple[Any, Any, Any]
-    time_candidates: Callable[[Sequence[GemmFn]], list[float]]
+    time_candidates: Callable[..., list[float]]  # (fns, *, warmed=False) -> medians
 
 
 @runtime_checkable

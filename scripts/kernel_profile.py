@@ -39,7 +39,7 @@ def profile_one(spec: str, shape: str, layout: str) -> list[str]:
     (inputs,) = timing_sets(p, "cuda", 1, seed=0)  # compare's timing inputs, one set
     a, b, c = inputs.a, inputs.b, inputs.c
     ctx = PrepareContext(device="cuda", inputs=(a, b, c),
-                         time_candidates=lambda fns: time_candidates(fns, (a, b, c), "cuda"))
+                         time_candidates=lambda fns, **kw: time_candidates(fns, (a, b, c), "cuda", **kw))
     prep = m.prepare(p, ctx)
     sampler = make_sampler(prep.fn, [inputs], "cuda", prep.capturable)
     call_us = sorted(sampler.sample() for _ in range(7))[3]

@@ -29,7 +29,7 @@ def main(spec: str, shape: str, layout: str = "nn") -> int:
     b = torch.rand(*p.b_shape, device="cuda", generator=g).sub_(0.5).half()
     c = torch.empty(p.m, p.n, device="cuda", dtype=torch.float16)
     prep = m.prepare(p, PrepareContext(device="cuda", inputs=(a, b, c),
-                                       time_candidates=lambda fns: [0.0] * len(fns)))
+                                       time_candidates=lambda fns, **kw: [0.0] * len(fns)))
     prep.fn(a, b, c)  # warm-up: one-time attribute calls, lazy loading
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push("timed")

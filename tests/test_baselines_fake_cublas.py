@@ -250,7 +250,7 @@ def ctx_for(fake, inputs, timings=None):
     """A PrepareContext whose timer returns the given per-algo-id medians (default: by call order)."""
     seen = []
 
-    def time_candidates(fns):
+    def time_candidates(fns, warmed=False):
         seen.append(len(fns))
         out = []
         for fn in fns:

@@ -47,6 +47,7 @@ class OfflineSettings:
     # device us of one call, known beforehand (``time_candidates``: candidates of one problem);
     # None: each entry's sampler measures its own call to size its batch
     call_us: float | None = None
+    warmed: bool = False  # every entry has already run on inputs of this shape (no warm-up call needed)
 
 
 @dataclass
@@ -82,7 +83,7 @@ def measure_offline(
         try:
             s = make_sampler(
                 e.fn, e.sets, device, e.capturable, settings.target_batch_us, flush_bytes=settings.flush_bytes,
-                call_us=settings.call_us,
+                call_us=settings.call_us, warmed=settings.warmed,
             )
             samplers[e.key] = s
             out[e.key].timing_method = s.kind
@@ -136,7 +137,7 @@ FINAL_BATCH_US = 300.0  # a finalist's sample: its median decides the autotune
 
 
 def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0,
-                    screen_rounds: int = 2, keep_fraction: float = 0.25) -> list[float]:
+                    screen_rounds: int = 2, keep_fraction: float = 0.25, warmed: bool = False) -> list[float]:
     """Median device microseconds of each candidate on one input set, interleaved rounds.
 
     This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
@@ -147,7 +148,9 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     screening batch is screened in one round: a one-call sample of it already ranks it, and the
     finalists are timed again. Candidates compute one problem, so one call's time (the first
     candidate that runs) sizes every batch instead of each candidate measuring its own.
-    A candidate that raises scores infinity.
+    ``warmed``: the caller has just run every candidate on inputs of this shape (a validation
+    pass), so a sampler of one-call batches skips its warm-up call. A candidate that raises
+    scores infinity.
     """
     a, b, c = inputs
     sets = [InputSet(a, b, c)]
@@ -162,7 +165,8 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     def run(idx: list[int], n_rounds: int, batch_us: float) -> dict[int, float]:
         entries = [Entry(i, fns[i], sets) for i in idx]
         settings = OfflineSettings(ci_target=0.0, min_rounds=n_rounds, max_rounds=n_rounds, budget_s=1e9,
-                                   seed=seed, target_batch_us=batch_us, host_samples=False, call_us=call_us)
+                                   seed=seed, target_batch_us=batch_us, host_samples=False, call_us=call_us,
+                                   warmed=warmed)
         res = measure_offline(entries, device, settings)
         return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
 
