@@ -16,11 +16,16 @@ from cupti import cupti
 records: list = []
 
 
+calls = {"requested": 0, "completed": 0}
+
+
 def requested():
+    calls["requested"] += 1
     return 8 << 20, 0
 
 
 def completed(acts):
+    calls["completed"] += 1
     records.extend(acts)
 
 
@@ -32,6 +37,7 @@ def main() -> None:
     cupti.activity_register_callbacks(requested, completed)
     cupti.activity_enable(cupti.ActivityKind.CONCURRENT_KERNEL)
     cupti.activity_enable(cupti.ActivityKind.EXTERNAL_CORRELATION)
+    cupti.activity_enable(cupti.ActivityKind.RUNTIME)
     rng = random.Random(0)
     kind = cupti.ExternalCorrelationKind.CUSTOM0
     for n in (64, 4096):
@@ -55,6 +61,9 @@ def main() -> None:
         t_flush = time.perf_counter()
         cupti.activity_flush_all(1)
         print(f"flush took {(time.perf_counter() - t_flush) * 1e3:.2f} ms for loop of {t_flush - t_push:.3f} s")
+        from collections import Counter
+        print("records by kind:", Counter(int(r.kind) for r in records), "completed callbacks:", calls["completed"],
+              "requested:", calls["requested"])
         corr = {}
         kern = []
         for r in records:
@@ -72,7 +81,10 @@ def main() -> None:
         print(f"n={n}: events median {statistics.median(ev):.2f} us (min {min(ev):.2f}); cupti calls {len(per_call)} "
               f"median {statistics.median(spans) if spans else float('nan'):.2f} us (min {min(spans) if spans else float('nan'):.2f}); kernels {sorted(names)[:3]}")
         records.clear()
-    print("dropped", cupti.activity_get_num_dropped_records(0, 0) if hasattr(cupti, "activity_get_num_dropped_records") else "?")
+    try:
+        print("dropped", cupti.activity_get_num_dropped_records(0, 0, 0))
+    except Exception as e:
+        print("dropped: ?", e)
 
 
 if __name__ == "__main__":
