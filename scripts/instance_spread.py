@@ -50,7 +50,7 @@ def measure(spec: str, shape: str, layout: str = "nn", instances: int = 4, round
         preps.append(m.prepare(problem, PrepareContext(device, ins, partial(time_candidates, inputs=ins, device=device))))
     entries = [Entry((i, half), p.fn, [st], p.capturable) for i, p in enumerate(preps) for half in (0, 1)]
     settings = OfflineSettings(ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
-                               target_batch_us=300.0, host_samples=False)
+                               target_batch_us=300.0, host_rounds=0)
     res = measure_offline(entries, device, settings)
     rows = []
     for i, p in enumerate(preps):

@@ -181,3 +181,15 @@ def test_versions_on_gpu_name_one_shared_cublas():
     print(v)
     assert v["cublas_version"] and v["cublaslt_version"] and v["cublas_library"]
     assert v["cublas_single_copy"], f"torch and nvmath may use different libcublas: {v['cublas_files_loaded']}"
+
+
+def test_current_stream_ptr_follows_torch_current_stream():
+    """The baselines launch on the stream this returns: inside a side stream and a graph capture
+    it must be that stream, not the default one."""
+    from baselines.cuda_handles import current_stream_ptr
+
+    assert current_stream_ptr() == torch.cuda.current_stream().cuda_stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert current_stream_ptr() == side.cuda_stream != torch.cuda.default_stream().cuda_stream
+    assert current_stream_ptr() == torch.cuda.current_stream().cuda_stream

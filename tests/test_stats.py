@@ -62,7 +62,7 @@ def test_offline_loop_stops_on_the_ci_once_it_exists():
 
     calls = []
     entry = Entry("k", lambda a, b, c: calls.append(1), [InputSet(None, None, None)])
-    settings = OfflineSettings(ci_target=10.0, min_rounds=2, max_rounds=50, budget_s=60, host_samples=False)
+    settings = OfflineSettings(ci_target=10.0, min_rounds=2, max_rounds=50, budget_s=60, host_rounds=0)
     out = measure_offline([entry], "cpu", settings)["k"]
     assert out.stop_reason == "ci" and len(out.device_us) == min_samples_for_ci()
 

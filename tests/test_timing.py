@@ -42,7 +42,8 @@ def test_offline_ratio_order_and_stop_rule():
     ratio = min(slow.device_us) / min(fast.device_us)
     assert 1.5 < ratio < 2.6
     assert slow.stop_reason in ("ci", "max_rounds") and 5 <= len(slow.device_us) <= 60
-    assert len(slow.device_us) == len(fast.device_us) == len(slow.host_us)  # one sample of each per round
+    # a host sample in each of the first host_rounds rounds
+    assert len(slow.device_us) == len(fast.device_us) and len(slow.host_us) == min(len(slow.device_us), 10)
     assert slow.timing_method == "host-clock" and fast.calls_per_batch > slow.calls_per_batch >= 2
     # interleaving: the order of first calls differs between rounds (not always slow-then-fast)
     firsts = [calls[i] for i in range(len(calls)) if i == 0 or calls[i] != calls[i - 1]]
@@ -132,3 +133,10 @@ def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_
     short = run(SCREEN_BATCH_US / 8)
     batch = SCREEN_BATCH_US / (SCREEN_BATCH_US / 8)
     assert short[11] == pytest.approx(2 * batch, abs=2)  # two screening rounds of one batch each
+
+
+def test_host_samples_stop_after_host_rounds():
+    entries = [Entry("a", busy(30), SETS)]
+    res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.0, min_rounds=12, max_rounds=12, budget_s=60,
+                                                          target_batch_us=100, host_rounds=4))
+    assert len(res["a"].device_us) == 12 and len(res["a"].host_us) == 4

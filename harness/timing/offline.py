@@ -1,7 +1,8 @@
 """Offline mode: calls back to back, methods interleaved, stop when the medians are known.
 
 Each round visits every entry (a method in one layout) in a fresh random order and takes one
-device-time sample (a batch, see ``samplers``) and one host-time sample (one synchronous call).
+device-time sample (a batch, see ``samplers``) and, in the first ``host_rounds`` rounds, one
+host-time sample (one synchronous call).
 Clock drift and throttling therefore hit all methods alike, and round ``r`` of one method is
 paired with round ``r`` of another for speedup CIs. The loop stops when every entry's median
 has a relative CI half-width under ``ci_target`` (after ``min_rounds``), at ``max_rounds``, or
@@ -42,7 +43,9 @@ class OfflineSettings:
     budget_s: float = 5.0
     target_batch_us: float = 1000.0
     flush_bytes: int = 0  # >0: cold cache by L2 flush before each call
-    host_samples: bool = True  # also time one synchronous call per round (host_us)
+    # host_us: one synchronous call per round, in the first ``host_rounds`` rounds (0: none). Its
+    # median needs few samples, and on a long call it would double every later round's cost
+    host_rounds: int = 10
     seed: int = 0
     # device us of one call, known beforehand (``time_candidates``: candidates of one problem);
     # None: each entry's sampler measures its own call to size its batch
@@ -102,7 +105,7 @@ def measure_offline(
                 m = out[e.key]
                 try:
                     m.device_us.append(samplers[e.key].sample())
-                    if settings.host_samples:
+                    if rounds < settings.host_rounds:
                         m.host_us.append(host_call_us(e.fn, e.sets[0], device))
                 except Exception as ex:
                     m.error = f"{type(ex).__name__}: {ex}"
@@ -165,7 +168,7 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     def run(idx: list[int], n_rounds: int, batch_us: float) -> dict[int, float]:
         entries = [Entry(i, fns[i], sets) for i in idx]
         settings = OfflineSettings(ci_target=0.0, min_rounds=n_rounds, max_rounds=n_rounds, budget_s=1e9,
-                                   seed=seed, target_batch_us=batch_us, host_samples=False, call_us=call_us,
+                                   seed=seed, target_batch_us=batch_us, host_rounds=0, call_us=call_us,
                                    warmed=warmed)
         res = measure_offline(entries, device, settings)
         return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
