@@ -82,6 +82,7 @@ def load_extension(name: str, build_dir: Path, files: dict[str, str], cuda_flags
 
 
 FAILED_FILE = "build-failed.txt"  # in a build dir: why the build of exactly that content failed
+BATON = "lock"  # the file torch.utils.cpp_extension holds in a build dir while it builds there
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,9 @@ def build_ext(b: ExtBuild, timeout_s: float = build_mod.DEFAULT_TIMEOUT_S) -> tu
         rc, log, interrupted = build_mod.run_compiler([sys.executable, "-m", __name__, str(spec)], Path(tmp),
                                                       timeout_s, env=env)
     if interrupted:
+        # cpp_extension's lock of the build dir outlives a killed build, and every later load of it
+        # would wait on that lock for ever
+        (b.build_dir / BATON).unlink(missing_ok=True)
         return False, False, _tail(log) or "build interrupted"
     if rc != 0:
         return False, False, _tail(log) or f"build process exited with {rc}"

@@ -100,6 +100,16 @@ def test_two_extensions_build_in_parallel_a_broken_one_gives_its_reason_and_a_re
     assert answer == "42" and float(load_s) < 2.0 and recorded == "recorded", out.stdout
 
 
+def test_a_build_stopped_by_its_timeout_leaves_no_lock_and_no_recorded_failure(tmp_path):
+    """cpp_extension waits for ever on a build dir's lock file: a killed build must not leave one."""
+    b = _ext(tmp_path, "hgemm_prebuild_killed", KERNEL)
+    b.build_dir.mkdir(parents=True)
+    (b.build_dir / extern_build.BATON).write_text("")  # as a build killed mid-way leaves it: the child waits on it
+    ok, cached, reason = extern_build.build_ext(b, timeout_s=3.0)
+    assert not ok and not cached and "timed out" in reason
+    assert not (b.build_dir / extern_build.BATON).exists() and b.failure() is None
+
+
 def test_prebuild_runs_the_builds_at_once(monkeypatch):
     """Two builds that each wait for the other finish only when they run at the same time."""
     both = threading.Barrier(2, timeout=20)
