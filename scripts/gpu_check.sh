@@ -58,7 +58,8 @@
 #            baselines on every shape, both layouts, --budget CUDAL2_BUDGET (2), stopped by SIGINT CUDAL2_DEADLINE (540) s
 #            after the stage began (the shapes it finished kept); lab/cudal2/verdicts.py's table (status, the check that
 #            failed and by how much, speedup vs the best baseline in the same rounds, their H100 claim) printed last.
-#            Needs the nvidia-cutlass wheel in .whl/ (CuTe headers)
+#            Needs the nvidia-cutlass (CuTe headers) and nvmath-python (the cuBLAS baselines) wheels in .whl/.
+#            Measured on an H200 from a fresh machine: 154 s (12 builds in parallel 118 s, compare 28 s; lab/cudal2/NOTES.md)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python, the CUTLASS headers and LightGBM (the ranked first-pick rule):
 # carry them as wheels in .whl/ (ignored), fetched here once (name .whl in the call's carry):

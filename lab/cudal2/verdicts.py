@@ -114,8 +114,10 @@ def failed_check(row: pd.Series) -> tuple[str, str]:
     cheat = info.get("anticheat", {})
     if status == "ok":
         prec = cheat.get("precision", {})
-        if prec.get("skipped"):
-            return "", f"precision undecided at K={prec.get('k', row.get('k'))}: {prec.get('note', 'skipped')}"
+        if prec.get("skipped"):  # its own shape's K cannot tell fp16 from fp32 accumulation, and it serves no other
+            return "", (f"precision undecided at K={prec.get('k', row.get('k'))}: rel err "
+                        f"{_g(_num(prec.get('rel_fro_err')))}, tol {_g(_num(prec.get('tol_rel_fro')))}, fp16 "
+                        f"accumulation would err {_g(_num(prec.get('fp16_acc_expected')))}")
         return "", ""
     if status == "gate_failed" and reason.startswith("anti-cheat:"):
         names = [part.split(":", 1)[0].strip() for part in reason[len("anti-cheat:"):].split("; ")]
@@ -227,6 +229,24 @@ def claims_by_shape(path: Path | None) -> dict[str, tuple[float, float]]:
             for _, r in c.iterrows()}
 
 
+def _baseline_warnings(df: pd.DataFrame, vs: list[Verdict]) -> list[str]:
+    """A line per baseline that did not pass on some judged shape (a missing baseline makes the best
+    baseline a weaker one: the speedups above are then against fewer baselines than the four)."""
+    shapes = {v.shape for v in vs}
+    rows = df[(df["mode"] == "offline") & (df["cache"] == "warm") & df["shape"].isin(shapes)
+              & df["method"].isin(BASELINES)]
+    bad = rows[~rankable(rows, "device_us_median")]
+    out = []
+    for method, g in bad.groupby("method", sort=True):
+        why = str(g["status_reason"].dropna().iloc[0] if g["status_reason"].notna().any() else g["status"].iloc[0])
+        out.append(f"warning: baseline {method} did not pass on {g['shape'].nunique()} of {len(shapes)} shapes "
+                   f"({len(g)} rows; {why.splitlines()[0][:160] if why else 'no reason'})")
+    missing = [b for b in BASELINES if b not in set(rows["method"])]
+    if missing:
+        out.append(f"warning: baselines not in the run: {', '.join(missing)}")
+    return [""] + out if out else []
+
+
 def _sp(v: Verdict) -> str:
     if not math.isfinite(v.speedup):
         return "-"
@@ -263,6 +283,7 @@ def render(df: pd.DataFrame, vs: list[Verdict], claims: dict[str, tuple[float, f
         c = claims.get(shape)
         claim = f"{c[0]:.3f}x ({c[1]:.3f}x)" if c else "-"
         lines.append(f"| {kernel} | {shape} | {verdict} | {mine_best} | {claim} |")
+    lines += _baseline_warnings(df, vs)
     counts = Counter(v.status for v in vs)
     order = ["ok", "gate_failed", "error", "unsupported", "not measured"]
     lines += ["", "rows: " + ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=lambda s: (s not in order,

@@ -115,6 +115,7 @@ def test_each_kernel_gets_a_verdict_on_its_own_shape(run, plan):
     b = got["ext:4096_128_1024", "nn"]  # a failed check: named, with its size; never scored
     assert (b.status, b.check) == ("gate_failed", "anti-cheat: precision")
     assert "rel err 0.003 vs tol 0.001 = 3x tol at K=1024" in b.how_much and math.isnan(b.speedup)
+    assert a.how_much == "precision undecided at K=64: rel err 0.0002, tol 0.0008, fp16 accumulation would err -"
     c_nn, c_tn = got["ext:1024_12288_64", "nn"], got["ext:1024_12288_64", "tn"]
     assert c_nn.check == "gate: writes outside C" and math.isnan(c_nn.speedup)
     assert (c_tn.status, c_tn.check) == ("error", "error: prepare") and c_tn.how_much.startswith("prepare raised ExtBuildError")
@@ -135,6 +136,8 @@ def test_the_table_has_best_of_layouts_and_the_claims(run, plan, tmp_path):
     out = vd.render(df, vs, vd.claims_by_shape(claims))
     line = next(ln for ln in out.splitlines() if ln.startswith("| ext:4096_4096_64 | 4096_4096_64 | ok |"))
     assert "1.188x (nn; vs torch tn 9.5 us)" in line and "1.276x (1.563x)" in line
+    # a baseline that failed somewhere, or never ran, is named: the best baseline is then a weaker one
+    assert "warning: baseline cublas did not pass on 1 of 5 shapes (1 rows; wrong values)" in out
     assert "| ext:1024_12288_64 | 1024_12288_64 | nn: gate_failed / tn: error |" in out
     assert "| ext:8192_1024_64 | 8192_1024_64 | not measured |" in out
     assert "rows: 2 ok, 3 gate_failed, 1 error, 1 not measured" in out
