@@ -281,9 +281,14 @@ def compare(
         if missing:
             _fail(f"--kernels-dir: not a directory: {', '.join(missing)}")
         try:
-            specs += source.load(kernels_dir)  # a sandbox worker registers the same methods again
+            loaded = source.load(kernels_dir)  # a sandbox worker registers the same methods again
         except ValueError as e:
             _fail(f"--kernels-dir: {e}")
+        specs += loaded
+        # every file compiled here at once, on every core, so each prepare only loads (a cluster's
+        # actors build on their own hosts)
+        if source.prebuild is not None and dev == "cuda" and not (scale and scale[2]):
+            source.prebuild(loaded, lambda line: console.print(line, markup=False, highlight=False))
     try:
         method_objs = resolve(specs)
     except MethodSpecError as e:

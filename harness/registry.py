@@ -51,6 +51,9 @@ class MethodSource:
     name: str  # the CLI option without dashes, e.g. "kernels-dir"
     load: Callable[[Sequence[Path]], list[str]]  # register the methods found; return their specs
     help: str
+    # compile the loaded specs' binaries at once before the first shape, one line per finished build to
+    # the callable; a failed build is reported, not raised (the method's prepare fails with it later)
+    prebuild: Callable[[Sequence[str], Callable[[str], None]], object] | None = None
 
 
 _REGISTRY: dict[str, Entry] = {}
@@ -63,10 +66,11 @@ def register(name: str, factory: Factory, *, default: bool = False, help: str = 
     _REGISTRY[name] = Entry(name, factory, default, help)
 
 
-def register_source(name: str, load: Callable[[Sequence[Path]], list[str]], *, help: str = "") -> None:
+def register_source(name: str, load: Callable[[Sequence[Path]], list[str]], *, help: str = "",
+                    prebuild: Callable[[Sequence[str], Callable[[str], None]], object] | None = None) -> None:
     """Make ``name`` a method source. ``load`` raises ValueError, naming the file, for input it
-    cannot use."""
-    _SOURCES[name] = MethodSource(name, load, help)
+    cannot use; ``prebuild`` (optional) compiles what ``load`` returned, in parallel, before a run."""
+    _SOURCES[name] = MethodSource(name, load, help, prebuild)
 
 
 def method_source(name: str) -> MethodSource | None:

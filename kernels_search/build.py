@@ -215,12 +215,20 @@ def build(
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _compile(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int, str, bool]:
+def run_compiler(cmd: list[str], cwd: Path, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 env: dict[str, str] | None = None) -> tuple[int, str, bool]:
+    """(return code, output, interrupted) of a compiler command run as ``build`` runs nvcc: niced,
+    in its own process group, with a timeout, stopped by ``kill_running``. For builds that are not
+    one nvcc call (a torch extension's, ``kernels_search.extern_build``)."""
+    return _compile(_niced(cmd), cwd, timeout_s, env)
+
+
+def _compile(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str, bool]:
     """(return code, output, interrupted: timed out or killed by a signal) of one compiler run,
     registered for ``kill_running`` while it runs. Its own process group, so a kill reaches nvcc's
     children (cicc, ptxas) too."""
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     with _RUNNING_LOCK:
         _RUNNING.add(proc)
     try:

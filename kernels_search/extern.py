@@ -12,7 +12,12 @@ Two kinds of file are recognised, by their text:
   ``as_col_major``), and ``c`` the (M, N) output. Built with ``torch.utils.cpp_extension.load``
   under the build cache (module name and directory from a content hash); a file without a
   ``PYBIND11_MODULE`` gets a generated binding, as CUDA-L2's ``pybind/*.cc`` do. Method name
-  ``ext:<stem>``.
+  ``ext:<stem>``. A compile error is recorded in the build's directory and reported again without
+  compiling (``ExtBuild.failure``).
+
+Either kind builds where a prepare finds it, so ``kernels_search.extern_build`` can compile a whole
+directory in parallel before the first shape (``compare --kernels-dir`` and ``build --kernels-dir``
+do) and each prepare only loads.
 
 The problem contract hands a method A, B in its layout and C, nothing else (``harness.problem``).
 So the transposed copy of B that an extension's signature asks for is made *inside* the timed call:
@@ -35,15 +40,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
 from kernels_search.cuda_source import launch_configs
+# the extension loader's names, also reachable from here as before it moved to extern_build
+from kernels_search.extern_build import (ExtBuild, ExtBuildError, load_extension, prebuild_specs,  # noqa: F401
+                                         write_if_changed)
 
 C_ABI = "c_abi"
 TORCH_EXT = "torch_ext"
@@ -66,10 +73,6 @@ _MDEF_RE = re.compile(r"\.def\s*\(\s*\"([A-Za-z_]\w*)\"\s*,\s*&?\s*([A-Za-z_][\w
 
 class ExternError(ValueError):
     """A file in a kernels dir cannot be used; the message starts with the file's path."""
-
-
-class ExtBuildError(RuntimeError):
-    """A PyTorch-extension kernel did not build; the message holds the compiler's last lines."""
 
 
 # ---- source handling ---------------------------------------------------------------------------
@@ -229,6 +232,15 @@ def _torch_ext_flags() -> list[str]:
     return flags
 
 
+DEFAULT_ARCH_LIST = "9.0a"  # cpp_extension would add the visible GPU's arch (sm_90, no WGMMA) as well
+
+
+def _arch_list() -> str:
+    """The ``TORCH_CUDA_ARCH_LIST`` an extension builds for (cpp_extension reads it from the
+    environment and writes its -gencode flags into the build file)."""
+    return os.environ.get("TORCH_CUDA_ARCH_LIST") or DEFAULT_ARCH_LIST
+
+
 def binding_source(fn: TorchFn) -> str:
     """A PYBIND11 module exposing ``fn`` (for files that define it without a module, like CUDA-L2's)."""
     return (
@@ -242,41 +254,6 @@ def ext_module_name(stem: str, key: str) -> str:
     """Python module name for a build: a valid identifier carrying the stem and the content key
     (two versions of one file never share a module name, so both can load in one process)."""
     return f"hgemm_ext_{re.sub(r'[^A-Za-z0-9_]', '_', stem)}_{key[:16]}"
-
-
-_EXT_MODULES: dict[str, Any] = {}
-_EXT_LOCK = threading.Lock()
-
-
-def write_if_changed(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` unless it already holds exactly that; True when written.
-
-    ninja rebuilds whatever is newer than its outputs: a source rewritten unchanged would cost a
-    full extension compile in every new process (measured on an H200 host: ~33 s per kernel)."""
-    if path.is_file() and path.read_text() == text:
-        return False
-    path.write_text(text)
-    return True
-
-
-def load_extension(name: str, build_dir: Path, files: dict[str, str], cuda_flags: Sequence[str] = ()) -> Any:
-    """The torch extension module ``name`` built from ``files`` (file name -> text) in ``build_dir``,
-    through ``torch.utils.cpp_extension.load``: built once, then loaded from ``build_dir`` by any
-    later process without compiling (sources are written only when their text changed, so ninja
-    finds everything up to date), and once per process (later calls return the loaded module)."""
-    from torch.utils import cpp_extension
-
-    with _EXT_LOCK:
-        mod = _EXT_MODULES.get(name)
-        if mod is None:
-            build_dir.mkdir(parents=True, exist_ok=True)
-            for fname, text in files.items():
-                write_if_changed(build_dir / fname, text)
-            mod = cpp_extension.load(name=name, sources=[str(build_dir / f) for f in files],
-                                     extra_cuda_cflags=list(cuda_flags), extra_cflags=["-O3"],
-                                     build_directory=str(build_dir), verbose=False)
-            _EXT_MODULES[name] = mod
-    return mod
 
 
 class TorchExtMethod:
@@ -313,14 +290,14 @@ class TorchExtMethod:
         h = hashlib.sha256()
         parts = [self.text, binding_source(self.fn) if not self.fn.has_pybind else "",
                  "\0".join(_torch_ext_flags()), torch.__version__, str(torch.version.cuda),
-                 toolchain.nvcc_version()]
+                 toolchain.nvcc_version(), _arch_list()]
         for part in parts:
             h.update(part.encode())
             h.update(b"\x01")
         return h.hexdigest()
 
-    def build_kernel(self) -> Callable:
-        """Build (or load from the cache) the module; return its kernel function."""
+    def ext_build(self) -> ExtBuild:
+        """This file's build: module name and directory from the content key (``build_key``)."""
         from kernels_search import build as build_mod
 
         key = self.build_key()
@@ -328,14 +305,15 @@ class TorchExtMethod:
         files = {f"{stem}.cu": self.text}
         if not self.fn.has_pybind:
             files["binding.cpp"] = binding_source(self.fn)
-        # Otherwise cpp_extension adds the visible GPU's arch (sm_90, no WGMMA) as well.
-        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
+        return ExtBuild(ext_module_name(stem, key), build_mod.cache_dir() / "ext" / key[:2] / key, files,
+                        tuple(_torch_ext_flags()), _arch_list())
+
+    def build_kernel(self) -> Callable:
+        """Build (or load from the cache) the module; return its kernel function."""
         try:
-            mod = load_extension(ext_module_name(stem, key), build_mod.cache_dir() / "ext" / key[:2] / key, files,
-                                 cuda_flags=_torch_ext_flags())
-        except Exception as e:  # a compile error is the kernel's fault: say which file
-            msg = "\n".join(str(e).strip().splitlines()[-30:])
-            raise ExtBuildError(f"{self.path}: extension build failed: {msg}") from e
+            mod = self.ext_build().load()
+        except ExtBuildError as e:  # a compile error is the kernel's fault: say which file
+            raise ExtBuildError(f"{self.path}: extension build failed: {e}") from e
         return getattr(mod, self.fn.export)
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
@@ -454,7 +432,8 @@ def _register_source() -> None:
     from harness.registry import register_source
 
     register_source("kernels-dir", export_kernels_dirs,
-                    help="external .cu kernels: our C ABI (cu:<stem>) or PyTorch extensions (ext:<stem>)")
+                    help="external .cu kernels: our C ABI (cu:<stem>) or PyTorch extensions (ext:<stem>)",
+                    prebuild=prebuild_specs)
 
 
 _register_source()

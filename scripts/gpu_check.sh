@@ -55,6 +55,15 @@
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
 #            then lab/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
+#   cudal2   per-shape external kernels, each judged on its own shape: CUDAL2_DIR (default .cudal2, ignored and
+#            carried: kernels/M_N_K.cu, shapes.txt, claims.csv, as `python3 -m lab.cudal2.prepare` lays out CUDA-L2's
+#            H100 kernels; their code is never committed) built in parallel (build --kernels-dir, at most
+#            CUDAL2_BUILD_LIMIT 300 s), then compare --plan: each kernel on the shape its file is named for, the four
+#            baselines on every shape, both layouts, --budget CUDAL2_BUDGET (2), stopped by SIGINT CUDAL2_DEADLINE (540) s
+#            after the stage began (the shapes it finished kept); lab/cudal2/verdicts.py's table (status, the check that
+#            failed and by how much, speedup vs the best baseline in the same rounds, their H100 claim) printed last.
+#            Needs the nvidia-cutlass (CuTe headers) and nvmath-python (the cuBLAS baselines) wheels in .whl/.
+#            Measured on an H200 from a fresh machine: 154 s (12 builds in parallel 118 s, compare 28 s; lab/cudal2/NOTES.md)
 # A carried build cache (.hbcache, see scripts/family_sweep.py prebuild) saves the compiles.
 # The GPU image lacks nvmath-python, the CUTLASS headers and LightGBM (the ranked first-pick rule):
 # carry them as wheels in .whl/ (ignored), fetched here once (name .whl in the call's carry):
@@ -372,6 +381,26 @@ print(",".join(dict.fromkeys(extra)))' "$methods" "$PICK_EXTRA_METHODS")
       tail -5 "$OUT/pickrules.txt"
       python3 -m lab.first_picks "$pick_dir" --rules "$rules" $fresh $also --report /tmp/hb/pickrules.parquet \
         2>&1 | tee "$OUT/pickrules.md" ;;
+    cudal2)
+      # each kernel on its own shape only (a plan, not --shapes: a per-shape kernel on another shape measures
+      # nothing but its failure); shapes.txt's order, else the file names
+      dir=${CUDAL2_DIR:-.cudal2}
+      t0=$(date +%s)
+      plan=/tmp/hb/cudal2-plan.txt
+      if [ -f "$dir/shapes.txt" ]; then shapes=$(sed 's/#.*//' "$dir/shapes.txt" | awk 'NF {print $1}')
+      else shapes=$(for f in "$dir"/kernels/*.cu; do basename "$f" .cu; done); fi
+      for s in $shapes; do echo "$s ext:$s"; done > "$plan"
+      log "cudal2: $(grep -c . "$plan") kernels of $dir/kernels, each on its own shape, with the four baselines"
+      timeout -s INT -k 20 "${CUDAL2_BUILD_LIMIT:-300}" $HB build --kernels-dir "$dir/kernels" > "$OUT/cudal2-build.txt" 2>&1
+      echo "build exit code $? after $(( $(date +%s) - t0 )) s"; grep -E '^(\[|built|kernels dir)' "$OUT/cudal2-build.txt"
+      left=$(( ${CUDAL2_DEADLINE:-540} - ($(date +%s) - t0) )); [ "$left" -lt 30 ] && left=30
+      timeout -s INT -k 20 "$left" $HB compare --plan "$plan" --kernels-dir "$dir/kernels" \
+        --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${CUDAL2_BUDGET:-2}" \
+        --out /tmp/hb/cudal2.parquet --fresh --seed 35 > "$OUT/cudal2.txt" 2>&1
+      echo "compare exit code $? after $(( $(date +%s) - t0 )) s (limit ${left} s)"; tail -3 "$OUT/cudal2.txt"
+      cp /tmp/hb/cudal2.parquet "$OUT/" 2>/dev/null
+      python3 -m lab.cudal2.verdicts /tmp/hb/cudal2.parquet --plan "$plan" \
+        $([ -f "$dir/claims.csv" ] && echo "--claims $dir/claims.csv") 2>&1 | tee "$OUT/cudal2.md" ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar czf "$OUT/results.tgz" -C /tmp hb 2>/dev/null
