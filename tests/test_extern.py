@@ -213,8 +213,11 @@ def test_wrapper_passes_both_operands_correctly_and_passes_the_gate(layout, use)
     kernel = FakeKernel(use)
     p = Problem(Shape(24, 40, 56), layout)
     prep = _ext_method(kernel).prepare(p, PrepareContext("cpu", (None, None, None), lambda fns: []))
-    assert kernel.calls == []  # prepare makes no call and no copy
-    assert prep.info["ext_b_copy"] == ("b_col_major" if layout == "nn" else "b")
+    assert len(kernel.calls) == 2  # prepare tries the copying and the copy-free call once each
+    # a copy is made only for the operand the kernel reads and the layout lacks
+    lacks = "b_col_major" if layout == "nn" else "b"
+    assert prep.info["ext_b_copy"] == (lacks if use == lacks else "none")
+    kernel.calls.clear()
 
     def anchor(a, b, c):
         torch.matmul(a, b if layout == "nn" else b.t(), out=c)
@@ -227,10 +230,11 @@ def test_wrapper_passes_both_operands_correctly_and_passes_the_gate(layout, use)
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 def test_transposed_copy_is_made_inside_each_call(layout):
     """The operand the layout does not provide is a new tensor on every call, built from B's
-    current values; the one it does provide is B's own storage (no needless copy)."""
-    kernel = FakeKernel("b_col_major")
+    current values, for a kernel that reads it; the one it does provide is B's own storage."""
+    kernel = FakeKernel("b_col_major" if layout == "nn" else "b")  # reads what the layout lacks
     p = Problem(Shape(8, 16, 32), layout)
     fn = _ext_method(kernel).prepare(p, PrepareContext("cpu", (None, None, None), lambda fns: [])).fn
+    kernel.calls.clear()
     a = torch.randn(8, 32).half()
     b = torch.randn(*p.b_shape).half()
     c = torch.empty(8, 16, dtype=torch.half)
@@ -247,6 +251,24 @@ def test_transposed_copy_is_made_inside_each_call(layout):
     assert torch.equal(second["b"], b_row.contiguous())
     assert torch.equal(second["bcm"].reshape(-1), b_row.t().contiguous().reshape(-1))
     ref = (a.float() @ b_row.float()).half()
+    assert torch.allclose(c.float(), ref.float(), rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+def test_a_kernel_reading_only_the_provided_operand_is_charged_no_copy(layout):
+    """A kernel that reads only what the layout hands over gets views in place of the copy: no
+    transpose inside its timed call (a user would store B the way it reads it)."""
+    kernel = FakeKernel("b" if layout == "nn" else "b_col_major")
+    p = Problem(Shape(8, 16, 32), layout)
+    prep = _ext_method(kernel).prepare(p, PrepareContext("cpu", (None, None, None), lambda fns: []))
+    assert prep.info["ext_b_copy"] == "none"
+    kernel.calls.clear()
+    a, b = torch.randn(8, 32).half(), torch.randn(*p.b_shape).half()
+    c = torch.empty(8, 16, dtype=torch.half)
+    prep.fn(a, b, c)
+    (call,) = kernel.calls
+    assert call["b"].data_ptr() == call["bcm"].data_ptr() == b.data_ptr()  # nothing copied
+    ref = (a.float() @ (b if layout == "nn" else b.t()).float()).half()
     assert torch.allclose(c.float(), ref.float(), rtol=1e-3, atol=1e-2)
 
 
