@@ -90,7 +90,8 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
     # measurement settings
     ("mode", pa.string(), "offline (back to back) | server (Poisson arrivals)"),
     ("cache", pa.string(), "warm (same buffers) | cold (working set >= 2x L2, or L2 flushed)"),
-    ("timing_method", pa.string(), "graph | spin-events | events | host-clock"),
+    ("timing_method", pa.string(), "graph | spin-events | events | host-clock | cupti (server mode: the "
+                                   "kernels' own GPU timestamps); info.timing_note says why, where not the usual one"),
     ("qps", pa.float64(), "server mode: mean arrival rate, calls/s"),
     ("input_sets", pa.int32(), "input buffers rotated through (cold: working set >= 2x L2)"),
     ("ci_target", pa.float64(), "offline: relative CI half-width the rounds stop at"),
@@ -159,7 +160,7 @@ SAMPLE_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("mode", pa.string(), "offline | server"),
     ("cache", pa.string(), "warm | cold"),
     ("round", pa.int32(), "round (offline) or call (server) index"),
-    ("metric", pa.string(), "device_us | host_us"),
+    ("metric", pa.string(), "device_us | host_us | idle_us (server mode, CUPTI: GPU idle before the call)"),
     ("value", pa.float64(), "the sample, us"),
     ("sm_clock_mhz", pa.float64(), "SM clock read in that round, MHz"),
 ]
