@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -369,6 +370,9 @@ class ShapeEvaluator:
         if m.host_us:
             h = summarize(m.host_us)
             cols.update(host_us_median=h["median"], host_us_mean=h["mean"], host_us_p90=h["p90"], host_us_p99=h["p99"])
+        idle = [v for v in m.idle_us if math.isfinite(v)]
+        if idle:
+            cols["idle_us_median"] = statistics.median(idle)
         if m.starved or m.timing_note:
             info = json.loads(row.get("info") or "{}")
             if m.starved:

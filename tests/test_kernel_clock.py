@@ -186,7 +186,8 @@ def test_server_rows_carry_idle_samples_and_the_fallback_note():
     assert rows_to_table(samples, SAMPLE_SCHEMA).num_rows == 5
     cols = ShapeEvaluator._timing_columns(None, m, row, 1)
     assert cols["timing_method"] == "cupti" and "info" not in cols  # nothing to note
+    assert cols["idle_us_median"] == 4000.0  # the session's first call has no idle gap: left out
 
     m = Measurement(device_us=[150.0], host_us=[160.0], timing_method="events", timing_note="CUPTI unavailable: x")
     cols = ShapeEvaluator._timing_columns(None, m, row, 1)
-    assert cols["info"] == '{"algo": 3, "timing_note": "CUPTI unavailable: x"}'
+    assert cols["info"] == '{"algo": 3, "timing_note": "CUPTI unavailable: x"}' and "idle_us_median" not in cols
