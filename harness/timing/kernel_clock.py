@@ -27,6 +27,7 @@ the caller times with CUDA events instead and says so.
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -230,10 +231,14 @@ class KernelClock:
         """Deliver the records (call after the last call synchronized), turn tracing off, and map
         operations to calls. Empty when the session failed."""
         cupti, sink = self._cupti, self._sink
-        try:
-            cupti.activity_flush_all(1)  # forced: also a buffer that is not full
-        except Exception as e:
-            self.failed = self.failed or f"flush: {type(e).__name__}: {e}"
+        for wait_s in (0.0, 0.05, 0.2):  # a buffer delivered after the flush returned: ask again, briefly
+            time.sleep(wait_s)
+            try:
+                cupti.activity_flush_all(1)  # forced: also a buffer that is not full
+            except Exception as e:
+                self.failed = self.failed or f"flush: {type(e).__name__}: {e}"
+            if sink.ops or self.failed:
+                break
         self.dropped = _dropped(cupti)
         for kind in self._kinds:
             try:

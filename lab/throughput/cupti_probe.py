@@ -333,6 +333,11 @@ def variant_cupti(name: str) -> dict:
     host_after = {n: med(c["host_us"] for c in lone_calls(None, n, CALLS, False, 0, 3)) for n in SIZES}
     result.update(graph_us_after=after, host_us_after=host_after)
     log(f"  after disabling: graph-replay us per call {after}; lone-call host us {host_after}")
+    if name == "api":  # does CUPTI, attached but idle, still cost anything that cuptiFinalize would save?
+        attempt("finalize", cupti.finalize)
+        fin = {n: med(c["host_us"] for c in lone_calls(None, n, CALLS, False, 0, 4)) for n in SIZES}
+        result["host_us_after_finalize"] = fin
+        log(f"  after cupti.finalize: lone-call host us {fin}; libcupti mapped {cupti_maps()}")
     return result
 
 
@@ -483,7 +488,8 @@ def summary_line(site: str, res: dict | None, rc: int | None, secs: float) -> st
             f"records {res.get('records_by_kind')}, dropped {res.get('dropped')}, flush {res.get('flush_ms')} ms "
             f"(later {res.get('records_later')}), errors {len(res.get('callback_errors') or [])}\n{'':>14} {sizes}\n"
             f"{'':>14} graph before {res.get('graph_us_before')} after {res.get('graph_us_after')}; "
-            f"lone host before {res.get('host_us_before')} after {res.get('host_us_after')}")
+            f"lone host before {res.get('host_us_before')} after {res.get('host_us_after')}"
+            + (f" after finalize {res['host_us_after_finalize']}" if "host_us_after_finalize" in res else ""))
 
 
 def parent(sites: list[str], only: list[str], timeout: float) -> None:
