@@ -15,7 +15,9 @@ example out of memory) becomes an ``error`` row in each group not yet finished.
 from __future__ import annotations
 
 import json
+import math
 import secrets
+import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -368,9 +370,15 @@ class ShapeEvaluator:
         if m.host_us:
             h = summarize(m.host_us)
             cols.update(host_us_median=h["median"], host_us_mean=h["mean"], host_us_p90=h["p90"], host_us_p99=h["p99"])
-        if m.starved:
+        idle = [v for v in m.idle_us if math.isfinite(v)]
+        if idle:
+            cols["idle_us_median"] = statistics.median(idle)
+        if m.starved or m.timing_note:
             info = json.loads(row.get("info") or "{}")
-            info["starved_samples"] = m.starved
+            if m.starved:
+                info["starved_samples"] = m.starved
+            if m.timing_note:
+                info["timing_note"] = m.timing_note
             cols["info"] = config_json(info)
         return cols
 
@@ -382,6 +390,8 @@ class ShapeEvaluator:
                for i, v in enumerate(m.device_us)]
         out += [dict(base, round=i, metric="host_us", value=v, sm_clock_mhz=clk[i] if i < len(clk) else None)
                 for i, v in enumerate(m.host_us)]
+        out += [dict(base, round=i, metric="idle_us", value=v, sm_clock_mhz=clk[i] if i < len(clk) else None)
+                for i, v in enumerate(m.idle_us) if math.isfinite(v)]
         return out
 
     def _slots(self, shape: Shape) -> list[_Slot]:

@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # older files are upgraded on read (``read_results``)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # older files are upgraded on read (``read_results``)
 META_KEY = b"hgemm_bench.schema_version"
 RUN_KEY = b"hgemm_bench.run_id"
 DESCRIPTIONS_KEY = b"hgemm_bench.column_descriptions"  # JSON: column name -> one-line description
@@ -90,7 +90,8 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
     # measurement settings
     ("mode", pa.string(), "offline (back to back) | server (Poisson arrivals)"),
     ("cache", pa.string(), "warm (same buffers) | cold (working set >= 2x L2, or L2 flushed)"),
-    ("timing_method", pa.string(), "graph | spin-events | events | host-clock"),
+    ("timing_method", pa.string(), "graph | spin-events | events | host-clock | cupti (server mode: the "
+                                   "kernels' own GPU timestamps); info.timing_note says why, where not the usual one"),
     ("qps", pa.float64(), "server mode: mean arrival rate, calls/s"),
     ("input_sets", pa.int32(), "input buffers rotated through (cold: working set >= 2x L2)"),
     ("ci_target", pa.float64(), "offline: relative CI half-width the rounds stop at"),
@@ -116,6 +117,8 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("host_us_mean", pa.float64(), "wall time of one synchronous call, mean, us"),
     ("host_us_p90", pa.float64(), "wall time of one synchronous call, 90th percentile, us"),
     ("host_us_p99", pa.float64(), "wall time of one synchronous call, 99th percentile, us"),
+    ("idle_us_median", pa.float64(), "server mode, timed by CUPTI: how long the GPU sat idle before a call, "
+                                     "median, us (null: not known)"),
     # volume
     ("calls_per_batch", pa.int32(), "calls per timed batch"),
     ("rounds", pa.int32(), "rounds measured"),
@@ -137,6 +140,7 @@ ADDED_IN: dict[str, int] = {c: 2 for c in ("git_commit", "nvcc_version", "cutlas
                                            "power_limit_w", "app_sm_clock_mhz", "app_mem_clock_mhz",
                                            "source_model", "source_layer")}
 ADDED_IN.update({c: 3 for c in ("run_label", "compile_s")})
+ADDED_IN["idle_us_median"] = 4
 # Columns whose type a version changed, and that version: older files are converted on read.
 RETYPED_IN: dict[str, int] = {"measured_at": 2}  # an ISO-8601 string before version 2
 
@@ -159,7 +163,7 @@ SAMPLE_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("mode", pa.string(), "offline | server"),
     ("cache", pa.string(), "warm | cold"),
     ("round", pa.int32(), "round (offline) or call (server) index"),
-    ("metric", pa.string(), "device_us | host_us"),
+    ("metric", pa.string(), "device_us | host_us | idle_us (server mode, CUPTI: GPU idle before the call)"),
     ("value", pa.float64(), "the sample, us"),
     ("sm_clock_mhz", pa.float64(), "SM clock read in that round, MHz"),
 ]

@@ -61,6 +61,7 @@ TIMING_METHODS = {
     "graph": "CUDA-graph replay of a batch of calls (batch GPU time / calls)",
     "spin-events": "CUDA events around a batch held behind a spin kernel until fully queued (batch GPU time / calls)",
     "events": "CUDA events around each call",
+    "cupti": "the GPU's own timestamps on each call's kernels (CUPTI activity records: first start to last end)",
     "host-clock": "the host clock around each call (CPU path: no device timer)",
 }
 

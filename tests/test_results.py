@@ -190,3 +190,18 @@ def test_measured_at_is_a_utc_timestamp_and_every_column_is_described(tmp_path):
     assert list(desc) == RESULT_COLUMNS and all(isinstance(v, str) and v.strip() for v in desc.values())
     samples_schema = pq.read_schema(next(samples_dir(p).glob("*.parquet")))
     assert set(json.loads(samples_schema.metadata[DESCRIPTIONS_KEY])) == set(SAMPLE_SCHEMA.names)
+
+
+def test_version_3_files_read_with_the_idle_column_null(tmp_path):
+    from harness.results import ADDED_IN, RESULT_FIELDS, UPGRADED_KEY
+
+    fields = [(n, t) for n, t, _ in RESULT_FIELDS if ADDED_IN.get(n, 1) <= 3]
+    assert "idle_us_median" not in dict(fields) and "compile_s" in dict(fields)
+    r = row("1_2_3", "torch", schema_version=3)
+    table = pa.table({n: pa.array([r.get(n)], type=t) for n, t in fields}).replace_schema_metadata(
+        {b"hgemm_bench.schema_version": b"3", b"hgemm_bench.run_id": b"old"})
+    p = tmp_path / "v3.parquet"
+    pq.write_table(table, p)
+    t = read_results(p)
+    assert t.schema.equals(RESULT_SCHEMA, check_metadata=False) and t.schema.metadata[UPGRADED_KEY] == b"3"
+    assert t.column("idle_us_median").to_pylist() == [None]

@@ -4,6 +4,7 @@
   L2 flush + events, host clock on CPU) and one host-time sample of a synchronous call.
 * ``offline``: interleaved rounds until the medians' CIs are tight or the budget ends.
 * ``server``: Poisson arrivals at a target QPS with the GPU idle between calls.
+* ``kernel_clock``: the GPU's own timestamps on each server call (CUPTI activity records).
 * ``stats``: median CIs, quantiles, paired speedups with bootstrap CIs.
 * ``clocks``: NVML clock, power and throttle sampling per round.
 """

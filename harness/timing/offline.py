@@ -59,8 +59,10 @@ class Measurement:
 
     device_us: list[float] = field(default_factory=list)
     host_us: list[float] = field(default_factory=list)
+    idle_us: list[float] = field(default_factory=list)  # server mode, CUPTI: GPU idle before each call (nan: none known)
     round_sm_mhz: list[float] = field(default_factory=list)
     timing_method: str = ""
+    timing_note: str = ""  # why the timing method is not the mode's usual one
     calls_per_batch: int = 0
     stop_reason: str = ""
     starved: int = 0

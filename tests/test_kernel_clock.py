@@ -1,0 +1,193 @@
+"""Server mode's GPU clock on the CPU: CUPTI records -> per-call spans and idle gaps, the fallback
+to CUDA events and its label, and a CUPTI that cannot trace (fake modules; no GPU here)."""
+
+import math
+import sys
+import types
+from types import SimpleNamespace as NS
+
+import pytest
+
+from harness.timing.kernel_clock import (CallSpan, GpuOp, KernelClock, KernelClockUnavailable, _Sink, call_spans,
+                                         ops_by_correlation, ops_by_window)
+from harness.timing.offline import Measurement
+from harness.timing.server import _device_times
+
+
+def op(start, end, corr, kind="kernel"):
+    return GpuOp(start, end, corr, kind)
+
+
+# Three calls: call 7 launches a split-K GEMM and its reduction (API calls 11, 12), call 8 a memset
+# and a GEMM (13, 14), call 9 launches nothing the GPU records. API call 15 is untagged work.
+OPS = [op(1_000, 3_000, 11), op(3_500, 4_000, 12),
+       op(10_000, 10_800, 13, "memset"), op(11_000, 15_000, 14),
+       op(6_000, 7_000, 15)]
+CALL_OF_API = {12: 7, 11: 7, 14: 8, 13: 8, 99: 9}  # as the external-correlation records arrive: any order
+
+
+def test_ops_of_one_call_are_one_span_first_start_to_last_end():
+    spans = call_spans(ops_by_correlation(OPS, CALL_OF_API), OPS)
+    assert set(spans) == {7, 8}  # call 9 had no operation: no span, never a zero
+    assert spans[7] == CallSpan(1_000, 4_000, 2, None)  # nothing ran before the session's first call
+    assert spans[7].device_us == 3.0 and spans[7].idle_us is None
+    assert spans[8].device_us == 5.0 and spans[8].ops == 2
+
+
+def test_idle_gap_runs_from_the_last_operation_before_the_call_tagged_or_not():
+    spans = call_spans(ops_by_correlation(OPS, CALL_OF_API), OPS)
+    assert spans[8].idle_ns == 10_000 - 7_000  # the untagged op at 6-7 us, not call 7's end at 4 us
+    assert spans[8].idle_us == 3.0
+    without_untagged = [o for o in OPS if o.correlation_id != 15]
+    assert call_spans(ops_by_correlation(without_untagged, CALL_OF_API), without_untagged)[8].idle_ns == 6_000
+
+
+def test_interleaved_records_map_by_correlation_not_by_order():
+    shuffled = [OPS[3], OPS[0], OPS[4], OPS[2], OPS[1]]
+    assert call_spans(ops_by_correlation(shuffled, CALL_OF_API), shuffled) == \
+        call_spans(ops_by_correlation(OPS, CALL_OF_API), OPS)
+
+
+def test_unstamped_operations_are_ignored():
+    ops = [op(1_000, 2_000, 11), op(0, 0, 12), op(5_000, 4_000, 14)]  # CUPTI: zeros, end before start
+    spans = call_spans(ops_by_correlation(ops, CALL_OF_API), ops)
+    assert spans == {7: CallSpan(1_000, 2_000, 1, None)}  # call 8's only op is invalid: no span
+
+
+def test_window_attribution_gives_each_call_the_operations_that_started_in_its_window():
+    starts = {7: 500, 8: 9_000, 9: 20_000}
+    grouped = ops_by_window(OPS + [op(100, 200, 0)], starts)  # 0.1 us: before every call, no one's
+    assert sorted(o.correlation_id for o in grouped[7]) == [11, 12, 15]  # the window also holds untagged work
+    assert sorted(o.correlation_id for o in grouped[8]) == [13, 14] and 9 not in grouped
+    assert call_spans(grouped, OPS)[7].device_us == 6.0
+
+
+def test_sink_copies_records_inside_the_callback_and_never_raises():
+    sink = _Sink(op_kinds={10: "kernel", 2: "memset"}, external_kind=39, custom_kind=3)
+    sink.completed([NS(kind=10, start=5, end=9, correlation_id=4), NS(kind=39, external_kind=3, correlation_id=4,
+                                                                         external_id=77),
+                    NS(kind=39, external_kind=1, correlation_id=5, external_id=1),  # another tool's id kind
+                    NS(kind=5)])
+    assert sink.ops == [GpuOp(5, 9, 4, "kernel")] and sink.call_of_api == {4: 77} and sink.other_records == 1
+    sink.completed([NS(kind=10)])  # a record without timestamps: noted, not raised into CUPTI
+    assert sink.errors and "AttributeError" in sink.errors[0]
+
+
+def test_entry_is_cupti_only_when_every_call_has_a_span():
+    clock = NS(summary=lambda: "5 GPU operation records")
+    spans = {0: CallSpan(0, 2_000, 1, None), 3: CallSpan(9_000, 10_500, 2, 4_000)}
+    m = Measurement()
+    _device_times(m, [0, 3], [120.0, 130.0], spans, clock, "")
+    assert m.timing_method == "cupti" and m.device_us == [2.0, 1.5] and m.timing_note == ""
+    assert math.isnan(m.idle_us[0]) and m.idle_us[1] == 4.0
+
+    m = Measurement()
+    _device_times(m, [0, 3, 5], [120.0, 130.0, 140.0], spans, clock, "")
+    assert m.timing_method == "events" and m.device_us == [120.0, 130.0, 140.0] and m.idle_us == []
+    assert "1 of 3 calls had no GPU operation record" in m.timing_note and "5 GPU operation records" in m.timing_note
+
+
+def test_no_clock_falls_back_to_events_with_the_reason():
+    m = Measurement()
+    _device_times(m, [0, 1], [120.0, 130.0], {}, None, "CUPTI unavailable: no driver")
+    assert (m.timing_method, m.device_us, m.timing_note) == ("events", [120.0, 130.0], "CUPTI unavailable: no driver")
+
+
+def test_open_without_cupti_python_is_unavailable(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupti", None)  # import fails as if not installed
+    with pytest.raises(KernelClockUnavailable, match="not importable"):
+        KernelClock.open()
+
+
+def _fake_cupti(fail_on=None):
+    enabled, calls = [], []
+
+    def enable(kind):
+        if kind == fail_on:
+            raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED")
+        enabled.append(kind)
+
+    kinds = types.SimpleNamespace(CONCURRENT_KERNEL=10, KERNEL=3, MEMSET=2, MEMCPY=1, EXTERNAL_CORRELATION=39,
+                                  DRIVER=4, RUNTIME=5)
+    mod = NS(ActivityKind=kinds, ExternalCorrelationKind=NS(CUSTOM0=3), enabled=enabled, calls=calls,
+             activity_register_callbacks=lambda req, done: calls.append(("register", req, done)),
+             activity_enable=enable, activity_disable=lambda k: enabled.remove(k),
+             activity_push_external_correlation_id=lambda kind, i: calls.append(("push", i)),
+             activity_pop_external_correlation_id=lambda kind: calls.append(("pop",)),
+             activity_flush_all=lambda flag: calls.append(("flush", flag)),
+             activity_get_num_dropped_records=lambda ctx, stream, ptr: None,
+             get_timestamp=lambda: 123)
+    return mod
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    import harness.timing.kernel_clock as kc
+
+    def install(fail_on=None):
+        mod = _fake_cupti(fail_on)
+        monkeypatch.setitem(sys.modules, "cupti", NS(cupti=mod))
+        monkeypatch.setattr(kc, "_SINK", None)
+        return mod
+    return install
+
+
+def test_a_kind_that_will_not_enable_leaves_nothing_enabled(fake_cupti):
+    mod = fake_cupti(fail_on=39)
+    with pytest.raises(KernelClockUnavailable, match="NOT_INITIALIZED"):
+        KernelClock.open()
+    assert mod.enabled == []
+
+
+def test_a_session_tags_calls_and_maps_what_the_flush_delivers(fake_cupti):
+    mod = fake_cupti()
+    clock = KernelClock.open("correlation")
+    assert set(mod.enabled) == {10, 2, 1, 39, 4, 5}
+    done = next(c[2] for c in mod.calls if c[0] == "register")
+    for i in (7, 8):
+        clock.begin(i)
+        clock.end()
+    assert [c for c in mod.calls if c[0] in ("push", "pop")] == [("push", 7), ("pop",), ("push", 8), ("pop",)]
+    mod.activity_flush_all = lambda flag: done([NS(kind=10, start=1_000, end=3_000, correlation_id=11),
+                                                NS(kind=39, external_kind=3, correlation_id=11, external_id=7)])
+    spans = clock.close()
+    assert spans == {7: CallSpan(1_000, 3_000, 1, None)} and mod.enabled == []  # tracing off after the session
+    assert "1 GPU operation records" in clock.summary()
+
+
+def test_a_failure_inside_the_session_yields_no_spans(fake_cupti):
+    mod = fake_cupti()
+    clock = KernelClock.open("window")
+    assert set(mod.enabled) == {10, 2, 1}  # windows need no API records
+    mod.get_timestamp = lambda: (_ for _ in ()).throw(RuntimeError("lost"))
+    clock.begin(0)
+    assert clock.close() == {} and "begin: RuntimeError: lost" in clock.summary() and mod.enabled == []
+
+
+def test_real_cupti_python_without_a_gpu_is_unavailable_not_a_crash():
+    pytest.importorskip("cupti")
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: CUPTI may trace here")
+    with pytest.raises(KernelClockUnavailable):
+        KernelClock.open()
+
+
+def test_server_rows_carry_idle_samples_and_the_fallback_note():
+    from harness.evaluate import ShapeEvaluator
+    from harness.results import SAMPLE_SCHEMA, rows_to_table
+
+    row = dict(run_id="r", gpu_uuid="GPU-1", shape="64_64_64", layout="nn", method="torch", mode="server",
+               cache="warm", m=64, n=64, k=64, info='{"algo": 3}')
+    m = Measurement(device_us=[2.0, 2.5], host_us=[40.0, 45.0], idle_us=[math.nan, 4000.0], timing_method="cupti",
+                    calls_per_batch=1, round_sm_mhz=[1980.0, 1980.0])
+    samples = ShapeEvaluator._sample_rows(m, row)
+    assert [(s["metric"], s["round"], s["value"]) for s in samples if s["metric"] == "idle_us"] == [("idle_us", 1, 4000.0)]
+    assert rows_to_table(samples, SAMPLE_SCHEMA).num_rows == 5
+    cols = ShapeEvaluator._timing_columns(None, m, row, 1)
+    assert cols["timing_method"] == "cupti" and "info" not in cols  # nothing to note
+    assert cols["idle_us_median"] == 4000.0  # the session's first call has no idle gap: left out
+
+    m = Measurement(device_us=[150.0], host_us=[160.0], timing_method="events", timing_note="CUPTI unavailable: x")
+    cols = ShapeEvaluator._timing_columns(None, m, row, 1)
+    assert cols["info"] == '{"algo": 3, "timing_note": "CUPTI unavailable: x"}' and "idle_us_median" not in cols
