@@ -26,12 +26,13 @@ OPS = [op(1_000, 3_000, 11), op(3_500, 4_000, 12),
 CALL_OF_API = {12: 7, 11: 7, 14: 8, 13: 8, 99: 9}  # as the external-correlation records arrive: any order
 
 
-def test_ops_of_one_call_are_one_span_first_start_to_last_end():
+def test_ops_of_one_call_are_one_span_and_its_busy_time():
     spans = call_spans(ops_by_correlation(OPS, CALL_OF_API), OPS)
     assert set(spans) == {7, 8}  # call 9 had no operation: no span, never a zero
     assert spans[7] == CallSpan(1_000, 4_000, 2, None)  # nothing ran before the session's first call
-    assert spans[7].device_us == 3.0 and spans[7].idle_us is None
-    assert spans[8].device_us == 5.0 and spans[8].ops == 2
+    assert spans[7].span_us == 3.0 and spans[7].idle_us is None
+    assert spans[7].device_us == 2.5  # 2 us GEMM + 0.5 us reduction; the 0.5 us between is dispatch
+    assert spans[8].span_us == 5.0 and spans[8].device_us == 4.8 and spans[8].ops == 2
 
 
 def test_idle_gap_runs_from_the_last_operation_before_the_call_tagged_or_not():
@@ -59,7 +60,7 @@ def test_window_attribution_gives_each_call_the_operations_that_started_in_its_w
     grouped = ops_by_window(OPS + [op(100, 200, 0)], starts)  # 0.1 us: before every call, no one's
     assert sorted(o.correlation_id for o in grouped[7]) == [11, 12, 15]  # the window also holds untagged work
     assert sorted(o.correlation_id for o in grouped[8]) == [13, 14] and 9 not in grouped
-    assert call_spans(grouped, OPS)[7].device_us == 6.0
+    assert call_spans(grouped, OPS)[7].span_us == 6.0 and call_spans(grouped, OPS)[7].device_us == 3.5
 
 
 def test_sink_copies_records_inside_the_callback_and_never_raises():
@@ -191,3 +192,13 @@ def test_server_rows_carry_idle_samples_and_the_fallback_note():
     m = Measurement(device_us=[150.0], host_us=[160.0], timing_method="events", timing_note="CUPTI unavailable: x")
     cols = ShapeEvaluator._timing_columns(None, m, row, 1)
     assert cols["info"] == '{"algo": 3, "timing_note": "CUPTI unavailable: x"}' and "idle_us_median" not in cols
+
+
+def test_device_time_is_the_ops_union_not_the_span_with_a_dispatch_gap():
+    """A split-K call: GEMM 0-10 us, the host launches the reduction late, it runs 30-33 us. The
+    GPU's own time is 13 us; the span (33 us) holds the host's dispatch gap."""
+    from harness.timing.kernel_clock import GpuOp, call_spans
+
+    ops = [GpuOp(1_000, 11_000, 1), GpuOp(31_000, 34_000, 2), GpuOp(32_000, 33_500, 3, "memset")]
+    span = call_spans({0: ops}, ops)[0]
+    assert span.device_us == pytest.approx(13.0) and span.span_us == pytest.approx(33.0) and span.ops == 3

@@ -60,15 +60,25 @@ class GpuOp:
 
 @dataclass(frozen=True)
 class CallSpan:
-    """One call on the GPU: its operations' first start to last end, and the idle gap before it."""
+    """One call on the GPU: its operations' first start to last end, the time the GPU was busy
+    with them, and the idle gap before it."""
 
     start_ns: int
     end_ns: int
     ops: int
     idle_ns: int | None  # None: nothing ran before it in this session
+    busy_ns: int | None = field(default=None, compare=False)  # its operations' intervals' union; None: the span
 
     @property
     def device_us(self) -> float:
+        """The GPU's own time for the call: the union of its operations' intervals. A gap between
+        two of its kernels (a split-K GEMM and its reduction) is the host launching the second
+        one after the GPU finished the first: host dispatch, which offline graphs remove too."""
+        return (self.busy_ns if self.busy_ns is not None else self.end_ns - self.start_ns) / 1000.0
+
+    @property
+    def span_us(self) -> float:
+        """First start to last end: the call's latency on the GPU, dispatch gaps included."""
         return (self.end_ns - self.start_ns) / 1000.0
 
     @property
@@ -112,8 +122,21 @@ def call_spans(ops_of_call: Mapping[int, Sequence[GpuOp]], all_ops: Iterable[Gpu
             continue
         start, end = min(op.start_ns for op in ops), max(op.end_ns for op in ops)
         i = bisect.bisect_left(ends, start)
-        out[call] = CallSpan(start, end, len(ops), start - ends[i - 1] if i > 0 else None)
+        out[call] = CallSpan(start, end, len(ops), start - ends[i - 1] if i > 0 else None, _union_ns(ops))
     return out
+
+
+def _union_ns(ops: Sequence[GpuOp]) -> int:
+    """Nanoseconds covered by the operations' intervals (overlaps counted once)."""
+    busy, reach = 0, None
+    for op in sorted(ops, key=lambda o: o.start_ns):
+        if reach is None or op.start_ns >= reach:
+            busy += op.end_ns - op.start_ns
+            reach = op.end_ns
+        elif op.end_ns > reach:
+            busy += op.end_ns - reach
+            reach = op.end_ns
+    return busy
 
 
 @dataclass

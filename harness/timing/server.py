@@ -6,8 +6,11 @@ offline timing. Methods are interleaved in one random arrival sequence (every me
 same conditions). Per call:
 
 * ``device_us``: the GPU's own time for the call, from CUPTI activity records of its kernels
-  (``kernel_clock``): first operation's start to last operation's end, however many kernels
-  the call launches. Host dispatch is not in it. ``timing_method`` is ``cupti``.
+  (``kernel_clock``): the time the GPU spent on the call's operations (their intervals'
+  union), however many kernels the call launches. Host dispatch is not in it, also not the gap
+  before a call's second kernel (a split-K reduction) that the host launched after the GPU had
+  finished the first: measured on an H200, that gap doubled 256_128_16384's first-to-last span
+  against its offline time. ``timing_method`` is ``cupti``.
 * ``idle_us``: how long the GPU sat idle before the call (from the end of the last GPU operation
   recorded before it; the session's first call has none).
 * ``host_us``: from the scheduled arrival to the return of ``synchronize()``: the latency the
