@@ -136,7 +136,7 @@ def fake_cupti(monkeypatch):
 def test_a_kind_that_will_not_enable_leaves_nothing_enabled(fake_cupti):
     mod = fake_cupti(fail_on=39)
     with pytest.raises(KernelClockUnavailable, match="NOT_INITIALIZED"):
-        KernelClock.open()
+        KernelClock.open("correlation")  # kind 39 (external correlation) is enabled by it alone
     assert mod.enabled == []
 
 
@@ -202,3 +202,10 @@ def test_device_time_is_the_ops_union_not_the_span_with_a_dispatch_gap():
     ops = [GpuOp(1_000, 11_000, 1), GpuOp(31_000, 34_000, 2), GpuOp(32_000, 33_500, 3, "memset")]
     span = call_spans({0: ops}, ops)[0]
     assert span.device_us == pytest.approx(13.0) and span.span_us == pytest.approx(33.0) and span.ops == 3
+
+
+def test_the_default_session_traces_operations_only(fake_cupti):
+    """The default attribution enables no API records (they cost the caller host time)."""
+    mod = fake_cupti()
+    KernelClock.open()
+    assert set(mod.enabled) == {10, 2, 1}

@@ -14,7 +14,8 @@ same conditions). Per call:
 * ``idle_us``: how long the GPU sat idle before the call (from the end of the last GPU operation
   recorded before it; the session's first call has none).
 * ``host_us``: from the scheduled arrival to the return of ``synchronize()``: the latency the
-  caller sees, including any queueing if the previous call overran its gap.
+  caller sees, including any queueing if the previous call overran its gap, and CUPTI's own cost
+  for tracing the call's kernels (+18 us at 64^3 on an H200, ``kernel_clock``).
 
 CUDA events are recorded around every call as well. An entry's ``device_us`` comes from them
 (``timing_method`` ``events``, and ``timing_note`` says why) when CUPTI cannot trace in this
