@@ -16,6 +16,7 @@ the whole suite through the product's own pipeline (runner: gate, anti-cheat, ti
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 import pytest
@@ -153,6 +154,9 @@ def test_sandbox_contains_a_fatal_kernel(evaluator, stem):
                                       [("offline", "warm")], f"adv-{stem}")
     rows, samples = _rows(groups)
     _assert_caught(stem, rows[f"adv:{stem}"])
+    if stem == "hang":  # the wait is scaled by the shape's call time, not the fixed cap: <= 15 s
+        waited = re.search(r"no progress for (\d+) s", rows[f"adv:{stem}"]["status_reason"])
+        assert waited and int(waited.group(1)) <= 15, rows[f"adv:{stem}"]["status_reason"]
     for ok in ("torch", "adv:control"):
         assert rows[ok]["status"] == "ok", rows[ok]
         assert rows[ok]["device_us_median"] > 0
