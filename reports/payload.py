@@ -74,9 +74,11 @@ def _entries(entries: list[Entry], compile_s: dict[str, float]) -> list[dict]:
 
 
 def index_payload(runs: list[Run], headline: str, board: list[dict], baseline: str, metric: str,
-                  meta: dict) -> dict:
+                  meta: dict, chosen: bool = False) -> dict:
+    """``chosen``: the headline run was named by the site's builder (``--headline``), not picked as
+    the latest full comparison; the page says which."""
     return {
-        "headline": headline, "baseline": baseline, "metric": metric, "board": board, "board_min_shapes": MIN_SHAPES,
+        "headline": headline, "headline_chosen": chosen, "baseline": baseline, "metric": metric, "board": board, "board_min_shapes": MIN_SHAPES,
         "classes": [{"id": c, "text": t} for c, t in CLASSES], "meta": meta,
         "runs": [{"id": r.id, "run_id": r.run_id, "name": r.name, "label": r.label, "gpu": r.gpu_name, "cpu": r.cpu,
                   "started": r.started, "full": r.full, "file": f"data/{r.id}.js",

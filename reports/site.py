@@ -157,15 +157,16 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
         shutil.rmtree(leftover, ignore_errors=True)
     stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out_dir))
     try:
-        _build(stage, files, runs, baseline, metric, lead)
+        _build(stage, files, runs, baseline, metric, lead, chosen=bool(headline))
         _install(stage, out_dir, old)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out_dir / "index.html"
 
 
-def _build(stage: Path, files: list[LoadedFile], runs: list[Run], baseline: str, metric: str, lead: str) -> None:
-    """Write the whole site into ``stage``."""
+def _build(stage: Path, files: list[LoadedFile], runs: list[Run], baseline: str, metric: str, lead: str,
+           chosen: bool = False) -> None:
+    """Write the whole site into ``stage``; ``chosen``: the headline was asked for, not the default."""
     downloads = _copy_data(files, stage)
     for src in (PKG / "static", PKG / "static" / "vendor"):
         dst = stage / src.relative_to(PKG)
@@ -177,7 +178,7 @@ def _build(stage: Path, files: list[LoadedFile], runs: list[Run], baseline: str,
         (stage / "data" / f"{r.id}.js").write_text(to_script("HG.run", run_payload(r, downloads)), encoding="utf-8")
     meta = {"built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "files": len(files),
             "floor": FLOOR_DEFINITION}
-    index = index_payload(runs, lead, cross_run(runs, baseline), baseline, metric, meta)
+    index = index_payload(runs, lead, cross_run(runs, baseline), baseline, metric, meta, chosen=chosen)
     html = jinja2.Environment(loader=jinja2.FileSystemLoader(PKG / "templates"), autoescape=True,
                               undefined=jinja2.StrictUndefined).get_template("index.html.j2").render(
         index_json=to_json(index))

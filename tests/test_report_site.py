@@ -92,8 +92,10 @@ def test_the_site_opens_on_the_latest_full_comparison(three_runs, tmp_path):
     lead = runs[index["headline"]]
     assert lead["run_id"] == "run-new" and lead["name"] == "new full"
     assert [r["full"] for r in index["runs"]] == [False, True, True]  # newest first
+    assert index["headline_chosen"] is False  # the page says "the latest full comparison"
     asked, _ = site_runs(build_site(three_runs, tmp_path / "site2", headline="study"))
     assert next(r for r in asked["runs"] if r["id"] == asked["headline"])["run_id"] == "run-study"
+    assert asked["headline_chosen"] is True  # the page says "the run chosen for this site"
     with pytest.raises(HeadlineError, match="matches no run"):
         build_site(three_runs, tmp_path / "site3", headline="nope")
     assert not (tmp_path / "site3").exists()

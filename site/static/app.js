@@ -218,9 +218,11 @@
     s.id = view.id;
     s.dataset.run = run.id;
     if (isHeadline) {
-      s.appendChild(h("p", "banner lead", "<b>Headline</b>: " + (META[run.id].full ?
-        "the latest full comparison (every cuBLAS-family baseline and at least one other method, offline, on a GPU)." :
-        "the run chosen for this site.") + ' Other runs: the <b>Run</b> list; every method at once: <a href="#board">All methods</a>.'));
+      var full = "a full comparison (every cuBLAS-family baseline and at least one other method, offline, on a GPU)";
+      s.appendChild(h("p", "banner lead", "<b>Headline</b>: " + (INDEX.headline_chosen ?
+        "the run chosen for this site" + (META[run.id].full ? ", " + full + "." : ".") :
+        (META[run.id].full ? "the latest " + full.slice(2) + "." : "the run chosen for this site.")) +
+        ' Other runs: the <b>Run</b> list; every method at once: <a href="#board">All methods</a>.'));
     }
     if (run.cpu) {
       s.appendChild(h("p", "banner cpu", "CPU results: this run measured on the CPU (device = cpu). The numbers test the pipeline; they say nothing about GPU kernels."));
