@@ -10,6 +10,7 @@ fewer rounds than a 95 % interval needs, a speedup is shown without one, and say
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -109,6 +110,7 @@ def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, c
             t.add_row(r["mode"], r["cache"], r["method"], str(r["shapes"]), f"{r['geomean']:.3f}", str(r["wins"]),
                       f"{r['worst']:.3f}", f"{r['best']:.3f}")
         console.print(t)
+    _print_warnings(results, console)
     bad = results[results["status"] != "ok"]
     if len(bad):
         counts = bad.groupby(["status", "method"]).size()
@@ -128,3 +130,24 @@ def _fmt_speedup(s: Speedup | None) -> str:
 
 def _fmt(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
+
+
+def row_warnings(results: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """(method, warning) -> rows: the ``warnings`` a method put in its rows' ``info`` (a condition of
+    this run that changes what the row measures, e.g. a kernel the host could not build)."""
+    out: dict[tuple[str, str], int] = {}
+    if "info" not in results:
+        return out
+    for method, info in zip(results["method"], results["info"]):
+        try:
+            warnings = json.loads(info or "{}").get("warnings") or []
+        except (TypeError, ValueError):
+            continue
+        for w in warnings:
+            out[(method, str(w))] = out.get((method, str(w)), 0) + 1
+    return out
+
+
+def _print_warnings(results: pd.DataFrame, console) -> None:
+    for (method, text), n in sorted(row_warnings(results).items(), key=lambda kv: -kv[1])[:8]:
+        console.print(f"[bold yellow]warning[/] {method}: {text} ({n} row{'s' if n > 1 else ''})")

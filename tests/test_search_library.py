@@ -265,3 +265,47 @@ def test_parts_written_before_the_shared_schema_load_renamed_and_export(tmp_path
     assert back[back.call_id == "new-call"].device_us_median.tolist() == [9.0, 3.0]
     with pytest.raises(KeyError, match="not in the schema: \\['kind'\\]"):
         old.append([dict(base_row("16_16_32", "tn", 9.0, "c2"), kind="baseline")])
+
+
+def test_a_tuned_kernel_the_host_cannot_build_is_a_row_warning(tmp_path, monkeypatch):
+    """A kernel entry whose build needs headers this host lacks is skipped, the fallback serves,
+    and the row says so as a warning (compare prints it), not only in library_skipped."""
+    import harness.registry as registry
+    from kernels_search.toolchain import ToolchainError
+
+    class NeedsHeaders:
+        name, devices = "needs-headers", ("cpu", "cuda")
+
+        def supports(self, problem, device):
+            from harness.method import SUPPORTED
+            return SUPPORTED
+
+        def prepare(self, problem, ctx):
+            raise ToolchainError("CUTLASS headers not found: install nvidia-cutlass or set HGEMM_CUTLASS_INCLUDE")
+
+    real = registry.resolve
+    monkeypatch.setattr(registry, "resolve", lambda specs: [NeedsHeaders()] if specs == [K_SLOW] else real(specs))
+    path = _lib(tmp_path, [entry("16_16_32", K_SLOW)])
+    lib.clear_cache()
+    info = lib.served_by(16, 16, 32, "nn", library=path)
+    assert info["library_match"] == "fallback" and info["fallback"] == "torch"
+    (w,) = info["warnings"]
+    assert "not served" in w and "install nvidia-cutlass" in w
+
+
+def test_compare_prints_row_warnings_once_per_method_and_text():
+    import pandas as pd
+    from rich.console import Console
+
+    from harness.summary import print_summary, row_warnings
+
+    info = json.dumps({"warnings": ["a tuned kernel was not served (CUTLASS headers not found)"]})
+    rows = pd.DataFrame([dict(shape=s, m=16, n=16, k=32, layout=l, method="library", mode="offline", cache="warm",
+                              status="ok", device="cpu", device_us_median=1.0, host_us_median=2.0, info=info,
+                              is_baseline=False, gate_passed=True, below_floor=False)
+                         for s in ("16_16_32", "16_16_64") for l in ("nn", "tn")])
+    assert row_warnings(rows) == {("library", "a tuned kernel was not served (CUTLASS headers not found)"): 4}
+    con = Console(record=True, width=200)
+    print_summary(rows, pd.DataFrame(), "cublaslt-autotune", con)
+    out = con.export_text()
+    assert out.count("warning library: a tuned kernel was not served (CUTLASS headers not found) (4 rows)") == 1

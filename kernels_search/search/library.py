@@ -243,8 +243,11 @@ class LibraryMethod:
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         from harness.registry import resolve
 
+        from kernels_search.toolchain import ToolchainError
+
         t0 = time.perf_counter()
         tried: list[str] = []
+        missing: set[str] = set()  # what this host lacks to build a tuned kernel: said loudly, not only in info
         for match, e in plan(self.entries, problem, current_gpu_name(ctx.device), self.nearest, self.max_distance):
             try:
                 (m,) = resolve([e["spec"]])
@@ -265,6 +268,8 @@ class LibraryMethod:
                         continue
             except Exception as ex:
                 tried.append(f"{e['spec']}@{e['shape']}: {type(ex).__name__}: {ex}")
+                if isinstance(ex, ToolchainError):
+                    missing.add(str(ex))
                 continue
             labels = dict(library_match=match, library_shape=e["shape"], library_spec=e["spec"],
                           library_kind=e["kind"], library_family=e.get("family"),
@@ -272,7 +277,7 @@ class LibraryMethod:
                           library_file=e.get("library_file"))
             if e["kind"] == "baseline":
                 labels["fallback"] = e["spec"]
-            return _served(prep, t0, tried, labels)
+            return _served(prep, t0, tried, labels, missing)
         # no tuned shape near enough, or none served: the reference where this device has it
         # (and it prepares: a CUDA host without the cuBLASLt bindings still gets torch.matmul)
         prep = None
@@ -285,15 +290,20 @@ class LibraryMethod:
         if prep is None:
             (m,) = resolve(["torch"])
             prep = m.prepare(problem, ctx)
-        return _served(prep, t0, tried, dict(library_match="fallback", fallback=m.name, library_spec=m.name))
+        return _served(prep, t0, tried, dict(library_match="fallback", fallback=m.name, library_spec=m.name), missing)
 
 
-def _served(prep: Prepared, t0: float, tried: list[str], labels: dict) -> Prepared:
+def _served(prep: Prepared, t0: float, tried: list[str], labels: dict, missing: set[str] = frozenset()) -> Prepared:
     """``prep`` as the library's row: its own info under ``inner_``, then which rule served it
-    (``labels``) and what was tried and skipped before it; setup time counted from ``t0``."""
+    (``labels``) and what was tried and skipped before it; setup time counted from ``t0``. A tuned
+    kernel this host cannot build (``missing``: a compiler or headers absent) is also a row warning,
+    which compare prints: the row then measures the library without that kernel."""
     info = {f"inner_{k}": v for k, v in prep.info.items()} | labels
     if tried:
         info["library_skipped"] = tried
+    if missing:
+        info["warnings"] = [f"a tuned kernel was not served ({m}); this row is the entry or fallback after it"
+                            for m in sorted(missing)]
     return Prepared(prep.fn, setup_s=time.perf_counter() - t0, info=info, capturable=prep.capturable,
                     close=prep.close)
 
