@@ -10,6 +10,9 @@
 #   repeat   the same shapes twice in one run (run-to-run agreement)
 #   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
 #   cold     compare --shapes smoke --cache cold
+#   fewtile  the library against the four baselines on the 60 + 60 seeded few-tile grid shapes (lab/fewtile/),
+#            scored per class by lab/skinny/table.py (needs the CUTLASS wheel and the library's binaries:
+#            .hbstate/cache*.tar.xz built from lab/fewtile/few120-library-plan.txt)
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
@@ -97,6 +100,10 @@ for pack in .hbstate/cache*.tar.xz .hbstate/cache*.tgz; do
   mkdir -p .hbcache && tar xf "$pack" -C .hbcache && echo "unpacked $pack into .hbcache ($(find .hbcache -name '*.so' | wc -l) binaries)"
 done
 [ -d .hbcache ] && export HGEMM_BUILD_CACHE=$PWD/.hbcache
+# Without the CUTLASS headers every hopper-family kernel (the library's split-K entries among them) is
+# skipped and its rows measure the next entry or a fallback: say so before anything is measured
+python3 -c "from kernels_search.toolchain import cutlass_include_dirs; cutlass_include_dirs()" 2>/dev/null \
+  || echo "WARNING: no CUTLASS headers (carry .whl/nvidia_cutlass-*.whl): hopper-family kernels and the library's CUTLASS entries will not be served"
 HB="python3 -m harness.cli"
 STAGES=${*:-env tests smoke}
 log() { echo "== $(date -u +%H:%M:%S) $*"; }
@@ -140,6 +147,13 @@ for stage in $STAGES; do
         --budget "${GRID_BUDGET:-1.0}" --out /tmp/hb/grid50.parquet --fresh --seed 4 > "$OUT/grid50.txt" 2>&1
       end=$(date +%s)
       python3 scripts/throughput.py /tmp/hb/grid50.parquet $((end - start)) 2>&1 | tee -a "$OUT/grid50.txt" ;;
+    fewtile)
+      log "fewtile: library vs the four baselines, 60 + 60 few-tile grid shapes"
+      $HB compare --shapes lab/fewtile/deepk-60-seed3301.txt --shapes lab/fewtile/shallowk-60-seed3301.txt \
+        --methods library,torch,cublas,cublaslt,cublaslt-autotune --budget 1 --seed 6 --out /tmp/hb/fewtile.parquet \
+        --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
+      grep -i "warning" "$OUT/fewtile.txt"
+      python3 lab/skinny/table.py /tmp/hb/fewtile.parquet 2>&1 | tail -4 | tee -a "$OUT/fewtile.txt" ;;
     grid)
       log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
       mkdir -p /tmp/hb/grid
