@@ -379,6 +379,9 @@ class ShapeEvaluator:
                 info["starved_samples"] = m.starved
             if m.timing_note:
                 info["timing_note"] = m.timing_note
+                if m.timing_method == "events":  # a server row timed with host dispatch in it: said on screen
+                    info["warnings"] = list(info.get("warnings") or []) + [
+                        "server device_us from CUDA events, host dispatch included (" + m.timing_note + ")"]
             cols["info"] = config_json(info)
         return cols
 

@@ -1,6 +1,7 @@
 """Server mode's GPU clock on the CPU: CUPTI records -> per-call spans and idle gaps, the fallback
 to CUDA events and its label, and a CUPTI that cannot trace (fake modules; no GPU here)."""
 
+import json
 import math
 import sys
 import types
@@ -191,7 +192,10 @@ def test_server_rows_carry_idle_samples_and_the_fallback_note():
 
     m = Measurement(device_us=[150.0], host_us=[160.0], timing_method="events", timing_note="CUPTI unavailable: x")
     cols = ShapeEvaluator._timing_columns(None, m, row, 1)
-    assert cols["info"] == '{"algo": 3, "timing_note": "CUPTI unavailable: x"}' and "idle_us_median" not in cols
+    info = json.loads(cols["info"])
+    assert info["algo"] == 3 and info["timing_note"] == "CUPTI unavailable: x" and "idle_us_median" not in cols
+    # compare prints a row warning for it (harness.summary.row_warnings)
+    assert info["warnings"] == ["server device_us from CUDA events, host dispatch included (CUPTI unavailable: x)"]
 
 
 def test_device_time_is_the_ops_union_not_the_span_with_a_dispatch_gap():
