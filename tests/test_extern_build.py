@@ -10,7 +10,6 @@ through the same loader (``ExtBuild``); a fake nvcc (``$HGEMM_NVCC``) stands in 
 
 from __future__ import annotations
 
-import stat
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from kernels_search import extern, extern_build
 from kernels_search.extern import ExtBuild, TorchExtMethod
+from test_pool_build import fake_nvcc
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,14 +162,7 @@ extern "C" int hgemm_run(const void* A, const void* B, void* C, int M, int N, in
 
 
 def _fake_nvcc(tmp_path, monkeypatch) -> Path:
-    calls = tmp_path / "calls.txt"
-    nvcc = tmp_path / "nvcc"
-    nvcc.write_text(FAKE_NVCC.format(calls=calls))
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("HGEMM_NVCC", str(nvcc))
-    monkeypatch.setenv("HGEMM_BUILD_NICE", "0")
-    monkeypatch.setenv("HGEMM_BUILD_CACHE", str(tmp_path / "cache"))
-    return calls
+    return fake_nvcc(tmp_path, monkeypatch, FAKE_NVCC)
 
 
 def _abi_dir(tmp_path) -> Path:

@@ -29,10 +29,12 @@ echo fake > "$out"
 """
 
 
-def _fake_nvcc(tmp_path, monkeypatch):
+def fake_nvcc(tmp_path, monkeypatch, script: str = FAKE_NVCC):
+    """Put a shell ``nvcc`` (``script``, its ``{calls}`` the file it logs its arguments to) where the
+    build pipeline looks, with a build cache of its own; returns the log's path."""
     calls = tmp_path / "calls.txt"
     nvcc = tmp_path / "nvcc"
-    nvcc.write_text(FAKE_NVCC.format(calls=calls))
+    nvcc.write_text(script.format(calls=calls))
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("HGEMM_NVCC", str(nvcc))
     monkeypatch.setenv("HGEMM_BUILD_NICE", "0")
@@ -63,7 +65,7 @@ def test_the_pool_is_presets_and_library_kernels_once_grouped_by_binary():
 
 
 def test_build_compiles_each_binary_once_and_a_rerun_is_all_cache_hits(tmp_path, monkeypatch):
-    calls = _fake_nvcc(tmp_path, monkeypatch)
+    calls = fake_nvcc(tmp_path, monkeypatch)
     runner = CliRunner()
     fams = ["--families", "splitk_tma,smalltile"]
     n_bins = len(pool.binaries(pool.specs(PoolSettings(families=("splitk_tma", "smalltile")))))
