@@ -9,7 +9,6 @@ rerun that compiles again, a dry run that compiles, a build cache other than the
 
 from __future__ import annotations
 
-import os
 import stat
 
 from typer.testing import CliRunner
