@@ -11,6 +11,8 @@ the very libcublas that torch loaded (``baselines.versions`` records which file 
 
 from __future__ import annotations
 
+import functools
+
 import threading
 
 # cudaDataType_t / cublasComputeType_t values (checked against nvmath's enums in the tests).
@@ -52,17 +54,13 @@ def current_stream_ptr() -> int:
     Read on every call (a graph capture switches streams) through torch's C accessors, the ones
     its compiled kernels use: ``torch.cuda.current_stream()`` builds a Stream object and cost
     ~25 us a call, a third of a cuBLASLt call's host time, measured on an H200 host."""
-    global _STREAM_ACCESSORS
-    if _STREAM_ACCESSORS is None:
-        _STREAM_ACCESSORS = _stream_accessors()
-    raw_stream, device = _STREAM_ACCESSORS
+    raw_stream, device = _stream_accessors()
     return raw_stream(device())
 
 
-_STREAM_ACCESSORS = None  # (raw stream of a device index, current device index), set at first use
-
-
+@functools.cache
 def _stream_accessors():
+    """(raw stream of a device index, current device index), looked up once."""
     import torch
 
     try:
