@@ -12,7 +12,6 @@ the very libcublas that torch loaded (``baselines.versions`` records which file 
 from __future__ import annotations
 
 import functools
-
 import threading
 
 # cudaDataType_t / cublasComputeType_t values (checked against nvmath's enums in the tests).
