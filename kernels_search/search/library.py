@@ -242,7 +242,6 @@ class LibraryMethod:
 
     def prepare(self, problem: Problem, ctx: PrepareContext) -> Prepared:
         from harness.registry import resolve
-
         from kernels_search.toolchain import ToolchainError
 
         t0 = time.perf_counter()
