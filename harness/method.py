@@ -13,7 +13,7 @@ number in the product comes from one timing core.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from harness.problem import Problem
 

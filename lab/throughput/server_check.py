@@ -13,7 +13,7 @@ import sys
 
 import pandas as pd
 
-from harness.results import read_results, read_samples
+from harness.results import read_results
 
 
 def main(path: str) -> None:
