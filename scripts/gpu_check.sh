@@ -13,6 +13,8 @@
 #   fewtile  the library against the four baselines on the 60 + 60 seeded few-tile grid shapes (lab/fewtile/),
 #            scored per class by lab/skinny/table.py (needs the CUTLASS wheel and the library's binaries:
 #            .hbstate/cache*.tar.xz built from lab/fewtile/few120-library-plan.txt)
+#   grid100  the packaged library against the four baselines on 100 seeded grid shapes (lab/library/grid-sample100-seed3401.txt),
+#            scored by lab/skinny/table.py and lab.library_check (needs the CUTLASS wheel and the library's binaries, as fewtile)
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
@@ -154,6 +156,14 @@ for stage in $STAGES; do
         --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
       grep -i "warning" "$OUT/fewtile.txt"
       python3 lab/skinny/table.py /tmp/hb/fewtile.parquet 2>&1 | tail -4 | tee -a "$OUT/fewtile.txt" ;;
+    grid100)
+      log "grid100: library vs the four baselines, 100 seeded grid shapes"
+      $HB compare --shapes lab/library/grid-sample100-seed3401.txt \
+        --methods library,torch,cublas,cublaslt,cublaslt-autotune --budget 1 --seed 6 --out /tmp/hb/grid100.parquet \
+        --fresh --label "grid sample 100, library" > "$OUT/grid100.txt" 2>&1
+      grep -i "warning" "$OUT/grid100.txt"
+      python3 lab/skinny/table.py /tmp/hb/grid100.parquet 2>&1 | tail -4 | tee -a "$OUT/grid100.txt"
+      python3 -m lab.library_check /tmp/hb/grid100.parquet 2>&1 | tail -8 | tee -a "$OUT/grid100.txt" ;;
     grid)
       log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
       mkdir -p /tmp/hb/grid
