@@ -140,3 +140,37 @@ def test_dry_run_lists_ranked_candidates_their_call_and_why_without_measuring(tm
     assert "#1  call 1" in out and "#3  call 2" in out
     assert "measured on" in out and ("first-pick candidate" in out or "pool, below" in out)
     assert not (tmp_path / "t").exists()  # nothing measured, no DB
+
+
+def test_an_incumbent_is_judged_by_its_fresh_paired_speedup():
+    s = Shape(64, 64, 16384)
+    inc = dict(entry(s, "nn", "kernel", 1.04), spec="splitk_tma_swap:x")
+    k = user_library.key(inc)
+    fallback = entry(s, "nn", "baseline", 1.0)
+    # re-measured below min_speedup in the tune's own paired calls: the fallback replaces it, also when
+    # the incumbent is the packaged library's (behind the user's)
+    for old, behind in (([inc], []), ([], [inc])):
+        merged, (d,) = user_library.merge(old, [fallback], 1.02, behind, remeasured={k + (inc["spec"],): 0.96})
+        assert d.action == "replaced" and merged == [fallback] and "re-measured" in d.line()
+    # without the fresh figure, or with one that still wins, the recorded win stands
+    for fresh in ({}, {k + (inc["spec"],): 1.03}, {k + ("another:spec",): 0.5}):
+        merged, (d,) = user_library.merge([inc], [fallback], 1.02, remeasured=fresh)
+        assert d.action == "kept" and merged == [inc]
+    # a new kernel must beat the incumbent's fresh figure, not its recorded one
+    new = dict(entry(s, "nn", "kernel", 1.10), spec="hopper:y")
+    merged, (d,) = user_library.merge([inc], [new], 1.02, remeasured={k + (inc["spec"],): 1.05})
+    assert d.action == "replaced" and merged == [new]
+    merged, (d,) = user_library.merge([dict(inc, paired_speedup=1.3)], [new], 1.02,
+                                      remeasured={k + (inc["spec"],): 1.2})
+    assert d.action == "kept"
+
+
+def test_paired_speedups_pairs_each_candidate_with_its_own_calls_baseline(tmp_path, ranker, presets):
+    s = Shape(40, 40, 40)
+    lib = tmp_path / "library.json"
+    tune_main([s], tmp_path / "t", settings(ranker, lib), evaluator=FakeEvaluator(), print_fn=lambda x: None)
+    got = library.paired_speedups(KernelDB(tmp_path / "t" / "db"), GPU, [s])
+    # the fake times: baseline 100 us, a cpuk config 60 + 10 pad + 3 split us
+    assert got[(GPU, s.name, "nn", "cpuk:pad=0,split=1,bug=0,small=0")] == pytest.approx(100 / 63)
+    assert all(k[:3] == (GPU, s.name, "nn") for k in got) and len(got) == 2
+    assert library.paired_speedups(KernelDB(tmp_path / "t" / "db"), "another GPU", [s]) == {}

@@ -69,12 +69,9 @@ def default_path() -> Path:
 
 
 # ---------------------------------------------------------------------------------- export
-def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
-                    shapes: Sequence[Shape] | None = None, reference: str = REFERENCE) -> list[dict]:
-    """The entries ``export_library`` writes (see the module docstring for the rule)."""
+def _measured(db, gpu: str | None, shapes: Sequence[Shape] | None):
+    """(clean rows, baseline rows, candidate rows, fastest baseline per (call, layout)) of ``db``."""
     df = db.df
-    if df.empty:
-        return []
     if gpu is not None:  # the GPU model (gpu_name)
         df = df[df["gpu_name"] == gpu]
     if shapes is not None:
@@ -84,6 +81,31 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
     cand = ok[~ok["is_baseline"].astype(bool)]
     # fastest baseline per (call, layout): what a candidate of that call is paired with
     call_base = base.groupby(["call_id", "layout"])["device_us_median"].min()
+    return ok, base, cand, call_base
+
+
+def paired_speedups(db, gpu: str | None = None, shapes: Sequence[Shape] | None = None) -> dict[tuple, float]:
+    """{(GPU model, shape, layout, spec): its best paired speedup} over every call of ``db`` that
+    measured it (the fastest baseline of the same call and layout over its device time)."""
+    if db.df.empty:
+        return {}
+    _, _, cand, call_base = _measured(db, gpu, shapes)
+    out: dict[tuple, float] = {}
+    for r in cand.itertuples(index=False):
+        pb = call_base.get((r.call_id, r.layout))
+        if pb is None or not r.device_us_median > 0:
+            continue
+        k = (r.gpu_name, r.shape, r.layout, r.method)
+        out[k] = max(out.get(k, float("-inf")), float(pb) / float(r.device_us_median))
+    return out
+
+
+def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
+                    shapes: Sequence[Shape] | None = None, reference: str = REFERENCE) -> list[dict]:
+    """The entries ``export_library`` writes (see the module docstring for the rule)."""
+    if db.df.empty:
+        return []
+    ok, base, cand, call_base = _measured(db, gpu, shapes)
     entries = []
     for (g, shape, layout), grp in ok.groupby(["gpu_name", "shape", "layout"]):
         cg = cand[(cand["gpu_name"] == g) & (cand["shape"] == shape) & (cand["layout"] == layout)]

@@ -147,7 +147,8 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
     the library."""
     from kernels_search.search import user_library
     from kernels_search.search.db import KernelDB
-    from kernels_search.search.library import DEFAULT_PATH, LIBRARY_VERSION, library_entries, load_library
+    from kernels_search.search.library import (DEFAULT_PATH, LIBRARY_VERSION, library_entries, load_library,
+                                                paired_speedups)
     from kernels_search.search.loop import run_search, search_settings
     from kernels_search.search.run import parse_duration
 
@@ -172,7 +173,8 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
                                  baselines=st.baselines, search_id=f"tune-{shape.name}",
                                  max_rounds=math.ceil(st.top / st.batch), log=print_fn)
             new = library_entries(db, gpu, st.min_speedup, [shape])
-            merged, decisions = user_library.merge(user_library.read(lib_path), new, st.min_speedup, behind)
+            merged, decisions = user_library.merge(user_library.read(lib_path), new, st.min_speedup, behind,
+                                                   remeasured=paired_speedups(db, gpu, [shape]))
             user_library.write(lib_path, merged, LIBRARY_VERSION, st.min_speedup)
             result[shape.name] = [d.line() for d in decisions]
             print_fn(f"[{i + 1}/{len(shapes)}] {shape.name}: {summary.candidates} candidates in "
