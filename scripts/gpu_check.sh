@@ -15,6 +15,11 @@
 #            .hbstate/cache*.tar.xz built from lab/fewtile/few120-library-plan.txt)
 #   grid100  the packaged library against the four baselines on 100 seeded grid shapes (lab/library/grid-sample100-seed3401.txt),
 #            scored by lab/skinny/table.py and lab.library_check (needs the CUTLASS wheel and the library's binaries, as fewtile)
+#   tune20   issue 34's tune check: `hgemm-bench build` (all cores; a carried .hbstate/cache-pool.tar.xz, unpacked into
+#            .hbcache, makes it a no-op), then `tune --per-shape TUNE_PER_SHAPE (60s)` on the 10 model-config shapes and 10
+#            seeded grid shapes of lab/tune/shapes20.txt, the GPU's utilization sampled every 0.5 s meanwhile, then a separate
+#            compare of the library against the four baselines, scored by lab/skinny/table.py; stopped by SIGINT at
+#            TUNE_LIMIT (480 s) after the stage began (tune resumes from $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz)
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
@@ -164,6 +169,30 @@ for stage in $STAGES; do
       grep -i "warning" "$OUT/grid100.txt"
       python3 lab/skinny/table.py /tmp/hb/grid100.parquet 2>&1 | tail -4 | tee -a "$OUT/grid100.txt"
       python3 -m lab.library_check /tmp/hb/grid100.parquet 2>&1 | tail -8 | tee -a "$OUT/grid100.txt" ;;
+    tune20)
+      log "tune20: build, tune --per-shape ${TUNE_PER_SHAPE:-60s} on lab/tune/shapes20.txt, compare the library"
+      t0=$(date +%s)
+      mkdir -p /tmp/hb/tune
+      [ -f .hbstate/tune-state.tgz ] && tar xzf .hbstate/tune-state.tgz -C /tmp/hb/tune && echo "resumed tune state"
+      export XDG_DATA_HOME=/tmp/hb/tune/data  # the user's library (what tune writes and compare's library reads first)
+      $HB build 2>&1 | tail -1 | tee "$OUT/tune20-build.txt"
+      nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 > /tmp/hb/tune/gpu-util.txt & util=$!
+      left=$(( ${TUNE_LIMIT:-480} - ($(date +%s) - t0) ))
+      timeout -s INT "$left" $HB tune --shapes lab/tune/shapes20.txt --per-shape "${TUNE_PER_SHAPE:-60s}" \
+        --out /tmp/hb/tune/run > "$OUT/tune20.txt" 2>&1
+      echo "tune rc=$? after $(( $(date +%s) - t0 )) s"
+      kill $util
+      python3 -c "import sys; v=[float(x) for x in open(sys.argv[1]) if x.strip()]; print(f'GPU busy (utilization > 0) in {sum(x > 0 for x in v) / len(v):.0%} of {len(v)} samples, mean {sum(v) / len(v):.0f} %')" \
+        /tmp/hb/tune/gpu-util.txt 2>&1 | tee -a "$OUT/tune20.txt"
+      grep "^\[" "$OUT/tune20.txt" | cut -c1-100
+      tar czf "$OUT/tune-state.tgz" -C /tmp/hb/tune run data
+      if grep -q "^\[20/20\]" "$OUT/tune20.txt"; then
+        $HB compare --shapes lab/tune/shapes20.txt --methods library,torch,cublas,cublaslt,cublaslt-autotune \
+          --budget 1 --seed 6 --out /tmp/hb/tune20.parquet --fresh --label "tune20: the library after tune" > "$OUT/tune20-compare.txt" 2>&1
+        python3 lab/skinny/table.py /tmp/hb/tune20.parquet 2>&1 | tail -4 | tee -a "$OUT/tune20-compare.txt"
+      else
+        echo "tune not finished: carry $OUT/tune-state.tgz as .hbstate/tune-state.tgz and run the stage again"
+      fi ;;
     grid)
       log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
       mkdir -p /tmp/hb/grid
