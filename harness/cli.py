@@ -172,6 +172,9 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
+MIN_BATCH_US = 50.0  # --batch-us floor: a batch this short still spans 100 event resolutions
+
+
 @app.command()
 def compare(
     shapes: List[str] = typer.Option([], "--shapes", "-s",
@@ -195,6 +198,9 @@ def compare(
     budget: float = typer.Option(5.0, help="Offline: time budget per shape and group, seconds."),
     min_rounds: int = typer.Option(5, help="Offline: rounds before the CI rule may stop."),
     max_rounds: int = typer.Option(200, help="Offline: hard cap on rounds."),
+    batch_us: Optional[float] = typer.Option(None, "--batch-us", help="Offline: GPU microseconds of one device-time "
+                                             "sample (calls per batch follow from one call's time); default: the "
+                                             "timing core's, 1 ms."),
     qps: float = typer.Option(200.0, help="Server: mean arrival rate, calls per second."),
     server_calls: int = typer.Option(50, help="Server: calls per method and layout."),
     seed: Optional[int] = typer.Option(None, help="Seed for the gate's draws and the round order (default: fresh)."),
@@ -229,6 +235,8 @@ def compare(
         _fail(f"unknown layout(s) {bad or lays}: use nn and/or tn")
     if ci_target <= 0 or budget <= 0 or min_rounds < 1 or max_rounds < min_rounds or qps <= 0 or server_calls < 1:
         _fail("--ci-target, --budget, --qps must be > 0; --min-rounds >= 1; --max-rounds >= --min-rounds; --server-calls >= 1")
+    if batch_us is not None and batch_us < MIN_BATCH_US:
+        _fail(f"--batch-us must be at least {MIN_BATCH_US:g}: the events' resolution is about 0.5 us")
     if plan is not None and shapes:
         _fail("--plan names the shapes: give --plan or --shapes, not both")
     try:
@@ -305,6 +313,7 @@ def compare(
         modes=["offline", "server"] if mode == Mode.both else [mode.value],
         caches=["warm", "cold"] if cache == Cache.both else [cache.value],
         ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
+        **({"batch_us": batch_us} if batch_us is not None else {}),
         qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only, origins=origins,
     )
     isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))

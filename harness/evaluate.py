@@ -62,6 +62,10 @@ class CompareSettings:
     min_rounds: int = 5
     max_rounds: int = 200
     budget_s: float = 5.0
+    # offline: GPU time of one device-time sample (a batch of calls, one CUDA graph): calls per batch =
+    # this / one call's time. Shorter batches cost less GPU and capture time a round; see
+    # BENCHMARKS.md's throughput section before changing the default
+    batch_us: float = OfflineSettings.target_batch_us
     qps: float = 200.0
     server_calls: int = 50
     seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws
@@ -328,7 +332,7 @@ class ShapeEvaluator:
         if mode == "offline":
             st = OfflineSettings(
                 ci_target=self.s.ci_target, min_rounds=self.s.min_rounds, max_rounds=self.s.max_rounds,
-                budget_s=self.s.budget_s, flush_bytes=flush, seed=self.seed,
+                budget_s=self.s.budget_s, flush_bytes=flush, seed=self.seed, target_batch_us=self.s.batch_us,
             )
             meas = measure_offline(entries, self.device, st, self.clocks, log, on_round=self._heartbeat)
         else:

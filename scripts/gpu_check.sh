@@ -20,6 +20,9 @@
 #            seeded grid shapes of lab/tune/shapes20.txt, the GPU's utilization sampled every 0.5 s meanwhile, then a separate
 #            compare of the library against the four baselines, scored by lab/skinny/table.py; stopped by SIGINT at
 #            TUNE_LIMIT (480 s) after the stage began (tune resumes from $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz)
+#   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
+#            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
+#            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
@@ -193,6 +196,18 @@ for stage in $STAGES; do
       else
         echo "tune not finished: carry $OUT/tune-state.tgz as .hbstate/tune-state.tgz and run the stage again"
       fi ;;
+    batchab)
+      shapes=${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}
+      log "batchab: --batch-us default against ${BATCHAB_US:-300} on $shapes"
+      for us in default "${BATCHAB_US:-300}"; do
+        t0=$(date +%s.%N)
+        $HB compare --shapes "$shapes" --seed 11 --fresh --out "/tmp/hb/batch-$us.parquet" \
+          $([ "$us" = default ] || echo --batch-us "$us") > "$OUT/batchab-$us.txt" 2>&1
+        python3 -c "print(round($(date +%s.%N) - $t0, 1))" > "/tmp/hb/batch-$us.wall"
+        echo "batch $us: $(cat /tmp/hb/batch-$us.wall) s"
+      done
+      python3 -m lab.throughput.batch_ab /tmp/hb/batch-default.parquet "/tmp/hb/batch-${BATCHAB_US:-300}.parquet" \
+        --wall-a "$(cat /tmp/hb/batch-default.wall)" --wall-b "$(cat /tmp/hb/batch-${BATCHAB_US:-300}.wall)" 2>&1 | tee "$OUT/batchab.md" ;;
     grid)
       log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
       mkdir -p /tmp/hb/grid

@@ -111,6 +111,7 @@ def test_plan_and_shapes_together_or_a_missing_plan_are_clear_errors(tmp_path):
     (["--methods", "cublaslt-autotune:frobnicate=1"], "bad method spec"),
     (["--layouts", "nt"], "unknown layout"),
     (["--qps", "0"], "must be > 0"),
+    (["--batch-us", "10"], "--batch-us must be at least 50"),
 ])
 def test_bad_input_is_one_clear_error(tmp_path, args, needle):
     res = runner.invoke(app, ["compare", "--device", "cpu", "--out", str(tmp_path / "r.parquet"), *args])
@@ -409,3 +410,16 @@ def test_report_refuses_a_folder_it_did_not_make(tmp_path):
     site = tmp_path / "site"
     res = runner.invoke(app, ["report", str(out), "-o", str(site)])
     assert res.exit_code == 0 and (site / "index.html").exists()
+
+
+def test_batch_us_sets_the_calls_per_sample(tmp_path):
+    """--batch-us reaches the offline sampler: a 20x longer target gives batches of more calls (the
+    CPU path sizes them as the GPU path does: target / one call's time, at most 500)."""
+    per_batch = {}
+    for us in ("60", "1200"):
+        out = tmp_path / f"b{us}.parquet"
+        res = run("compare", "--device", "cpu", "--shapes", "8_8_8", "--methods", "torch", "--layouts", "nn",
+                  "--budget", "0.2", "--batch-us", us, "--out", str(out), "--seed", "1")
+        assert res.exit_code == 0, res.output
+        per_batch[us] = int(read_results(out).to_pandas()["calls_per_batch"].iloc[0])
+    assert per_batch["1200"] >= 4 * per_batch["60"], per_batch
