@@ -19,7 +19,10 @@ given every advantage cuBLASLt offers:
   right) and is kept only if its output is within ``lt_candidates.REL_TOL`` of the heuristic
   top-1's output; a candidate that raises is dropped;
 * timing: ``ctx.time_candidates`` (the harness's timing core, on ``ctx.inputs``) times all valid
-  candidates, interleaved; the fastest median wins. This module times nothing itself;
+  candidates, interleaved; the fastest median wins. This module times nothing itself. ``keep`` (the
+  fraction of candidates screened into the final rounds) and ``final_rounds`` override the timing
+  core's successive halving; set, they make a differently named method, so a cheaper autotune can be
+  measured beside the default one in the same run (its pick's time and its ``setup_s``);
 * one tuning per process and problem: the winner is kept (``_TUNED``, keyed by device, shape,
   layout, alignment and the limits above) and a later instance prepared for the same problem in
   the same process serves it without timing again (``info["tuned"]`` says "timed" or "reused").
@@ -49,7 +52,7 @@ DEFAULT_MAX_WORKSPACE = 1 << 30
 REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
 
-# (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace) -> (winner, info)
+# (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving) -> (winner, info)
 _TUNED: dict[tuple, tuple[Any, dict]] = {}
 
 
@@ -81,18 +84,29 @@ class CublasLtAutotune:
     is_baseline = True
     devices = ("cuda",)
 
-    def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE):
+    def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE,
+                 keep: float | None = None, final_rounds: int | None = None):
         if max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
         if max_workspace < 0:
             raise ValueError("max_workspace must be >= 0")
+        if keep is not None and not 0 < keep <= 1:
+            raise ValueError("keep must be in (0, 1]")
+        if final_rounds is not None and final_rounds < 1:
+            raise ValueError("final_rounds must be >= 1")
         self.max_candidates = max_candidates
         self.max_workspace = max_workspace
+        # the timing core's successive halving, where set (None: time_candidates' own defaults)
+        self.halving = {k: v for k, v in (("keep_fraction", keep), ("rounds", final_rounds)) if v is not None}
         knobs = []
         if max_candidates != DEFAULT_MAX_CANDIDATES:
             knobs.append(f"max_candidates={max_candidates}")
         if max_workspace != DEFAULT_MAX_WORKSPACE:
             knobs.append(f"max_workspace={max_workspace}")
+        if keep is not None:
+            knobs.append(f"keep={keep:g}")
+        if final_rounds is not None:
+            knobs.append(f"final_rounds={final_rounds}")
         self.name = "cublaslt-autotune" + (":" + ",".join(knobs) if knobs else "")
         self.config: dict[str, Any] = {
             "api": "cublasLtMatmul",
@@ -102,6 +116,7 @@ class CublasLtAutotune:
             "max_candidates": max_candidates,
             "max_workspace_bytes": max_workspace,
             "rel_tol": REL_TOL,
+            **{f"halving_{k}": v for k, v in self.halving.items()},
         }
 
     def supports(self, problem: Problem, device: str) -> Support:
@@ -146,7 +161,7 @@ class CublasLtAutotune:
         align = inputs_alignment(ctx)
         plan = LtPlan(problem, device, align)
         key = (device, problem.m, problem.n, problem.k, problem.layout, problem.dtype, align,
-               self.max_candidates, self.max_workspace)
+               self.max_candidates, self.max_workspace, tuple(sorted(self.halving.items())))
         if key in _TUNED:
             winner, info = _TUNED[key]
             try:
@@ -182,7 +197,7 @@ class CublasLtAutotune:
                 raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")
 
             # every candidate just ran in the validation pass: no warm-up call before its timing
-            medians = list(ctx.time_candidates([fns[i] for i in valid], warmed=True))
+            medians = list(ctx.time_candidates([fns[i] for i in valid], warmed=True, **self.halving))
             if len(medians) != len(valid):
                 raise RuntimeError("time_candidates returned a wrong number of timings")
             best_pos = min(range(len(valid)), key=lambda p: medians[p])

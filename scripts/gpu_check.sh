@@ -23,6 +23,9 @@
 #   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
 #            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
 #            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
+#   autotuneab the default cuBLASLt autotune and AUTOTUNEAB_CHEAP (cublaslt-autotune:keep=0.1,final_rounds=5) in one compare
+#            on BATCHAB_SHAPES with the other baselines, then lab/throughput/autotune_ab.py: does the cheaper tuning pick
+#            as fast a kernel, and what it saves in setup_s
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
@@ -208,6 +211,12 @@ for stage in $STAGES; do
       done
       python3 -m lab.throughput.batch_ab /tmp/hb/batch-default.parquet "/tmp/hb/batch-${BATCHAB_US:-300}.parquet" \
         --wall-a "$(cat /tmp/hb/batch-default.wall)" --wall-b "$(cat /tmp/hb/batch-${BATCHAB_US:-300}.wall)" 2>&1 | tee "$OUT/batchab.md" ;;
+    autotuneab)
+      cheap=${AUTOTUNEAB_CHEAP:-cublaslt-autotune:keep=0.1,final_rounds=5}
+      log "autotuneab: cublaslt-autotune against $cheap on ${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}"
+      $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
+        --methods "torch,cublas,cublaslt,cublaslt-autotune,$cheap" > "$OUT/autotuneab.txt" 2>&1
+      python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md" ;;
     grid)
       log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
       mkdir -p /tmp/hb/grid

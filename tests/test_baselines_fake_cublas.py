@@ -247,11 +247,14 @@ def assert_close(c, ref):
 
 
 def ctx_for(fake, inputs, timings=None):
-    """A PrepareContext whose timer returns the given per-algo-id medians (default: by call order)."""
+    """A PrepareContext whose timer returns the given per-algo-id medians (default: by call order);
+    ``seen`` gets each timing's candidate count, ``ctx.halvings`` the successive-halving settings passed."""
     seen = []
+    halvings: list[dict] = []
 
-    def time_candidates(fns, warmed=False):
+    def time_candidates(fns, warmed=False, **halving):
         seen.append(len(fns))
+        halvings.append(halving)
         out = []
         for fn in fns:
             before = len(fake.calls)
@@ -264,7 +267,9 @@ def ctx_for(fake, inputs, timings=None):
             out.append((timings or {}).get(algo_id, 10.0))
         return out
 
-    return PrepareContext("cuda", inputs, time_candidates), seen
+    ctx = PrepareContext("cuda", inputs, time_candidates)
+    ctx.halvings = halvings  # type: ignore[attr-defined]
+    return ctx, seen
 
 
 PROBLEMS = [Problem(Shape(*s), lay) for s in [(1, 1, 1), (5, 7, 3), (17, 33, 65)] for lay in ("nn", "tn")]
@@ -487,3 +492,27 @@ def test_fakes_have_nvmaths_signatures():
                "matmul_desc_create", "matmul_algo_get_ids", "matmul_algo_config_get_attribute"):  # fmt: skip
         fake_params, real_params = names(getattr(FakeLt(), fn)), names(getattr(cublasLt, fn))
         assert len(fake_params) == len(real_params), fn
+
+
+def test_autotune_halving_knobs_name_a_separate_method_tuned_on_its_own(fake):
+    """keep / final_rounds reach the timing core, name another method, and are tuned apart from the
+    default autotune (the kept winner of one is never served as the other's)."""
+    import baselines  # noqa: F401  (registers the methods)
+    from baselines.cublaslt_autotune import CublasLtAutotune
+    from harness import registry
+
+    (m,) = registry.resolve(["cublaslt-autotune:keep=0.1,final_rounds=3"])
+    assert m.name == "cublaslt-autotune:keep=0.1,final_rounds=3"
+    assert m.config["halving_keep_fraction"] == 0.1 and m.config["halving_rounds"] == 3
+    for bad in ("keep=0", "keep=1.5", "final_rounds=0"):
+        with pytest.raises(Exception):
+            registry.resolve([f"cublaslt-autotune:{bad}"])
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    ctx, seen = ctx_for(fake, (a, b, c), {10: 5.0})
+    default = CublasLtAutotune().prepare(p, ctx)
+    cheap = m.prepare(p, ctx)
+    assert default.info["tuned"] == cheap.info["tuned"] == "timed" and len(seen) == 2
+    assert ctx.halvings == [{}, {"keep_fraction": 0.1, "rounds": 3}]
+    for prep in (default, cheap):
+        prep.close()
