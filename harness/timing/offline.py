@@ -96,6 +96,10 @@ def measure_offline(
         except Exception as ex:  # a method that fails to run is an error row, not a crash
             out[e.key].error = f"{type(ex).__name__}: {ex}"
     live = [e for e in entries if e.key in samplers]
+    if on_round:
+        # sampler set-up (each entry's warm-up and estimate calls, graph captures) is progress too: a
+        # watcher's no-progress wait then bounds the set-up and each round apart, not their sum
+        on_round(0)
     t0 = time.monotonic()
     rounds = 0
     stop = "max_rounds"
