@@ -183,7 +183,7 @@ for stage in $STAGES; do
       export XDG_DATA_HOME=/tmp/hb/tune/data  # the user's library (what tune writes and compare's library reads first)
       $HB build 2>&1 | tail -1 | tee "$OUT/tune20-build.txt"
       nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 > /tmp/hb/tune/gpu-util.txt & util=$!
-      left=$(( ${TUNE_LIMIT:-480} - ($(date +%s) - t0) ))
+      left=$(( ${TUNE_LIMIT:-480} - ($(date +%s) - t0) )); [ "$left" -lt 30 ] && left=30  # timeout 0 would mean none
       timeout -s INT "$left" $HB tune --shapes lab/tune/shapes20.txt --per-shape "${TUNE_PER_SHAPE:-60s}" \
         --out /tmp/hb/tune/run > "$OUT/tune20.txt" 2>&1
       echo "tune rc=$? after $(( $(date +%s) - t0 )) s"
