@@ -140,3 +140,33 @@ def test_host_samples_stop_after_host_rounds():
     res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.0, min_rounds=12, max_rounds=12, budget_s=60,
                                                           target_batch_us=100, host_rounds=4))
     assert len(res["a"].device_us) == 12 and len(res["a"].host_us) == 4
+
+
+def test_stream_cache_looks_the_stream_up_only_when_the_raw_stream_changes(monkeypatch):
+    """Events go on the stream the batch runs on: the cached Stream object is reused while torch's raw
+    current stream stays the same, and looked up again when it changes (a graph capture's stream)."""
+    import torch
+
+    from harness.timing import samplers
+
+    class FakeStream:
+        def __init__(self, ptr):
+            self.cuda_stream = ptr
+
+    raw = {"ptr": 111}
+    lookups = []
+
+    def current_stream():
+        lookups.append(raw["ptr"])
+        return FakeStream(raw["ptr"])
+
+    monkeypatch.setattr(samplers, "_raw_stream_accessors", lambda: (lambda dev: raw["ptr"], lambda: 0))
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    cache = samplers._StreamCache()
+    first = cache.current()
+    assert cache.current() is first and cache.current() is first and lookups == [111]
+    raw["ptr"] = 222
+    second = cache.current()
+    assert second is not first and second.cuda_stream == 222 and lookups == [111, 222]
+    raw["ptr"] = 111
+    assert cache.current().cuda_stream == 111 and lookups == [111, 222, 111]
