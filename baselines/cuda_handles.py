@@ -11,8 +11,9 @@ the very libcublas that torch loaded (``baselines.versions`` records which file 
 
 from __future__ import annotations
 
-import functools
 import threading
+
+from harness.cuda_streams import current_stream_ptr  # noqa: F401  (the timed calls read it as ch.current_stream_ptr)
 
 # cudaDataType_t / cublasComputeType_t values (checked against nvmath's enums in the tests).
 CUDA_R_16F = 2
@@ -45,27 +46,6 @@ def current_device() -> int:
     import torch
 
     return torch.cuda.current_device()
-
-
-def current_stream_ptr() -> int:
-    """The raw cudaStream_t of torch's current stream (the capture stream inside torch.cuda.graph).
-
-    Read on every call (a graph capture switches streams) through torch's C accessors, the ones
-    its compiled kernels use: ``torch.cuda.current_stream()`` builds a Stream object and cost
-    ~25 us a call, a third of a cuBLASLt call's host time, measured on an H200 host."""
-    raw_stream, device = _stream_accessors()
-    return raw_stream(device())
-
-
-@functools.cache
-def _stream_accessors():
-    """(raw stream of a device index, current device index), looked up once."""
-    import torch
-
-    try:
-        return torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
-    except AttributeError:  # a torch without them: the public, slower path
-        return (lambda dev: torch.cuda.current_stream(dev).cuda_stream), torch.cuda.current_device
 
 
 def allocate_workspace(nbytes: int, device: int):

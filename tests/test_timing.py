@@ -160,7 +160,7 @@ def test_stream_cache_looks_the_stream_up_only_when_the_raw_stream_changes(monke
         lookups.append(raw["ptr"])
         return FakeStream(raw["ptr"])
 
-    monkeypatch.setattr(samplers, "_raw_stream_accessors", lambda: (lambda dev: raw["ptr"], lambda: 0))
+    monkeypatch.setattr(samplers, "current_stream_ptr", lambda: raw["ptr"])
     monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
     cache = samplers._StreamCache()
     first = cache.current()

@@ -20,12 +20,12 @@ the sample could contain launch gaps: it is thrown away and the spin doubled ("s
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Callable, Sequence
 
 import torch
 
+from harness.cuda_streams import current_stream_ptr
 from harness.tensors import InputSet
 
 SPIN_CYCLES_PER_US = 2000  # ~2 GHz boost clock; only sets how long the spin holds the stream
@@ -35,15 +35,6 @@ MAX_STARVED_RETRIES = 6
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
-
-
-@functools.cache
-def _raw_stream_accessors():
-    """(raw cudaStream_t of a device index, current device index) through torch's C accessors."""
-    try:
-        return torch._C._cuda_getCurrentRawStream, torch._C._cuda_getDevice
-    except AttributeError:  # a torch without them: the public, slower path
-        return (lambda dev: torch.cuda.current_stream(dev).cuda_stream), torch.cuda.current_device
 
 
 class _StreamCache:
@@ -59,8 +50,7 @@ class _StreamCache:
         self.stream = None
 
     def current(self):
-        raw, dev = _raw_stream_accessors()
-        ptr = raw(dev())
+        ptr = current_stream_ptr()
         if ptr != self.ptr:
             self.stream = torch.cuda.current_stream()
             self.ptr = self.stream.cuda_stream
