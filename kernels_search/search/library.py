@@ -84,6 +84,13 @@ def _measured(db, gpu: str | None, shapes: Sequence[Shape] | None):
     return ok, base, cand, call_base
 
 
+def _paired(call_base, r) -> float | None:
+    """Candidate row ``r``'s speedup over the fastest baseline of its own call and layout (None: no
+    such baseline, or no positive time)."""
+    pb = call_base.get((r.call_id, r.layout))
+    return float(pb) / float(r.device_us_median) if pb is not None and r.device_us_median > 0 else None
+
+
 def paired_speedups(db, gpu: str | None = None, shapes: Sequence[Shape] | None = None) -> dict[tuple, float]:
     """{(GPU model, shape, layout, spec): its best paired speedup} over every call of ``db`` that
     measured it (the fastest baseline of the same call and layout over its device time)."""
@@ -92,11 +99,10 @@ def paired_speedups(db, gpu: str | None = None, shapes: Sequence[Shape] | None =
     _, _, cand, call_base = _measured(db, gpu, shapes)
     out: dict[tuple, float] = {}
     for r in cand.itertuples(index=False):
-        pb = call_base.get((r.call_id, r.layout))
-        if pb is None or not r.device_us_median > 0:
-            continue
-        k = (r.gpu_name, r.shape, r.layout, r.method)
-        out[k] = max(out.get(k, float("-inf")), float(pb) / float(r.device_us_median))
+        sp = _paired(call_base, r)
+        if sp is not None:
+            k = (r.gpu_name, r.shape, r.layout, r.method)
+            out[k] = max(out.get(k, float("-inf")), sp)
     return out
 
 
@@ -118,8 +124,7 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
                          else (str(med.idxmin()), float(med.min())))
         best = None
         for r in cg.itertuples(index=False):
-            pb = call_base.get((r.call_id, layout))
-            sp = (float(pb) / float(r.device_us_median)) if pb is not None and r.device_us_median > 0 else None
+            sp = _paired(call_base, r)
             key = (sp if sp is not None else -1.0, -float(r.device_us_median))
             if best is None or key > best[0]:
                 best = (key, r, sp)
