@@ -15,7 +15,7 @@ import argparse
 import math
 
 from harness.results import read_results
-from reports.derive import BEST, PAIR_KEY, with_best_of_layouts
+from lab.throughput.batch_ab import best_times
 
 DEFAULT = "cublaslt-autotune"
 
@@ -26,11 +26,8 @@ def main() -> None:
     ap.add_argument("--cheap", default=None, help="the variant's method name (default: the one other autotune)")
     x = ap.parse_args()
     df = read_results(x.run).to_pandas()
-    df[PAIR_KEY] = df[PAIR_KEY].fillna("")
     cheap = x.cheap or next(m for m in sorted(df["method"].unique()) if m.startswith(DEFAULT + ":"))
-    best = with_best_of_layouts(df, "device")
-    best = best[best["layout"] == BEST]
-    t = best.pivot_table(index="shape", columns="method", values="device_us_median")[[DEFAULT, cheap]].dropna()
+    t = best_times(df)[[DEFAULT, cheap]].dropna()
     r = t[DEFAULT] / t[cheap]
     geo = math.exp(r.apply(math.log).mean())
     print(f"{cheap} against {DEFAULT}, {len(r)} shapes: geomean {geo:.4f}x (1.0: picks as fast), "

@@ -23,12 +23,17 @@ from reports.derive import BEST, PAIR_KEY, with_best_of_layouts
 BASE = "cublaslt-autotune"
 
 
-def speedups(path: str, base: str = BASE) -> pd.DataFrame:
-    df = read_results(path).to_pandas()
+def best_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Device us per shape (rows) and method (columns), each the better layout's, clean rows only."""
+    df = df.copy()
     df[PAIR_KEY] = df[PAIR_KEY].fillna("")  # CPU rows have no gpu_uuid
     best = with_best_of_layouts(df, "device")
     best = best[best["layout"] == BEST]
-    t = best.pivot_table(index="shape", columns="method", values="device_us_median")
+    return best.pivot_table(index="shape", columns="method", values="device_us_median")
+
+
+def speedups(path: str, base: str = BASE) -> pd.DataFrame:
+    t = best_times(read_results(path).to_pandas())
     return t.rdiv(t[base], axis=0)  # the baseline's time / the method's
 
 
