@@ -49,6 +49,8 @@ def main() -> None:
     x = ap.parse_args()
     t = best_times(read_results(x.run).to_pandas())
     p = pairs(t)
+    if p.empty:
+        raise SystemExit(f"{x.run}: no splitk_fused method beside its splitk_tma twin")
     pd.set_option("display.width", 220)
     pd.set_option("display.max_colwidth", 80)
     print(p.sort_values("fused_vs_two").round(3).to_string(index=False))
