@@ -20,9 +20,6 @@
 #            seeded grid shapes of lab/tune/shapes20.txt, the GPU's utilization sampled every 0.5 s meanwhile, then a separate
 #            compare of the library against the four baselines, scored by lab/skinny/table.py; stopped by SIGINT at
 #            TUNE_LIMIT (480 s) after the stage began (tune resumes from $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz)
-#   fusedab  lab/fewtile/fused-ab-plan.txt (each split-K kernel the library serves on the 120 few-tile shapes beside its
-#            splitk_fused twin) with the four baselines, scored by lab/fewtile/fused_ab.py (carry the fused binaries packed
-#            as .hbstate/cache-fused.tar.xz)
 #   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
 #            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
 #            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
@@ -202,13 +199,6 @@ for stage in $STAGES; do
       else
         echo "tune not finished: carry $OUT/tune-state.tgz as .hbstate/tune-state.tgz and run the stage again"
       fi ;;
-    fusedab)
-      log "fusedab: each split-K kernel the library serves on the few-tile shapes beside its in-launch-reduction twin"
-      $HB compare --plan lab/fewtile/fused-ab-plan.txt --methods torch,cublas,cublaslt,cublaslt-autotune \
-        --budget 1 --seed 6 --out /tmp/hb/fusedab.parquet --fresh --label "split-K: two launches vs the in-launch reduction" \
-        > "$OUT/fusedab.txt" 2>&1
-      grep -i "warning\|error" "$OUT/fusedab.txt" | head -5
-      python3 -m lab.fewtile.fused_ab /tmp/hb/fusedab.parquet 2>&1 | tee "$OUT/fusedab.md" | tail -40 ;;
     batchab)
       shapes=${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}
       log "batchab: --batch-us default against ${BATCHAB_US:-300} on $shapes"

@@ -343,53 +343,6 @@ def test_splitk_tma_swap_renders_the_transposed_problem_and_leaves_other_sources
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
-@pytest.mark.parametrize("name", ["splitk_fused", "splitk_fused_swap"])
-def test_splitk_fused_default_compiles_without_spills_or_static_shared_memory(cache, name):
-    """The in-launch split-K reduction builds for sm_90a with WGMMA, no spills and no static shared
-    memory (the mainloop's automatic stage count fills the dynamic shared memory to the limit, so a
-    static byte more would fail the launch)."""
-    res = _build_default(name)
-    assert res.ok, res.log[-5000:]
-    assert res.spill_bytes == 0, res.kernels
-    gemm = [k for k in res.kernels if "GemmUniversal" in k["name"]]
-    assert gemm and all(k["smem_bytes"] == 0 for k in gemm), gemm
-    assert "FusedSplitKEpilogue" in " ".join(k["name"] for k in gemm) and "HGMMA" in _sass(res.lib_path)
-
-
-def test_splitk_fused_renders_the_in_launch_reduction_and_leaves_other_sources_alone():
-    """splitk_fused is splitk_tma's source with every fused_reduce substitution made once (fp16
-    epilogue wrapped in FusedSplitKEpilogue, no slice buffer in front of the workspace, no reduce
-    launch); its swap twin has both substitutions; the same rules, options and shape support; no
-    other config's source changes."""
-    from kernels_search.families import hopper as hopper_mod
-    from kernels_search.family import template
-
-    body = template("hopper_cutlass.cu")
-    fused = hopper_mod.fused_reduce_source(body)
-    for old, new in hopper_mod.FUSED_REDUCE:
-        assert body.count(old) == 1, old
-        if new is not None:
-            assert fused.count(old) == 0 and (not new or new in fused), old
-    fam, tma = FAMILIES["splitk_fused"], FAMILIES["splitk_tma"]
-    k = fam.parse("tile_n=128,cluster_m=1,cluster_n=4,slices=8")
-    src = fam.render(k)
-    assert src.startswith("// hgemm-bench family splitk_fused\n")
-    assert src.count("using Epilogue = FusedSplitKEpilogue<") == 2 and "return launch_reduce(" not in src
-    assert src.count("class FusedSplitKEpilogue") == 1
-    swap = FAMILIES["splitk_fused_swap"].render(k)
-    assert swap.count("using Epilogue = FusedSplitKEpilogue<") == 2 and swap.count("std::swap(M, N);") == 2
-    for other in (tma.render(k), FAMILIES["splitk_tma_swap"].render(k), FAMILIES["hopper"].render(FAMILIES["hopper"].parse(""))):
-        assert "FusedSplitKEpilogue" not in other
-    assert tma.render(k).replace("family splitk_tma\n", "", 1) != src.replace("family splitk_fused\n", "", 1)
-    p = Problem(Shape(256, 256, 4096))
-    assert fam.opts(k, p) == tma.opts(k, p) and fam.check(k) == tma.check(k) == ""
-    assert not fam.supports(fam.parse("slices=16"), Problem(Shape(64, 64, 304)))  # 304 / 16 not a multiple of 8
-    assert [c for c in fam.preset_configs()] == [c for c in tma.preset_configs()]
-
-
-@needs_nvcc
-@pytest.mark.slow
-@pytest.mark.skipif(not _has_cutlass(), reason="nvidia-cutlass headers not installed")
 def test_hopper_swap_default_compiles_without_the_reduce_kernel(cache):
     """The transposed one-pass GEMM (fp16 C^T written column-major) builds for sm_90a without
     spills, with WGMMA, and with no slice-sum kernel: it has no fp32 slices."""

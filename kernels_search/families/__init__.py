@@ -3,6 +3,5 @@
 from kernels_search.families import gemv, hopper, hopper_swap, skinny, smalltile, splitk, splitk_tma, triton_gemm
 
 ALL = {f.name: f for f in (splitk.FAMILY, smalltile.FAMILY, hopper.FAMILY, splitk_tma.FAMILY, splitk_tma.SWAP,
-                           splitk_tma.FUSED, splitk_tma.FUSED_SWAP,
                            hopper_swap.FAMILY, triton_gemm.FAMILY, skinny.FAMILY,
                            gemv.FAMILY)}

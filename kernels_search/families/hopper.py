@@ -174,41 +174,6 @@ def one_wave_slices(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: in
     return best
 
 
-# fused_reduce (the splitk_fused views): parallel split-K whose slices are summed inside the GEMM's
-# own launch by the last slice to reach each tile (templates/hopper_splitk_fused.cuh), so C comes
-# out of CUTLASS's fp16 epilogue and no reduce kernel runs. Substituted, not switched by a define,
-# so that every other config renders the source it had before (and keeps its build-cache entry).
-FUSED_REDUCE = (
-    ('#include "cutlass/util/packed_stride.hpp"\n', None),  # the header follows this line
-    ("using ElementOut = float;  // fp32 slices in the workspace\nconstexpr int kAlignOut = 4;",
-     "using ElementOut = Half;  // C itself: the slices are summed inside the launch\n"
-     "constexpr int kAlignOut = kAlign;"),
-    ("using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<",
-     "using Epilogue = FusedSplitKEpilogue<typename cutlass::epilogue::collective::CollectiveBuilder<"),
-    ("kAlignOut, EpilogueSchedule>::CollectiveOp;", "kAlignOut, EpilogueSchedule>::CollectiveOp>;"),
-    ("    ws += slice_bytes(M, N, cute::get<3>(args.problem_shape));\n", ""),
-    ("    if (need == 0) {  // a workspace may need per-call initialization: only cache without one\n",
-     "    if (true) {  // the fused split-K workspace needs no per-call initialization\n"),
-    ("""    const size_t part_bytes = slice_bytes(M, N, slices);
-    if (ws == nullptr || ws_bytes < part_bytes) return HGEMM_ERR_WORKSPACE;
-    float* part = static_cast<float*>(ws);
-    int rc = run_gemm(A, B, part, M, N, K, opts, n_opts, static_cast<char*>(ws) + part_bytes,
-                      ws_bytes - part_bytes, stream);
-    if (rc != HGEMM_OK) return rc;
-    return launch_reduce(part, C, M, N, slices, stream);
-""", "    return run_gemm(A, B, C, M, N, K, opts, n_opts, ws, ws_bytes, stream);  // the slices are summed inside\n"),
-)
-
-
-def fused_reduce_source(body: str) -> str:
-    """The split-K template with the slices summed inside the GEMM's launch (``FUSED_REDUCE``);
-    each anchor must occur exactly once."""
-    for old, new in FUSED_REDUCE:
-        assert body.count(old) == 1, f"hopper_cutlass.cu changed: fused_reduce anchor {old!r}"
-        body = body.replace(old, old + template("hopper_splitk_fused.cuh") if new is None else new)
-    return body
-
-
 def swap_ab_source(body: str) -> str:
     """The template with ``SWAP_AB`` substituted; each anchor must occur exactly once."""
     for old, new in SWAP_AB:
@@ -287,9 +252,6 @@ class Hopper(Family):
         if epi:  # substituted, not a define: the automatic sub-tile's configs keep their sources
             assert body.count(EPI_AUTO) == 1, "hopper_cutlass.cu changed its epilogue builder"
             body = body.replace(EPI_AUTO, f"Shape<Int<{epi[0]}>, Int<{epi[1]}>>, float, float,")
-        if k.get("fused_reduce"):  # not a hopper knob: set by the views with HopperView.fused_reduce
-            assert k["scheduler"] == "splitk", "fused_reduce is a form of parallel split-K"
-            body = fused_reduce_source(body)
         if k.get("swap_ab"):  # not a hopper knob: set by the views with HopperView.swap_ab
             body = swap_ab_source(body)
         body = l2_promo_source(body, int(k["l2_promo"]))
@@ -347,23 +309,18 @@ class HopperView(Family):
     """A family that is the hopper family with some knobs fixed (splitk_tma, splitk_tma_swap,
     hopper_swap): ``as_hopper`` maps its knobs to a full hopper config, and the rules, the source
     (under this family's name, so its builds are its own), flags, shape support and runtime
-    options are the hopper family's. ``swap_ab`` renders the transposed problem (``SWAP_AB``),
-    ``fused_reduce`` sums split-K slices inside the GEMM's launch (``FUSED_REDUCE``)."""
+    options are the hopper family's. ``swap_ab`` renders the transposed problem (``SWAP_AB``)."""
 
     swap_ab = False
-    fused_reduce = False
 
     def as_hopper(self, k: Mapping) -> dict:
         raise NotImplementedError
-
-    def _render_flags(self) -> dict:
-        return {**({"swap_ab": 1} if self.swap_ab else {}), **({"fused_reduce": 1} if self.fused_reduce else {})}
 
     def check(self, k: Mapping) -> str:
         return FAMILY.check(self.as_hopper(k))
 
     def render(self, k: Mapping) -> str:
-        full = self.as_hopper(k) | self._render_flags()
+        full = self.as_hopper(k) | ({"swap_ab": 1} if self.swap_ab else {})
         return FAMILY.render(full).replace("// hgemm-bench family hopper", f"// hgemm-bench family {self.name}", 1)
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:

@@ -88,33 +88,3 @@ SWAP = SplitKTmaSwap(
         Knob("slices", (0, 1, 4, 8, 16, hopper.ONE_WAVE), 0, runtime=True, help=SLICES_HELP + "; 1 = one slice"),
     ),
 )
-
-
-class SplitKFused(SplitKTma):
-    """``splitk_fused``: splitk_tma's kernels with the slices summed inside the GEMM's own launch by
-    the last slice to reach each output tile (templates/hopper_splitk_fused.cuh), then written by
-    CUTLASS's fp16 epilogue: one launch a call, no reduce kernel. Why: on few-tile, deep-K shapes the
-    reduce kernel was about a fifth of the call (H200, 256_256_4096: 4.41 us GEMM + 1.23 us reduce
-    in a 5.52 us call)."""
-
-    fused_reduce = True
-
-
-class SplitKFusedSwap(SplitKTmaSwap):
-    """``splitk_fused_swap``: splitk_tma_swap's transposed kernels with the in-launch reduction of
-    ``splitk_fused``."""
-
-    fused_reduce = True
-
-
-FUSED = SplitKFused(
-    name="splitk_fused",
-    presets=FAMILY.presets,
-    knobs=FAMILY.knobs,
-)
-
-FUSED_SWAP = SplitKFusedSwap(
-    name="splitk_fused_swap",
-    presets=SWAP.presets,
-    knobs=SWAP.knobs,
-)
