@@ -38,7 +38,8 @@
 #   skinny   the skinny family: its GPU tests, then the preset chosen by decode row count on the 20 decode
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
 #   gemv     the gemv family: its GPU tests, then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
-#            count on the 20 decode shapes) against the four baselines, scored by lab/skinny/table.py --pivot
+#            count on the 20 decode shapes) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
+#            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet)
 #   budget   a search with --budget BUDGET_BUDGET (2m) on BUDGET_SHAPES from an empty build cache into a pipe: its
 #            progress lines and wall time (GEMV_CHOSEN, for the gemv stage: a shape<TAB>method file scored alone)
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
@@ -273,9 +274,9 @@ for stage in $STAGES; do
       python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k gemv 2>&1 \
         | tee "$OUT/pytest-gemv.txt" | tail -3
       timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
-        --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
+        --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --cache "${GEMV_CACHE:-warm}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
       tail -2 /tmp/hb/gemv.txt; cp /tmp/hb/gemv.parquet "$OUT/" 2>/dev/null
-      python3 lab/skinny/table.py /tmp/hb/gemv.parquet --pivot 2>&1 | tee "$OUT/gemv.md" | tail -45
+      ${GEMV_SCORE:-python3 lab/skinny/table.py --pivot} /tmp/hb/gemv.parquet 2>&1 | tee "$OUT/gemv.md" | tail -45
       if [ -n "${GEMV_CHOSEN:-}" ]; then  # the rule's choice per shape (shape<TAB>method), scored alone
         python3 lab/skinny/table.py /tmp/hb/gemv.parquet --chosen "$GEMV_CHOSEN" 2>&1 | tee "$OUT/gemv-chosen.md" | tail -3
       fi ;;
