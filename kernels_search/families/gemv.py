@@ -45,7 +45,8 @@ def rows_per_cta(k: Mapping) -> int:
 NO_HINT_LOAD = 'asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"\n'
 LOAD_FORMS = {
     3: 'asm volatile("ld.global.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"\n',
-    4: ('uint64_t pol;\n  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));\n'
+    4: ('uint64_t pol;  // not volatile: the same policy every call, so the compiler creates it once\n'
+        '  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));\n'
         '  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"\n'),
 }
 

@@ -1,11 +1,13 @@
 """The gemv weight-load forms (pf 1, 3, 4) against the best baseline, warm and cold, from one compare
 run of ``load-forms-plan.txt`` with ``--cache both``.
 
-    python -m lab.gemv.load_forms RUN.parquet
+    python -m lab.gemv.load_forms RUN.parquet [--chosen NAME=FILE ...]
 
 Per shape and cache: weight MB, the best baseline's time (best of layouts), each form's time and speedup
 over it, and each form's weight bandwidth; then geomeans per cache over all shapes and over the shapes
-whose weights are under 45 MB (where gemv lost warm).
+whose weights are under 45 MB (where gemv lost warm). ``--chosen NAME=FILE`` (``shape<TAB>method``
+lines, a rule's choice per shape) scores that rule instead: per cache, its method's speedup over the
+best baseline per shape and the geomean.
 """
 
 from __future__ import annotations
@@ -50,11 +52,42 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rule_scores(df: pd.DataFrame, chosen: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """Per cache and shape: each rule's chosen method over the best baseline (best of layouts)."""
+    df = df.copy()
+    df[PAIR_KEY] = df[PAIR_KEY].fillna("")
+    rows = []
+    for cache, part in df.groupby("cache"):
+        best = with_best_of_layouts(part, "device")
+        t = best[best["layout"] == BEST].pivot_table(index="shape", columns="method", values="device_us_median")
+        base = t[[c for c in BASELINES if c in t.columns]].min(axis=1)
+        for shape in t.index:
+            row = {"cache": cache, "shape": shape}
+            for name, pick in chosen.items():
+                meth = pick.get(shape)
+                row[name] = base[shape] / t.at[shape, meth] if meth in t.columns else float("nan")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
+    ap.add_argument("--chosen", action="append", default=[], help="NAME=FILE of shape<TAB>method lines")
     x = ap.parse_args()
-    t = table(read_results(x.run).to_pandas())
+    df = read_results(x.run).to_pandas()
+    if x.chosen:
+        chosen = {}
+        for item in x.chosen:
+            name, _, path = item.partition("=")
+            chosen[name] = dict(ln.split("\t")[:2] for ln in open(path).read().splitlines() if "\t" in ln)
+        r = rule_scores(df, chosen)
+        pd.set_option("display.width", 240)
+        print(r.round(3).to_string(index=False))
+        for cache, part in r.groupby("cache"):
+            print(f"{cache}: " + ", ".join(f"{n} {gmean(part[n]):.3f}x (min {part[n].min():.3f})" for n in chosen))
+        return
+    t = table(df)
     pd.set_option("display.width", 240)
     print(t.sort_values(["cache", "weights_mb"]).round(3).to_string(index=False))
     for cache, part in t.groupby("cache"):
