@@ -979,15 +979,17 @@ def test_an_unusable_cache_entry_is_set_aside_and_rebuilt(cache, damage):
     assert build.build(src).cached
 
 
-def test_gemv_load_forms_are_substituted_and_leave_other_sources_alone():
-    """pf 3 (coherent ld.global) and 4 (L2 evict-last policy) replace the template's no-hint weight
-    load once; pf 0-2 render the template's own loads (their build-cache entries stay)."""
+def test_gemv_evict_last_load_is_substituted_and_leaves_other_sources_alone():
+    """pf=4 (L2 evict-last policy) replaces the template's no-hint weight load once; pf 0-2 render
+    the template's own loads (their build-cache entries stay)."""
     from kernels_search.families import gemv as gemv_mod
 
     fam = FAMILIES["gemv"]
-    plain = {pf: fam.render(fam.parse(f"pf={pf}")) for pf in range(5)}
-    assert plain[0].count(gemv_mod.NO_HINT_LOAD) == 1 and all(gemv_mod.NO_HINT_LOAD in plain[pf] for pf in (1, 2))
-    assert "ld.global.L1::no_allocate.L2::128B" in plain[3] and gemv_mod.NO_HINT_LOAD not in plain[3]
-    assert "createpolicy.fractional.L2::evict_last" in plain[4] and '"l"(pol)' in plain[4]
+    src = {pf: fam.render(fam.parse(f"pf={pf}")) for pf in (0, 1, 2, 4)}
+    assert src[0].count(gemv_mod.NO_HINT_LOAD) == 1 and all(gemv_mod.NO_HINT_LOAD in src[pf] for pf in (1, 2))
+    assert "createpolicy.fractional.L2::evict_last" in src[4] and '"l"(pol)' in src[4]
+    assert gemv_mod.NO_HINT_LOAD not in src[4]
     for pf in (0, 1, 2):
-        assert "createpolicy" not in plain[pf] and "ld.global.L1::" not in plain[pf]
+        assert "createpolicy" not in src[pf]
+    with pytest.raises(KnobError):
+        fam.parse("pf=3")

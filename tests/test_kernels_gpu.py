@@ -444,7 +444,7 @@ GEMV_SHAPES = ["1_8_8", "1_4096_4096", "3_4104_1032", "8_1000_2056", "8_16_24", 
 GEMV_SPECS = ["gemv:", "gemv:splits=1", "gemv:splits=8", "gemv:mt=2", "gemv:mt=4", "gemv:mt=4,rw=2,u=2",
               "gemv:rw=2,u=8,warps=8,kw=8,minb=1", "gemv:warps=8,kw=2,minb=1,pf=2,splits=64", "gemv:mt=2,warps=4,kw=4,pf=0,minb=2",
               "gemv:mt=4,u=2,minb=2,splits=2", "gemv:pdl=1", "gemv:mt=2,warps=4,kw=1,minb=4,pdl=1,splits=4",
-              "gemv:pf=3", "gemv:mt=4,minb=2,pf=4"]
+              "gemv:pf=4", "gemv:mt=4,minb=2,pf=4"]
 
 
 @pytest.mark.parametrize("shape", GEMV_SHAPES)

@@ -36,15 +36,14 @@ def rows_per_cta(k: Mapping) -> int:
     return 16 * k["rw"] * (k["warps"] // k["kw"])
 
 
-# pf 3 and 4: other forms of the weight load, substituted into the template's no-hint load (GV_PF
-# matches none of its branches), so the configs of pf 0-2 keep their sources and build-cache entries.
-# Why: timed warm (the same buffers call after call), cuBLAS gains 38 % on 8_4608_3584 (33 MB of
-# weights) from the weights staying in the H200's L2 between calls and gemv about 6 % (lab/gemv/NOTES.md);
-# 3 asks whether the non-coherent (texture) path is what keeps them out, 4 whether an explicit L2
-# evict-last policy keeps them in.
+# pf 4: the weights loaded with an L2 evict-last policy, substituted into the template's no-hint load
+# (GV_PF matches none of its branches), so the configs of pf 0-2 keep their sources and build-cache
+# entries. Why: timed warm (the same weights call after call), cuBLAS reads part of a decode GEMM's
+# weights from the H200's 50 MiB L2 and gemv read almost none: on 8_4608_3584 (33 MB) warm cuBLAS
+# 7.6 us, gemv 11.5 us, gemv pf=4 8.5 us; cold all three stream from DRAM and pf=4 costs 1-3 %
+# (lab/gemv/NOTES.md). The coherent load path (ld.global instead of .nc) measured the same as pf=1.
 NO_HINT_LOAD = 'asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"\n'
 LOAD_FORMS = {
-    3: 'asm volatile("ld.global.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"\n',
     4: ('uint64_t pol;  // not volatile: the same policy every call, so the compiler creates it once\n'
         '  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));\n'
         '  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"\n'),
@@ -52,8 +51,8 @@ LOAD_FORMS = {
 
 
 def load_form_source(body: str, pf: int) -> str:
-    """The template with the weight load of ``pf`` 3 or 4 (``LOAD_FORMS``) in place of the no-hint
-    load; unchanged for 0-2."""
+    """The template with the weight load of ``pf`` 4 (``LOAD_FORMS``) in place of the no-hint load;
+    unchanged for 0-2."""
     if pf not in LOAD_FORMS:
         return body
     assert body.count(NO_HINT_LOAD) == 1, "gemv_mma.cu changed its no-hint weight load"
@@ -107,8 +106,8 @@ FAMILY = Gemv(
         Knob("warps", (4, 8, 16), 4, help="warps per CTA"),
         Knob("kw", (1, 2, 4, 8), 1, help="warps along K within a CTA (their parts summed in shared memory)"),
         Knob("u", (4, 2, 8, 1), 4, help="32-k chunks a lane loads before its MMAs: bytes in flight = u*rw KB per warp"),
-        Knob("pf", (1, 0, 2, 3, 4), 1, help="weight loads: non-coherent with an L2 prefetch hint of 0 none, 1 128 B, "
-             "2 256 B; 3 coherent (ld.global) with 128 B; 4 non-coherent, 128 B, L2 evict-last policy"),
+        Knob("pf", (1, 0, 2, 4), 1, help="weight loads: an L2 prefetch hint of 0 none, 1 128 B, 2 256 B; 4: 128 B "
+             "and an L2 evict-last policy (keeps weights in L2 between calls: faster warm, 1-3 % slower cold)"),
         Knob("minb", (4, 3, 2, 1), 4, help="CTAs per SM the register budget must allow"),
         Knob("pdl", (0, 1), 0, help="1 = programmatic dependent launch: this launch overlaps the previous "
                                     "grid's tail (memory access still waits for it to complete)"),
