@@ -19,7 +19,8 @@
 #            .hbcache, makes it a no-op), then `tune --per-shape TUNE_PER_SHAPE (60s)` on the 10 model-config shapes and 10
 #            seeded grid shapes of lab/tune/shapes20.txt, the GPU's utilization sampled every 0.5 s meanwhile, then a separate
 #            compare of the library against the four baselines, scored by lab/skinny/table.py; stopped by SIGINT at
-#            TUNE_LIMIT (480 s) after the stage began (tune resumes from $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz)
+#            TUNE_LIMIT (480 s) after the stage began (tune resumes from $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz);
+#            TUNE_SHAPES replaces the shape file, TUNE_NO_COMPARE=1 skips the compare
 #   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
 #            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
 #            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
@@ -177,7 +178,8 @@ for stage in $STAGES; do
       python3 lab/skinny/table.py /tmp/hb/grid100.parquet 2>&1 | tail -4 | tee -a "$OUT/grid100.txt"
       python3 -m lab.library_check /tmp/hb/grid100.parquet 2>&1 | tail -8 | tee -a "$OUT/grid100.txt" ;;
     tune20)
-      log "tune20: build, tune --per-shape ${TUNE_PER_SHAPE:-60s} on lab/tune/shapes20.txt, compare the library"
+      shapes=${TUNE_SHAPES:-lab/tune/shapes20.txt}
+      log "tune20: build, tune --per-shape ${TUNE_PER_SHAPE:-60s} on $shapes, compare the library"
       t0=$(date +%s)
       mkdir -p /tmp/hb/tune
       [ -f .hbstate/tune-state.tgz ] && tar xzf .hbstate/tune-state.tgz -C /tmp/hb/tune && echo "resumed tune state"
@@ -185,19 +187,20 @@ for stage in $STAGES; do
       $HB build 2>&1 | tail -1 | tee "$OUT/tune20-build.txt"
       nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 > /tmp/hb/tune/gpu-util.txt & util=$!
       left=$(( ${TUNE_LIMIT:-480} - ($(date +%s) - t0) )); [ "$left" -lt 30 ] && left=30  # timeout 0 would mean none
-      timeout -s INT "$left" $HB tune --shapes lab/tune/shapes20.txt --per-shape "${TUNE_PER_SHAPE:-60s}" \
+      timeout -s INT "$left" $HB tune --shapes "$shapes" --per-shape "${TUNE_PER_SHAPE:-60s}" \
         --out /tmp/hb/tune/run > "$OUT/tune20.txt" 2>&1
-      echo "tune rc=$? after $(( $(date +%s) - t0 )) s"
+      rc=$?; echo "tune rc=$rc after $(( $(date +%s) - t0 )) s"
       kill $util
       python3 -c "import sys; v=[float(x) for x in open(sys.argv[1]) if x.strip()]; print(f'GPU busy (utilization > 0) in {sum(x > 0 for x in v) / len(v):.0%} of {len(v)} samples, mean {sum(v) / len(v):.0f} %')" \
         /tmp/hb/tune/gpu-util.txt 2>&1 | tee -a "$OUT/tune20.txt"
       grep "^\[" "$OUT/tune20.txt" | cut -c1-100
       tar czf "$OUT/tune-state.tgz" -C /tmp/hb/tune run data
-      if grep -q "^\[20/20\]" "$OUT/tune20.txt"; then
-        $HB compare --shapes lab/tune/shapes20.txt --methods library,torch,cublas,cublaslt,cublaslt-autotune \
+      python3 -m lab.tune.refine_gain /tmp/hb/tune/run/db 2>&1 | tee "$OUT/tune20-refine.txt" | tail -1
+      if [ "$rc" = 0 ] && [ -z "${TUNE_NO_COMPARE:-}" ]; then
+        $HB compare --shapes "$shapes" --methods library,torch,cublas,cublaslt,cublaslt-autotune \
           --budget 1 --seed 6 --out /tmp/hb/tune20.parquet --fresh --label "tune20: the library after tune" > "$OUT/tune20-compare.txt" 2>&1
         python3 lab/skinny/table.py /tmp/hb/tune20.parquet 2>&1 | tail -4 | tee -a "$OUT/tune20-compare.txt"
-      else
+      elif [ "$rc" != 0 ]; then
         echo "tune not finished: carry $OUT/tune-state.tgz as .hbstate/tune-state.tgz and run the stage again"
       fi ;;
     batchab)

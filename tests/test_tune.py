@@ -174,3 +174,40 @@ def test_paired_speedups_pairs_each_candidate_with_its_own_calls_baseline(tmp_pa
     assert got[(GPU, s.name, "nn", "cpuk:pad=0,split=1,bug=0,small=0")] == pytest.approx(100 / 63)
     assert all(k[:3] == (GPU, s.name, "nn") for k in got) and len(got) == 2
     assert library.paired_speedups(KernelDB(tmp_path / "t" / "db"), "another GPU", [s]) == {}
+
+
+def test_runtime_neighbours_change_one_runtime_knob_and_keep_the_binary():
+    """Every neighbour differs from the config in exactly one runtime knob, is valid, and builds to
+    the same binary (nothing to compile); a family without runtime knobs has none."""
+    from kernels_search.families import ALL
+    from kernels_search.search.tune import runtime_neighbours
+
+    spec = "splitk_tma:tile_m=64,tile_n=64,cluster_m=2,cluster_n=2,schedule=pingpong,slices=4"
+    got = runtime_neighbours(spec, ALL)
+    fam = ALL["splitk_tma"]
+    base = fam.parse(spec.split(":", 1)[1])
+    assert [c.knobs["slices"] for c in got] == [v for v in fam.knob("slices").values if v != 4]
+    for c in got:
+        assert c.origin == "tune:refine" and not fam.check(c.knobs)
+        assert {k for k in base if base[k] != c.knobs[k]} == {"slices"}
+        assert fam.compile_knobs(c.knobs) == fam.compile_knobs(base)
+    assert runtime_neighbours("cpuk:pad=0", {"cpuk": test_search_plugin.FAMILY}) == []
+    assert runtime_neighbours("nosuch:x=1", ALL) == []
+
+
+def test_refine_measures_runtime_neighbours_of_the_best_config_once_the_ranked_list_is_done(tmp_path, ranker, monkeypatch):
+    """With ``split`` a runtime knob, the ranked list (one config, split=2) is measured first; the budget
+    left goes to its runtime neighbours, and the faster split=1 found there becomes the library entry.
+    With refine=0 it does not."""
+    knobs = tuple(dataclasses.replace(k, runtime=True) if k.name == "split" else k for k in test_search_plugin.FAMILY.knobs)
+    fam = dataclasses.replace(test_search_plugin.FAMILY, knobs=knobs, presets=("pad=0:split=2",))
+    monkeypatch.setitem(learner_mod._EXTRA_FAMILIES, "cpuk", fam)
+    s = Shape(40, 48, 56)
+    for refine, want in ((0, "cpuk:pad=0,split=2,bug=0,small=0"), (4, "cpuk:pad=0,split=1,bug=0,small=0")):
+        lib = tmp_path / f"lib{refine}.json"
+        ev = FakeEvaluator()
+        tune_main([s], tmp_path / f"tune{refine}", settings(ranker, lib, refine=refine), evaluator=ev, print_fn=lambda x: None)
+        got = user_library.read(lib)
+        assert got[0]["spec"] == want, (refine, got)
+        measured = {x for call in ev.calls for x in call[1:]}
+        assert ("cpuk:pad=0,split=4,bug=0,small=0" in measured) == (refine > 0)
