@@ -195,7 +195,6 @@ for stage in $STAGES; do
         /tmp/hb/tune/gpu-util.txt 2>&1 | tee -a "$OUT/tune20.txt"
       grep "^\[" "$OUT/tune20.txt" | cut -c1-100
       tar czf "$OUT/tune-state.tgz" -C /tmp/hb/tune run data
-      python3 -m lab.tune.refine_gain /tmp/hb/tune/run/db 2>&1 | tee "$OUT/tune20-refine.txt" | tail -1
       if [ "$rc" = 0 ] && [ -z "${TUNE_NO_COMPARE:-}" ]; then
         $HB compare --shapes "$shapes" --methods library,torch,cublas,cublaslt,cublaslt-autotune \
           --budget 1 --seed 6 --out /tmp/hb/tune20.parquet --fresh --label "tune20: the library after tune" > "$OUT/tune20-compare.txt" 2>&1

@@ -136,12 +136,6 @@ class TuneSettings:
     # should end a shape: measured on an H200 with 8, `--per-shape 60s` on 20 shapes spent 1-7 s a
     # shape (4-5 candidates measured, 8 ranked), 70 s in all, with the GPU busy 40 % of the time
     top: int = 48
-    # runtime-option neighbours of the best `refine_from` measured configs, measured once the ranked
-    # list is done and budget is left (same binaries, no compile). Why: 48 ranked candidates took
-    # 9-30 s of a 60 s budget on an H200 (20 shapes), and a binary's runtime options (split-K slices,
-    # raster, swizzle) are where its best setting for a shape is rarely the ranked one
-    refine: int = 24
-    refine_from: int = 3
     batch: int = 4  # candidates per paired call (each call measures the baselines again)
     device: str = "cuda"
     layouts: tuple[str, ...] = SearchSettings.layouts
@@ -157,7 +151,7 @@ class TuneSettings:
     first_pick: FirstPickSettings = field(default_factory=FirstPickSettings)
 
     def __post_init__(self):
-        if self.top < 1 or self.batch < 1 or self.refine < 0 or self.refine_from < 1:
-            raise ValueError("top >= 1, batch >= 1, refine >= 0 and refine_from >= 1")
+        if self.top < 1 or self.batch < 1:
+            raise ValueError("top >= 1 and batch >= 1")
         if not self.layouts or any(x not in ("nn", "tn") for x in self.layouts):
             raise ValueError(f"unknown layout(s) {self.layouts!r}: use nn and/or tn")

@@ -7,10 +7,7 @@ pool with evidence on at least one other shape, each group by the rule's score; 
 library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it in
 the same paired call. The top ``TuneSettings.top`` are then measured by the search's own loop
 (``loop.run_search``: ``batch`` candidates per call, paired with the baselines, builds on every core,
-the per-shape budget kept). Where the ranked list is done and budget is left, up to
-``TuneSettings.refine`` runtime-option neighbours of the best measured configs follow
-(``runtime_neighbours``: one runtime knob changed, the same binary, nothing to compile), best
-config's first; the shape's library entries (``library.library_entries``: the best
+the per-shape budget kept), and the shape's library entries (``library.library_entries``: the best
 verified kernel where it beat its paired baseline by ``min_speedup``, else the labelled fallback)
 are merged into the user's library (``user_library.merge``) after every shape. The kernel DB stays in
 the output folder; rerunning the same command resumes (each shape's budget is a total).
@@ -86,72 +83,16 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int,
     return out
 
 
-REFINE_ORIGIN = "tune:refine"
-
-
-def runtime_neighbours(spec: str, families) -> list[Candidate]:
-    """The valid configs that differ from ``spec`` in one runtime knob (passed to the kernel in its
-    options, so they share its binary), knob by knob in the family's order; [] for a spec whose
-    family is not in ``families`` or has no runtime knob."""
-    from kernels_search.family import KnobError
-
-    fam_name, _, body = spec.partition(":")
-    fam = families.get(fam_name)
-    if fam is None:
-        return []
-    try:
-        k = fam.parse(body)
-    except KnobError:
-        return []
-    out = []
-    for knob in fam.knobs:
-        if not knob.runtime:
-            continue
-        for v in knob.values:
-            if v == k[knob.name]:
-                continue
-            k2 = dict(k, **{knob.name: v})
-            if fam.check(k2):
-                continue
-            out.append(Candidate(fam.name, k2, fam.spec(k2), REFINE_ORIGIN))
-    return out
-
-
 class RankedProposer:
-    """Proposes a shape's ranked candidates in order, ``n`` at a time, none measured twice; once they
-    are all measured, up to ``refine`` runtime-option neighbours of the ``refine_from`` best measured
-    configs of the shape (best paired speedup over its call's fastest baseline, either layout)."""
+    """Proposes a shape's ranked candidates in order, ``n`` at a time, none measured twice."""
 
     name = "tune"
 
-    def __init__(self, ranked: dict[str, list[TuneCandidate]], families=None, refine: int = 0,
-                 refine_from: int = 3):
+    def __init__(self, ranked: dict[str, list[TuneCandidate]]):
         self.ranked = ranked
-        self.families = families or {}
-        self.refine = refine
-        self.refine_from = refine_from
-        self.refined: dict[str, int] = {}  # shape -> neighbours proposed
 
     def propose(self, shape: Shape, ctx) -> list[Candidate]:
-        ranked = [t.candidate for t in self.ranked.get(shape.name, []) if t.spec not in ctx.exclude][:ctx.n]
-        if ranked or ctx.db is None:
-            return ranked
-        left = min(ctx.n, self.refine - self.refined.get(shape.name, 0))
-        if left <= 0:
-            return []
-        from kernels_search.search.library import paired_speedups
-
-        best: dict[str, float] = {}
-        for (_, _, _, spec), sp in paired_speedups(ctx.db, ctx.gpu, [shape]).items():
-            best[spec] = max(best.get(spec, float("-inf")), sp)
-        out: list[Candidate] = []
-        for spec in sorted(best, key=best.get, reverse=True)[:self.refine_from]:
-            for c in runtime_neighbours(spec, self.families):
-                if c.spec not in ctx.exclude and all(c.spec != o.spec for o in out):
-                    out.append(c)
-        out = out[:left]
-        self.refined[shape.name] = self.refined.get(shape.name, 0) + len(out)
-        return out
+        return [t.candidate for t in self.ranked.get(shape.name, []) if t.spec not in ctx.exclude][:ctx.n]
 
 
 def incumbent_spec(entries: Sequence[dict], shape: Shape, gpu: str | None) -> str | None:
@@ -181,8 +122,7 @@ def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
                                             settings.plugins)
     lib = load_entries(settings.library)
     print_fn(f"tune plan: {len(specs)} pool configs ranked per shape by {settings.first_pick.name} with {what}; "
-             f"the top {settings.top} measured, {settings.batch} per paired call, then up to {settings.refine} "
-             f"runtime-option neighbours of the best {settings.refine_from} measured while budget is left")
+             f"the top {settings.top} measured, {settings.batch} per paired call")
     out = {}
     for shape in shapes:
         ranked = rank_pool(picker, shape, specs, settings.top, incumbent_spec(lib, shape, gpu))
@@ -222,9 +162,7 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
     db = KernelDB(out / "db")
     timing = search_settings(st.layouts, timing_budget_s=st.timing_budget_s, ci_target=st.ci_target,
                              anticheat=st.anticheat)
-    from kernels_search.search.learner import default_families
-
-    proposer = RankedProposer(ranked, default_families(st.device), st.refine, st.refine_from)
+    proposer = RankedProposer(ranked)
 
     def tune_all(ev) -> dict:
         gpu = (getattr(ev, "env", {}) or {}).get("gpu_name")
@@ -233,7 +171,7 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
             t0 = time.perf_counter()
             summary = run_search([shape], per_shape, ev, db, None, [proposer], st.batch, None, settings=timing,
                                  baselines=st.baselines, search_id=f"tune-{shape.name}",
-                                 max_rounds=math.ceil((st.top + st.refine) / st.batch), log=print_fn)
+                                 max_rounds=math.ceil(st.top / st.batch), log=print_fn)
             new = library_entries(db, gpu, st.min_speedup, [shape])
             merged, decisions = user_library.merge(user_library.read(lib_path), new, st.min_speedup, behind,
                                                    remeasured=paired_speedups(db, gpu, [shape]))

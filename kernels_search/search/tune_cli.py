@@ -27,9 +27,6 @@ def tune(
                                                           "candidates it would measure, in which call, whether "
                                                           "their binary is built, and why each is there."),
     top: int = typer.Option(TS.top, min=1, help="Ranked candidates per shape: the most one shape measures."),
-    refine: int = typer.Option(TS.refine, min=0, help="Then, while budget is left, at most this many runtime-option "
-                                                      "neighbours (one runtime knob changed, same binary) of the "
-                                                      f"best {TS.refine_from} measured configs per shape."),
     batch: int = typer.Option(TS.batch, min=1, help="Candidates per paired call with the baselines."),
     library: Optional[Path] = typer.Option(TS.library, help="The library to merge the winners into (default: "
                                                             "the user's, $XDG_DATA_HOME/hgemm-bench/library.json, "
@@ -57,7 +54,7 @@ def tune(
         shape_list = resolve_shapes(shapes).shapes
         if parse_duration(per_shape) <= 0:
             raise ValueError("--per-shape must be > 0")
-        settings = TS(per_shape=per_shape, top=top, refine=refine, batch=batch, library=library, timing_budget_s=time_budget,
+        settings = TS(per_shape=per_shape, top=top, batch=batch, library=library, timing_budget_s=time_budget,
                       layouts=tuple(x.strip() for x in layouts.split(",") if x.strip()), min_speedup=min_speedup,
                       ranker=ranker, plugins=tuple(plugin),
                       pool=PoolSettings(families=tuple(f.strip() for f in families.split(",") if f.strip()) or None))
