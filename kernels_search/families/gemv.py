@@ -43,25 +43,23 @@ def rows_per_cta(k: Mapping) -> int:
 # 7.6 us, gemv 11.5 us, gemv pf=4 8.5 us; cold all three stream from DRAM and pf=4 costs 1-3 %
 # (lab/gemv/NOTES.md). The coherent load path (ld.global instead of .nc) measured the same as pf=1.
 NO_HINT_LOAD = 'asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"\n'
-LOAD_FORMS = {
-    4: ('uint64_t pol;  // not volatile: the same policy every call, so the compiler creates it once\n'
-        '  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));\n'
-        '  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"\n'),
-}
+EVICT_LAST = 4  # the pf value
+EVICT_LAST_LOAD = (
+    'uint64_t pol;  // not volatile: the same policy every call, so the compiler creates it once\n'
+    '  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));\n'
+    '  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"\n')
+NO_HINT_OPERANDS = '               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));\n#endif'
 
 
 def load_form_source(body: str, pf: int) -> str:
-    """The template with the weight load of ``pf`` 4 (``LOAD_FORMS``) in place of the no-hint load;
-    unchanged for 0-2."""
-    if pf not in LOAD_FORMS:
+    """The template with the evict-last weight load in place of the no-hint one for ``pf`` 4; the
+    template itself for 0-2."""
+    if pf != EVICT_LAST:
         return body
-    assert body.count(NO_HINT_LOAD) == 1, "gemv_mma.cu changed its no-hint weight load"
-    body = body.replace(NO_HINT_LOAD, LOAD_FORMS[pf])
-    if pf == 4:  # the policy operand
-        old = '               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));\n#endif'
-        assert body.count(old) == 1, "gemv_mma.cu changed its weight load's operands"
-        body = body.replace(old, old.replace('"l"(p));', '"l"(p), "l"(pol));'))
-    return body
+    for anchor in (NO_HINT_LOAD, NO_HINT_OPERANDS):
+        assert body.count(anchor) == 1, f"gemv_mma.cu changed its no-hint weight load: {anchor!r}"
+    body = body.replace(NO_HINT_LOAD, EVICT_LAST_LOAD)
+    return body.replace(NO_HINT_OPERANDS, NO_HINT_OPERANDS.replace('"l"(p));', '"l"(p), "l"(pol));'))
 
 
 class Gemv(Family):
