@@ -25,6 +25,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from harness import compare_defaults
 from harness.console import console, err_console
 from harness.console import fail as _fail
 from harness.model_shapes import BUNDLED as BUNDLED_MODELS
@@ -194,15 +195,15 @@ def compare(
     out: Path = typer.Option(Path("results/compare.parquet"), "--out", "-o",
                              help="Results Parquet. An existing file is resumed: finished groups are skipped."),
     baseline: str = typer.Option("cublaslt-autotune", help="Method the summary's speedups are relative to (best of layouts)."),
-    ci_target: float = typer.Option(0.01, help="Offline: stop when every median's relative 95% CI half-width is under this."),
-    budget: float = typer.Option(5.0, help="Offline: time budget per shape and group, seconds."),
-    min_rounds: int = typer.Option(5, help="Offline: rounds before the CI rule may stop."),
-    max_rounds: int = typer.Option(200, help="Offline: hard cap on rounds."),
+    ci_target: float = typer.Option(compare_defaults.CI_TARGET, help="Offline: stop when every median's relative 95% CI half-width is under this."),
+    budget: float = typer.Option(compare_defaults.BUDGET_S, help="Offline: time budget per shape and group, seconds."),
+    min_rounds: int = typer.Option(compare_defaults.MIN_ROUNDS, help="Offline: rounds before the CI rule may stop."),
+    max_rounds: int = typer.Option(compare_defaults.MAX_ROUNDS, help="Offline: hard cap on rounds."),
     batch_us: Optional[float] = typer.Option(None, "--batch-us", help="Offline: GPU microseconds of one device-time "
                                              "sample (calls per batch follow from one call's time); default: the "
                                              "timing core's, 1 ms."),
-    qps: float = typer.Option(200.0, help="Server: mean arrival rate, calls per second."),
-    server_calls: int = typer.Option(50, help="Server: calls per method and layout."),
+    qps: float = typer.Option(compare_defaults.QPS, help="Server: mean arrival rate, calls per second."),
+    server_calls: int = typer.Option(compare_defaults.SERVER_CALLS, help="Server: calls per method and layout."),
     seed: Optional[int] = typer.Option(None, help="Seed for the gate's draws and the round order (default: fresh)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start a new run in --out instead of resuming it."),
     isolate: Isolate = typer.Option(Isolate.auto, help="Measure in a sandboxed worker process that may crash or hang "

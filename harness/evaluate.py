@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 
+from harness import compare_defaults as defaults
 from harness.anticheat import CheatReport, run_anticheat
 from harness.gate import FP64_MAX_MNK, GateCandidate, GateResult, run_gate
 from harness.method import (ContextLost, Method, Prepared, PrepareContext, Support, Unsupported,
@@ -58,16 +59,16 @@ class CompareSettings:
     layouts: list[str] = field(default_factory=lambda: ["nn", "tn"])
     modes: list[str] = field(default_factory=lambda: ["offline"])
     caches: list[str] = field(default_factory=lambda: ["warm"])
-    ci_target: float = 0.01
-    min_rounds: int = 5
-    max_rounds: int = 200
-    budget_s: float = 5.0
+    ci_target: float = defaults.CI_TARGET
+    min_rounds: int = defaults.MIN_ROUNDS
+    max_rounds: int = defaults.MAX_ROUNDS
+    budget_s: float = defaults.BUDGET_S
     # offline: GPU time of one device-time sample (a batch of calls, one CUDA graph): calls per batch =
     # this / one call's time. Shorter batches cost less GPU and capture time a round; see
     # BENCHMARKS.md's throughput section before changing the default
     batch_us: float = OfflineSettings.target_batch_us
-    qps: float = 200.0
-    server_calls: int = 50
+    qps: float = defaults.QPS
+    server_calls: int = defaults.SERVER_CALLS
     seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws
     anticheat: bool = True  # run harness.anticheat on every non-baseline method that passed the gate
     # "method|layout" -> reason: slots the sandbox took out after they hung or killed a worker
