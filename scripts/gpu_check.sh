@@ -40,9 +40,10 @@
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
 #   gemv     the gemv family: its GPU tests, then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
 #            count on the 20 decode shapes) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
-#            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet)
+#            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet; GEMV_CHOSEN: a
+#            shape<TAB>method file scored alone)
 #   budget   a search with --budget BUDGET_BUDGET (2m) on BUDGET_SHAPES from an empty build cache into a pipe: its
-#            progress lines and wall time (GEMV_CHOSEN, for the gemv stage: a shape<TAB>method file scored alone)
+#            progress lines and wall time
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py); NCU_SECTIONS
 #            adds whole sections (e.g. WarpStateStats MemoryWorkloadAnalysis), NCU_EXTRA_METRICS more metrics, NCU_CACHE=none
