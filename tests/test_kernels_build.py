@@ -993,3 +993,15 @@ def test_gemv_evict_last_load_is_substituted_and_leaves_other_sources_alone():
         assert "createpolicy" not in src[pf]
     with pytest.raises(KnobError):
         fam.parse("pf=3")
+
+
+def test_splitk_tma_swap_narrow_tiles_along_m():
+    """tile_n 16 and 32 (along M in the transposed problem: decode and small-batch M) are valid with
+    standard WGMMA widths (no extended-shapes flag, so no new build flags), and 2 slices are taken
+    where K cuts into two multiples of 8, declined where it does not."""
+    fam = FAMILIES["splitk_tma_swap"]
+    for tn in (16, 32):
+        k = fam.parse(f"tile_n={tn},cluster_m=2,cluster_n=1,slices=2")
+        assert fam.check(k) == "" and not any("EXTENDED" in f for f in fam.extra_flags(k))
+        assert fam.supports(k, Problem(Shape(16, 6144, 4096)))
+        assert not fam.supports(k, Problem(Shape(16, 6144, 4100)))  # 4100 / 2 = 2050, not a multiple of 8

@@ -224,7 +224,9 @@ def test_splitk_tma_matches_reference(shape, layout, spec):
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["1024_64_12288", "512_64_4096", "4096_128_2048", "100_200_304", "72_136_64"])
 @pytest.mark.parametrize("spec", ["splitk_tma_swap:", "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=8",
-                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1"])
+                                  "splitk_tma_swap:tile_n=128,cluster_m=1,cluster_n=1,slices=1",
+                                  "splitk_tma_swap:tile_n=16,cluster_m=2,cluster_n=1,slices=2",
+                                  "splitk_tma_swap:tile_n=32,cluster_m=1,cluster_n=1,slices=4"])
 def test_splitk_tma_swap_matches_reference(shape, layout, spec):
     """The transposed split-K kernels (C^T = B^T A^T into fp32 slices, then the reduce kernel),
     ragged edges along both M and N, repeated calls; a slice count K cannot take is declined."""

@@ -80,11 +80,12 @@ SWAP = SplitKTmaSwap(
     presets=("", "tile_n=128:cluster_m=1:cluster_n=1:slices=8", "tile_n=128:cluster_m=1:cluster_n=1:slices=4"),
     knobs=(
         Knob("tile_m", (64, 128), 64, help=TILE_M_HELP + ", along N (the transposed problem's M)"),
-        Knob("tile_n", (64, 128, 256, 80, 96, 160), 64,
-             help="along M (the transposed problem's N); 80, 96, 160: cuBLAS's tiles on M = 5 or 3 x 2^k"),
+        Knob("tile_n", (64, 128, 256, 80, 96, 160, 16, 32), 64,
+             help="along M (the transposed problem's N); 80, 96, 160: cuBLAS's tiles on M = 5 or 3 x 2^k; "
+                  "16, 32: decode and small-batch M (cuBLASLt's nvjet 64x16 split-K there)"),
         Knob("cluster_m", (2, 1, 4), 2),
         Knob("cluster_n", (2, 1, 4), 2),
         Knob("schedule", ("pingpong", "cooperative"), "pingpong"),
-        Knob("slices", (0, 1, 4, 8, 16, hopper.ONE_WAVE), 0, runtime=True, help=SLICES_HELP + "; 1 = one slice"),
+        Knob("slices", (0, 1, 4, 8, 16, hopper.ONE_WAVE, 2), 0, runtime=True, help=SLICES_HELP + "; 1 = one slice"),
     ),
 )
