@@ -40,7 +40,7 @@ def rows_per_cta(k: Mapping) -> int:
 # (GV_PF matches none of its branches), so the configs of pf 0-2 keep their sources and build-cache
 # entries. Why: timed warm (the same weights call after call), cuBLAS reads part of a decode GEMM's
 # weights from the H200's 50 MiB L2 and gemv read almost none: on 8_4608_3584 (33 MB) warm cuBLAS
-# 7.6 us, gemv 11.5 us, gemv pf=4 8.5 us; cold all three stream from DRAM and pf=4 costs 1-3 %
+# 7.6 us, gemv 11.5 us, gemv pf=4 8.5 us; cold all three stream from DRAM and pf=4 costs 2-3 %
 # (lab/gemv/NOTES.md). The coherent load path (ld.global instead of .nc) measured the same as pf=1.
 NO_HINT_LOAD = 'asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"\n'
 EVICT_LAST = 4  # the pf value
@@ -105,7 +105,7 @@ FAMILY = Gemv(
         Knob("kw", (1, 2, 4, 8), 1, help="warps along K within a CTA (their parts summed in shared memory)"),
         Knob("u", (4, 2, 8, 1), 4, help="32-k chunks a lane loads before its MMAs: bytes in flight = u*rw KB per warp"),
         Knob("pf", (1, 0, 2, 4), 1, help="weight loads: an L2 prefetch hint of 0 none, 1 128 B, 2 256 B; 4: 128 B "
-             "and an L2 evict-last policy (keeps weights in L2 between calls: faster warm, 1-3 % slower cold)"),
+             "and an L2 evict-last policy (keeps weights in L2 between calls: faster warm, 2-3 % slower cold)"),
         Knob("minb", (4, 3, 2, 1), 4, help="CTAs per SM the register budget must allow"),
         Knob("pdl", (0, 1), 0, help="1 = programmatic dependent launch: this launch overlaps the previous "
                                     "grid's tail (memory access still waits for it to complete)"),
