@@ -19,7 +19,7 @@ import re
 import pandas as pd
 
 from harness.results import read_results
-from reports.derive import BEST, PAIR_KEY, with_best_of_layouts
+from lab.throughput.batch_ab import best_times
 
 BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
 
@@ -30,13 +30,9 @@ def gmean(s: pd.Series) -> float:
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
-    df[PAIR_KEY] = df[PAIR_KEY].fillna("")
     rows = []
     for cache, part in df.groupby("cache"):
-        best = with_best_of_layouts(part, "device")
-        best = best[best["layout"] == BEST]
-        t = best.pivot_table(index="shape", columns="method", values="device_us_median")
+        t = best_times(part)
         base = t[[c for c in BASELINES if c in t.columns]].min(axis=1)
         for shape in t.index:
             m, n, k = map(int, shape.split("_"))
@@ -54,12 +50,9 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
 
 def rule_scores(df: pd.DataFrame, chosen: dict[str, dict[str, str]]) -> pd.DataFrame:
     """Per cache and shape: each rule's chosen method over the best baseline (best of layouts)."""
-    df = df.copy()
-    df[PAIR_KEY] = df[PAIR_KEY].fillna("")
     rows = []
     for cache, part in df.groupby("cache"):
-        best = with_best_of_layouts(part, "device")
-        t = best[best["layout"] == BEST].pivot_table(index="shape", columns="method", values="device_us_median")
+        t = best_times(part)
         base = t[[c for c in BASELINES if c in t.columns]].min(axis=1)
         for shape in t.index:
             row = {"cache": cache, "shape": shape}
