@@ -1,0 +1,97 @@
+"""The read floor of the decode GEMMs: how long the fastest plain read of a weight matrix takes on
+this GPU, beside cuBLAS's GEMM on that matrix, in one offline measurement per shape.
+
+Issue 33 asks decode kernels for >= 1.10x over cuBLAS and >= 85 % of 4.8 TB/s where the weights
+exceed 32 MB. A GEMM cannot be faster than reading its weights once, so the best of three read-only
+kernels (lab/gemv/read_floor.cu: 16-byte register loads as the gemv family issues them, and
+cp.async.bulk streams with one or two CTAs per SM) says how much of that bar the hardware allows at
+each size, and which load path gets there.
+
+Per shape (tn: weights N x K), warm (one input set) and cold (input sets rotated over >= 2x L2),
+the harness's offline loop (CUDA graphs of back-to-back calls, entries interleaved per round):
+torch.matmul (cuBLAS) and the three reads of the same weight buffers.
+
+    nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/read_floor.so lab/gemv/read_floor.cu
+    python3 -m lab.gemv.read_floor --lib /tmp/read_floor.so [--shapes lab/skinny/decode-20.txt] [--out FILE.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from harness.problem import Problem
+from harness.shapes import read_shape_file
+from harness.tensors import InputSet, timing_sets
+from harness.timing.offline import Entry, OfflineSettings, measure_offline
+
+HBM_TBS = 4.8
+READS = {"ldg": 0, "bulk1": 1, "bulk2": 2}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lib", required=True, help="read_floor.cu built as a shared library")
+    ap.add_argument("--shapes", default="lab/skinny/decode-20.txt")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--budget", type=float, default=1.0, help="seconds a shape and cache state")
+    args = ap.parse_args()
+    lib = ctypes.CDLL(args.lib)
+    lib.hb_read_floor.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                  ctypes.c_void_p]
+    assert lib.hb_read_floor_init() == 0
+    props = torch.cuda.get_device_properties(0)
+    sms, l2 = props.multi_processor_count, props.L2_cache_size
+    sink = torch.zeros(sms * 4, dtype=torch.int32, device="cuda")
+
+    def reader(variant: int):
+        def fn(a, b, c):
+            rc = lib.hb_read_floor(b.data_ptr(), b.numel() * b.element_size(), variant, sms,
+                                   torch.cuda.current_stream().cuda_stream, sink.data_ptr())
+            if rc:
+                raise RuntimeError(f"read_floor variant {variant}: CUDA error {rc}")
+        return fn
+
+    def cublas(a, b, c):
+        torch.matmul(a, b.t(), out=c)
+
+    rows = []
+    for shape in read_shape_file(Path(args.shapes)):
+        problem = Problem(shape, "tn")
+        wbytes = shape.n * shape.k * 2
+        for cache in ("warm", "cold"):
+            n_sets = 1 if cache == "warm" else max(2, math.ceil(2 * l2 / wbytes))
+            sets: list[InputSet] = timing_sets(problem, "cuda", n_sets, seed=7)
+            entries = [Entry("cublas", cublas, sets)] + [Entry(name, reader(v), sets) for name, v in READS.items()]
+            got = measure_offline(entries, "cuda", OfflineSettings(budget_s=args.budget, seed=5))
+            for key, m in got.items():
+                us = float(pd.Series(m.device_us).median()) if m.device_us else float("nan")
+                rows.append(dict(shape=str(shape), weights_mb=wbytes / 1e6, cache=cache, method=key, us=us,
+                                 tbs=wbytes / us / 1e6, rounds=len(m.device_us), error=m.error or ""))
+            del sets, entries
+            torch.cuda.empty_cache()
+    df = pd.DataFrame(rows)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    wide = df.pivot_table(index=["cache", "shape", "weights_mb"], columns="method", values="us").reset_index()
+    wide["read_best"] = wide[list(READS)].min(axis=1)
+    wide["cublas_tbs"] = wide.weights_mb / wide.cublas
+    wide["read_tbs"] = wide.weights_mb / wide.read_best
+    wide["room"] = wide.cublas / wide.read_best  # the most a kernel that only reads its weights could gain
+    pd.set_option("display.width", 200)
+    print(wide.sort_values(["cache", "weights_mb"]).round(3).to_string(index=False))
+    for cache, g in wide.groupby("cache"):
+        gm = math.exp(g.room.map(math.log).mean())
+        print(f"{cache}: cuBLAS / best read, geomean {gm:.3f}x; reads at >= 85 % of {HBM_TBS} TB/s on "
+              f"{int((g.read_tbs >= 0.85 * HBM_TBS).sum())} of {len(g)} shapes")
+    if (df.error != "").any():
+        print(df[df.error != ""][["shape", "cache", "method", "error"]].to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
