@@ -42,6 +42,8 @@
 #            count on the 20 decode shapes) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
 #            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet; GEMV_CHOSEN: a
 #            shape<TAB>method file scored alone)
+#   readfloor lab/gemv/read_floor.py: the fastest plain read of each decode shape's weights (READFLOOR_SHAPES) and reads
+#            with GEMV access patterns, beside torch.matmul and READFLOOR_SPECS, warm and cold
 #   budget   a search with --budget BUDGET_BUDGET (2m) on BUDGET_SHAPES from an empty build cache into a pipe: its
 #            progress lines and wall time
 #   ncu      Nsight Compute counters (--clock-control none) of NCU_CASES (spec@shape@layout ...), or of NCU_SPECS on NCU_SHAPES in
@@ -283,6 +285,13 @@ for stage in $STAGES; do
       if [ -n "${GEMV_CHOSEN:-}" ]; then  # the rule's choice per shape (shape<TAB>method), scored alone
         python3 lab/skinny/table.py /tmp/hb/gemv.parquet --chosen "$GEMV_CHOSEN" 2>&1 | tee "$OUT/gemv-chosen.md" | tail -3
       fi ;;
+    readfloor)
+      # the fastest plain read of each decode shape's weights beside cuBLAS and READFLOOR_SPECS, warm and cold
+      log "readfloor: lab/gemv/read_floor.py on ${READFLOOR_SHAPES:-lab/skinny/decode-20.txt}"
+      nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/hb/read_floor.so lab/gemv/read_floor.cu \
+        && timeout 400 python3 -m lab.gemv.read_floor --lib /tmp/hb/read_floor.so --shapes "${READFLOOR_SHAPES:-lab/skinny/decode-20.txt}" \
+          --specs "${READFLOOR_SPECS:-cublaslt-autotune,gemv:,gemv:mt=2,gemv:mt=4:minb=2}" --out "$OUT/read_floor.csv" 2>&1 \
+          | tee "$OUT/read_floor.txt" | tail -50 ;;
     budget)
       # a search with --budget BUDGET_BUDGET (2m) on BUDGET_SHAPES from an empty build cache (a fresh
       # machine), its output a pipe: the progress lines and the wall time against the budget

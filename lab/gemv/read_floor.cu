@@ -6,8 +6,14 @@
 //   variant 1  bulk: one CTA per SM, its contiguous share of the buffer streamed by cp.async.bulk
 //              (the TMA's 1-D copy) through STAGES x CHUNK bytes of shared memory, one mbarrier a stage
 //   variant 2  bulk with two CTAs per SM, half the stages each
+//   variant 3  gemvpat: the gemv family's default load pattern without its math: CTAs of 4 warps own
+//              64 rows and one K slice (slices filling 4 CTAs per SM), lane (g, t) of a warp loads 16 B
+//              of rows g and g + 8 of its 16 at k = 8t + 32u, 4 chunks u in flight, L2::128B hint
+//   variant 4  rowpat: a warp owns whole rows, lane l loads 16 B at k = 8l + 256u (512 contiguous bytes
+//              an instruction), 8 in flight; 4 CTAs of 8 warps per SM, warps strided over the rows
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o read_floor.so read_floor.cu
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 namespace {
@@ -33,6 +39,59 @@ __global__ void __launch_bounds__(LDG_THREADS) read_ldg(const uint4* __restrict_
     }
 #pragma unroll
     for (int u = 0; u < LDG_UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(128) read_gemvpat(const __half_raw* __restrict__ B, int N, int K, int splits,
+                                                     int per, unsigned* sink) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int block = blockIdx.x / splits, split = blockIdx.x % splits;
+  const int row0 = block * 64 + warp * 16;
+  int r0 = min(row0 + g, N - 1), r1 = min(row0 + g + 8, N - 1);
+  const char* w0 = reinterpret_cast<const char*>(B) + ((size_t)r0 * K + 8 * t) * 2;
+  const char* w1 = reinterpret_cast<const char*>(B) + ((size_t)r1 * K + 8 * t) * 2;
+  const int nch = K / 32, c0 = split * per, c1 = min(c0 + per, nch);
+  unsigned acc = 0;
+#pragma unroll 1
+  for (int c = c0; c + 4 <= c1; c += 4) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v[2 * u].x), "=r"(v[2 * u].y), "=r"(v[2 * u].z), "=r"(v[2 * u].w) : "l"(w0 + (size_t)(c + u) * 64));
+      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v[2 * u + 1].x), "=r"(v[2 * u + 1].y), "=r"(v[2 * u + 1].z), "=r"(v[2 * u + 1].w)
+                   : "l"(w1 + (size_t)(c + u) * 64));
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(256) read_rowpat(const uint4* __restrict__ B, int N, int K, unsigned* sink) {
+  const int lane = threadIdx.x & 31;
+  const int warps = gridDim.x * (blockDim.x >> 5), wid = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int vrow = K / 8;  // 16-byte vectors in a row
+  unsigned acc = 0;
+  for (int r = wid; r < N; r += warps) {
+    const uint4* row = B + (size_t)r * vrow;
+    for (int base = lane; base < vrow; base += 32 * 8) {
+      uint4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        int i = base + 32 * u;
+        if (i < vrow) {
+          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(row + i));
+        } else {
+          v[u] = make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
@@ -87,9 +146,20 @@ extern "C" int hb_read_floor_init() {
   return (int)cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * CHUNK);
 }
 
-extern "C" int hb_read_floor(const void* p, size_t bytes, int variant, int sms, void* stream, unsigned* sink) {
+extern "C" int hb_read_floor(const void* p, size_t bytes, int n, int k, int variant, int sms, void* stream,
+                             unsigned* sink) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (variant == 0) {
+  if (variant == 3) {
+    const int blocks = (n + 63) / 64, nch = k / 32;
+    int splits = (4 * sms + blocks - 1) / blocks;
+    splits = splits < nch / 4 ? splits : (nch / 4 > 0 ? nch / 4 : 1);
+    int per = (nch + splits - 1) / splits;
+    per = (per + 3) / 4 * 4;
+    splits = (nch + per - 1) / per;
+    read_gemvpat<<<blocks * splits, 128, 0, st>>>(static_cast<const __half_raw*>(p), n, k, splits, per, sink);
+  } else if (variant == 4) {
+    read_rowpat<<<sms * 4, 256, 0, st>>>(static_cast<const uint4*>(p), n, k, sink);
+  } else if (variant == 0) {
     read_ldg<<<sms * 4, LDG_THREADS, 0, st>>>(static_cast<const uint4*>(p), bytes / 16, sink);
   } else {
     int per_sm = variant == 1 ? 1 : 2;

@@ -3,9 +3,10 @@ this GPU, beside cuBLAS's GEMM on that matrix, in one offline measurement per sh
 
 Issue 33 asks decode kernels for >= 1.10x over cuBLAS and >= 85 % of 4.8 TB/s where the weights
 exceed 32 MB. A GEMM cannot be faster than reading its weights once, so the best of three read-only
-kernels (lab/gemv/read_floor.cu: 16-byte register loads as the gemv family issues them, and
-cp.async.bulk streams with one or two CTAs per SM) says how much of that bar the hardware allows at
-each size, and which load path gets there.
+streaming kernels (lab/gemv/read_floor.cu: 16-byte register loads, and cp.async.bulk streams with
+one or two CTAs per SM) says how much of that bar the hardware allows at each size; two more reads
+with the access patterns of GEMV kernels (the gemv family's 16 rows x 64 B a warp instruction, and a
+warp per row, 512 contiguous bytes an instruction) say whether the pattern costs bandwidth.
 
 Per shape (tn: weights N x K), warm (one input set) and cold (input sets rotated over >= 2x L2),
 the harness's offline loop (CUDA graphs of back-to-back calls, entries interleaved per round):
@@ -25,13 +26,15 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from harness.method import PrepareContext
 from harness.problem import Problem
+from harness.registry import resolve
 from harness.shapes import read_shape_file
 from harness.tensors import InputSet, timing_sets
-from harness.timing.offline import Entry, OfflineSettings, measure_offline
+from harness.timing.offline import Entry, OfflineSettings, measure_offline, time_candidates
 
 HBM_TBS = 4.8
-READS = {"ldg": 0, "bulk1": 1, "bulk2": 2}
+READS = {"ldg": 0, "bulk1": 1, "bulk2": 2, "gemvpat": 3, "rowpat": 4}
 
 
 def main() -> None:
@@ -40,9 +43,12 @@ def main() -> None:
     ap.add_argument("--shapes", default="lab/skinny/decode-20.txt")
     ap.add_argument("--out", default="")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds a shape and cache state")
+    ap.add_argument("--specs", default="", help="comma-separated harness methods timed in the same groups where they "
+                    "serve the shape (e.g. cublaslt-autotune,gemv:,gemv:mt=2)")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
-    lib.hb_read_floor.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+    lib.hb_read_floor.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_int, ctypes.c_void_p,
                                   ctypes.c_void_p]
     assert lib.hb_read_floor_init() == 0
     props = torch.cuda.get_device_properties(0)
@@ -51,7 +57,8 @@ def main() -> None:
 
     def reader(variant: int):
         def fn(a, b, c):
-            rc = lib.hb_read_floor(b.data_ptr(), b.numel() * b.element_size(), variant, sms,
+            rc = lib.hb_read_floor(b.data_ptr(), b.numel() * b.element_size(), b.shape[0], b.shape[1],
+                                   variant, sms,
                                    torch.cuda.current_stream().cuda_stream, sink.data_ptr())
             if rc:
                 raise RuntimeError(f"read_floor variant {variant}: CUDA error {rc}")
@@ -60,6 +67,8 @@ def main() -> None:
     def cublas(a, b, c):
         torch.matmul(a, b.t(), out=c)
 
+    specs = [x for x in args.specs.split(",") if x]
+    methods = resolve(specs)
     rows = []
     for shape in read_shape_file(Path(args.shapes)):
         problem = Problem(shape, "tn")
@@ -68,6 +77,12 @@ def main() -> None:
             n_sets = 1 if cache == "warm" else max(2, math.ceil(2 * l2 / wbytes))
             sets: list[InputSet] = timing_sets(problem, "cuda", n_sets, seed=7)
             entries = [Entry("cublas", cublas, sets)] + [Entry(name, reader(v), sets) for name, v in READS.items()]
+            a, b, c = sets[0].a, sets[0].b, sets[0].c
+            ctx = PrepareContext(device="cuda", inputs=(a, b, c),
+                                 time_candidates=lambda fns, **kw: time_candidates(fns, (a, b, c), "cuda", **kw))
+            for spec, method in zip(specs, methods):
+                if method.supports(problem, "cuda"):
+                    entries.append(Entry(spec, method.prepare(problem, ctx).fn, sets))
             got = measure_offline(entries, "cuda", OfflineSettings(budget_s=args.budget, seed=5))
             for key, m in got.items():
                 us = float(pd.Series(m.device_us).median()) if m.device_us else float("nan")
@@ -79,11 +94,14 @@ def main() -> None:
     if args.out:
         df.to_csv(args.out, index=False)
     wide = df.pivot_table(index=["cache", "shape", "weights_mb"], columns="method", values="us").reset_index()
-    wide["read_best"] = wide[list(READS)].min(axis=1)
+    pd.set_option("display.width", 250)
+    extra = [c for c in wide.columns if c in specs]
+    if extra:
+        print(wide[["cache", "shape"] + extra + ["ldg", "gemvpat", "rowpat"]].round(2).to_string(index=False))
+    wide["read_best"] = wide[["ldg", "bulk1", "bulk2"]].min(axis=1)
     wide["cublas_tbs"] = wide.weights_mb / wide.cublas
     wide["read_tbs"] = wide.weights_mb / wide.read_best
     wide["room"] = wide.cublas / wide.read_best  # the most a kernel that only reads its weights could gain
-    pd.set_option("display.width", 200)
     print(wide.sort_values(["cache", "weights_mb"]).round(3).to_string(index=False))
     for cache, g in wide.groupby("cache"):
         gm = math.exp(g.room.map(math.log).mean())
