@@ -9,6 +9,10 @@
 //   variant 3  gemvpat: the gemv family's default load pattern without its math: CTAs of 4 warps own
 //              64 rows and one K slice (slices filling 4 CTAs per SM), lane (g, t) of a warp loads 16 B
 //              of rows g and g + 8 of its 16 at k = 8t + 32u, 4 chunks u in flight, L2::128B hint
+//   variant 5  items-k: the gemv lane pattern (16 rows x 64 B a warp instruction, 4 in flight) over items of
+//              (16-row group, run of 4 chunks) dealt to all warps of 4 x SMs CTAs of 4 warps in turn, k
+//              fastest: neighbouring warps read neighbouring runs of the same rows (work balanced to one item)
+//   variant 6  items-row: the same items dealt row group fastest (neighbouring warps read other rows)
 //   variant 4  rowpat: a warp owns whole rows, lane l loads 16 B at k = 8l + 256u (512 contiguous bytes
 //              an instruction), 8 in flight; 4 CTAs of 8 warps per SM, warps strided over the rows
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o read_floor.so read_floor.cu
@@ -63,6 +67,34 @@ __global__ void __launch_bounds__(128) read_gemvpat(const __half_raw* __restrict
       asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
                    : "=r"(v[2 * u + 1].x), "=r"(v[2 * u + 1].y), "=r"(v[2 * u + 1].z), "=r"(v[2 * u + 1].w)
                    : "l"(w1 + (size_t)(c + u) * 64));
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(128) read_items(const __half_raw* __restrict__ B, int N, int K, int k_fastest,
+                                                  unsigned* sink) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int warps = gridDim.x * 4, wid = blockIdx.x * 4 + (threadIdx.x >> 5);
+  const int groups = (N + 15) / 16, runs = K / 128;  // 4 chunks of 32 k a run
+  const long long items = (long long)groups * runs;
+  unsigned acc = 0;
+  for (long long it = wid; it < items; it += warps) {
+    const int grp = k_fastest ? (int)(it / runs) : (int)(it % groups);
+    const int run = k_fastest ? (int)(it % runs) : (int)(it / groups);
+    const int r0 = min(grp * 16 + g, N - 1), r1 = min(grp * 16 + g + 8, N - 1);
+    const char* w0 = reinterpret_cast<const char*>(B) + ((size_t)r0 * K + 8 * t + (size_t)run * 128) * 2;
+    const char* w1 = reinterpret_cast<const char*>(B) + ((size_t)r1 * K + 8 * t + (size_t)run * 128) * 2;
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v[2 * u].x), "=r"(v[2 * u].y), "=r"(v[2 * u].z), "=r"(v[2 * u].w) : "l"(w0 + u * 64));
+      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v[2 * u + 1].x), "=r"(v[2 * u + 1].y), "=r"(v[2 * u + 1].z), "=r"(v[2 * u + 1].w)
+                   : "l"(w1 + u * 64));
     }
 #pragma unroll
     for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
@@ -157,6 +189,8 @@ extern "C" int hb_read_floor(const void* p, size_t bytes, int n, int k, int vari
     per = (per + 3) / 4 * 4;
     splits = (nch + per - 1) / per;
     read_gemvpat<<<blocks * splits, 128, 0, st>>>(static_cast<const __half_raw*>(p), n, k, splits, per, sink);
+  } else if (variant == 5 || variant == 6) {
+    read_items<<<sms * 4, 128, 0, st>>>(static_cast<const __half_raw*>(p), n, k, variant == 5, sink);
   } else if (variant == 4) {
     read_rowpat<<<sms * 4, 256, 0, st>>>(static_cast<const uint4*>(p), n, k, sink);
   } else if (variant == 0) {

@@ -6,7 +6,8 @@ exceed 32 MB. A GEMM cannot be faster than reading its weights once, so the best
 streaming kernels (lab/gemv/read_floor.cu: 16-byte register loads, and cp.async.bulk streams with
 one or two CTAs per SM) says how much of that bar the hardware allows at each size; two more reads
 with the access patterns of GEMV kernels (the gemv family's 16 rows x 64 B a warp instruction, and a
-warp per row, 512 contiguous bytes an instruction) say whether the pattern costs bandwidth.
+warp per row, 512 contiguous bytes an instruction), and the gemv pattern over balanced items dealt
+k-fastest or rows-fastest, say whether the pattern or the balance costs bandwidth.
 
 Per shape (tn: weights N x K), warm (one input set) and cold (input sets rotated over >= 2x L2),
 the harness's offline loop (CUDA graphs of back-to-back calls, entries interleaved per round):
@@ -34,7 +35,7 @@ from harness.tensors import InputSet, timing_sets
 from harness.timing.offline import Entry, OfflineSettings, measure_offline, time_candidates
 
 HBM_TBS = 4.8
-READS = {"ldg": 0, "bulk1": 1, "bulk2": 2, "gemvpat": 3, "rowpat": 4}
+READS = {"ldg": 0, "bulk1": 1, "bulk2": 2, "gemvpat": 3, "rowpat": 4, "items_k": 5, "items_row": 6}
 
 
 def main() -> None:
@@ -97,7 +98,7 @@ def main() -> None:
     pd.set_option("display.width", 250)
     extra = [c for c in wide.columns if c in specs]
     if extra:
-        print(wide[["cache", "shape"] + extra + ["ldg", "gemvpat", "rowpat"]].round(2).to_string(index=False))
+        print(wide[["cache", "shape"] + extra + ["ldg", "gemvpat", "rowpat", "items_k", "items_row"]].round(2).to_string(index=False))
     wide["read_best"] = wide[["ldg", "bulk1", "bulk2"]].min(axis=1)
     wide["cublas_tbs"] = wide.weights_mb / wide.cublas
     wide["read_tbs"] = wide.weights_mb / wide.read_best
