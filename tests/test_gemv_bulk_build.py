@@ -18,7 +18,8 @@ needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not 
 
 @pytest.mark.parametrize("spec, why", [
     ("rt=64,kc=1024,stages=2", "bytes of shared memory"),
-    ("mt=2,rt=64,kc=256,stages=5", "bytes of shared memory"),
+    ("rt=64,kc=512,stages=4", "bytes of shared memory"),
+    ("mt=2,rt=64,kc=256,stages=3", "accumulators"),
     ("kc=128", "not in"),
     ("ctas=4", "not in"),
 ])
@@ -45,7 +46,7 @@ def test_serves_tn_decode_rows_with_k_a_multiple_of_64():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("preset", FAM.presets + ("rt=16,kc=1024,warps=4", "mt=2,rt=64,kc=256,stages=3"))
+@pytest.mark.parametrize("preset", FAM.presets + ("rt=16,kc=1024,warps=4", "rt=64,kc=256,stages=3"))
 def test_presets_compile_without_spills(preset, cache):
     k = FAM.parse(preset)
     res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))

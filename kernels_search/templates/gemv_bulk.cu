@@ -5,8 +5,9 @@
 // access pattern (lab/gemv/read_floor.py): a plain read that walks memory in long contiguous runs
 // reaches 4.4-4.6 TB/s on 100+ MB, the gemv family's pattern (16 rows x 64 B a warp instruction) over
 // the same bytes 6-10 % less even with the work balanced, and uneven work per SM costs as much again.
-// Here one producer thread per CTA copies each weight row's next KC elements (KC x 2 contiguous bytes)
-// into shared memory, GB_STAGES stages ahead; GB_WARPS consumer warps run mma.sync m16n8k16 on them.
+// Here a producer warp per CTA copies each weight row's next KC elements (KC x 2 contiguous bytes, one
+// row a lane) into shared memory, GB_STAGES stages ahead; GB_WARPS consumer warps run mma.sync
+// m16n8k16 on them, each loading its activation fragments before it waits for the stage.
 //
 // Work division: rows form tiles of RT; a tile's K is cut into 64-element quanta, and the quanta of
 // all tiles (k fastest) are dealt to the CTAs (one per SM) in equal contiguous ranges, so every SM
@@ -39,6 +40,7 @@ constexpr int RED_BYTES = (W > 1 ? W - 1 : 1) * MT * NT * 32 * 16;
 constexpr int SMEM_BYTES = ST * STAGE_BYTES + RED_BYTES;
 constexpr int NTH = (W + 1) * 32;          // warp W is the producer
 constexpr int SLOT = MT * NT * 32;         // float4s a CTA's part of one tile
+constexpr int GPW = (KC / 32 + W - 1) / W;  // 32-k groups a consumer warp takes from a full stage
 static_assert(RT % 8 == 0 && KC % Q == 0 && ST >= 2 && W >= 1, "knobs");
 
 struct Plan {
@@ -98,8 +100,7 @@ __global__ void __launch_bounds__(NTH, 1) gemv_bulk_kernel(const half* __restric
   }
   __syncthreads();
 
-  if (warp == W) {  // producer: one thread issues every copy
-    if (lane != 0) return;
+  if (warp == W) {  // producer: lane 0 arms each stage's barrier, the warp's lanes issue one row's copy each
     int it = 0;
     for (long long q = q0; q < q1; ++it) {
       const int tile = (int)(q / p.qpt), kq = (int)(q % p.qpt);
@@ -109,10 +110,12 @@ __global__ void __launch_bounds__(NTH, 1) gemv_bulk_kernel(const half* __restric
       const int row0 = tile * RT, rows = min(RT, N - row0);
       const uint32_t bytes = (uint32_t)len * Q * 2;
       const uint32_t bar = saddr(&full[s]);
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes * rows) : "memory");
+      if (lane == 0)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes * rows) : "memory");
+      __syncwarp();
       const half* src = B + (size_t)row0 * K + (size_t)kq * Q;
       unsigned char* dst = smem + (size_t)s * STAGE_BYTES;
-      for (int r = 0; r < rows; ++r) {
+      for (int r = lane; r < rows; r += 32) {
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                      ::"r"(saddr(dst + r * ROW_BYTES)), "l"(src + (size_t)r * K), "r"(bytes), "r"(bar) : "memory");
       }
@@ -145,25 +148,35 @@ __global__ void __launch_bounds__(NTH, 1) gemv_bulk_kernel(const half* __restric
     const int tile = (int)(q / p.qpt), kq = (int)(q % p.qpt);
     const int len = (int)min((long long)min(KC / Q, p.qpt - kq), q1 - q);
     const int s = it % ST;
-    mbar_wait(saddr(&full[s]), (it / ST) & 1);
-    const unsigned char* stage = smem + (size_t)s * STAGE_BYTES;
-    const int groups = len * 2;  // 32-k groups in this stage
-    for (int gi = warp; gi < groups; gi += W) {
-      const int kl = gi * 32;
-      const int kg = kq * Q + kl;
-      uint4 a[MT][2];
+    const int groups = len * 2;  // 32-k groups in this stage; warp w takes w, w + W, ...
+    // the activation of this warp's groups, loaded before the weights are waited for (from L2
+    // mostly: its latency overlaps the stage's copy)
+    uint4 a[GPW][MT][2];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = ld_act(arow[mt][0] + kg);
-        a[mt][1] = ld_act(arow[mt][1] + kg);
-      }
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const uint4 b = *reinterpret_cast<const uint4*>(stage + (j * 8 + g) * ROW_BYTES + (kl + 8 * t) * 2);
+    for (int i = 0; i < GPW; ++i) {
+      const int kg = kq * Q + (warp + i * W) * 32;
+      if (warp + i * W < groups) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma16816(acc[mt][j], a[mt][0].x, a[mt][1].x, a[mt][0].y, a[mt][1].y, b.x, b.y);
-          mma16816(acc[mt][j], a[mt][0].z, a[mt][1].z, a[mt][0].w, a[mt][1].w, b.z, b.w);
+          a[i][mt][0] = ld_act(arow[mt][0] + kg);
+          a[i][mt][1] = ld_act(arow[mt][1] + kg);
+        }
+      }
+    }
+    mbar_wait(saddr(&full[s]), (it / ST) & 1);
+    const unsigned char* stage = smem + (size_t)s * STAGE_BYTES;
+#pragma unroll
+    for (int i = 0; i < GPW; ++i) {
+      const int kl = (warp + i * W) * 32;
+      if (warp + i * W < groups) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const uint4 b = *reinterpret_cast<const uint4*>(stage + (j * 8 + g) * ROW_BYTES + (kl + 8 * t) * 2);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816(acc[mt][j], a[i][mt][0].x, a[i][mt][1].x, a[i][mt][0].y, a[i][mt][1].y, b.x, b.y);
+            mma16816(acc[mt][j], a[i][mt][0].z, a[i][mt][1].z, a[i][mt][0].w, a[i][mt][1].w, b.z, b.w);
+          }
         }
       }
     }
