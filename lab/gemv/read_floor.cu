@@ -13,6 +13,8 @@
 //              (16-row group, run of 4 chunks) dealt to all warps of 4 x SMs CTAs of 4 warps in turn, k
 //              fastest: neighbouring warps read neighbouring runs of the same rows (work balanced to one item)
 //   variant 6  items-row: the same items dealt row group fastest (neighbouring warps read other rows)
+//   variant 1CC / 2CC  bulk, each 24 KB stage made of copies of CC KB (1, 2, 4, 8, 24), issued by one thread
+//              (1CC) or by the 32 lanes of a warp (2CC): what a bulk copy costs beyond its bytes
 //   variant 4  rowpat: a warp owns whole rows, lane l loads 16 B at k = 8l + 256u (512 contiguous bytes
 //              an instruction), 8 in flight; 4 CTAs of 8 warps per SM, warps strided over the rows
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o read_floor.so read_floor.cu
@@ -171,17 +173,66 @@ __global__ void read_bulk(const char* __restrict__ p, size_t bytes, int stages, 
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
 
+// one warp; stage s's 24 KB arrive as CHUNK / copy copies, issued by lane 0 or by all lanes
+__global__ void read_bulk_multi(const char* __restrict__ p, size_t bytes, int stages, int copy, int lanes,
+                                unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bars[16];
+  const int lane = threadIdx.x;
+  const size_t nchunks = bytes / CHUNK;  // whole stages only (the tail is not read)
+  const size_t per = nchunks / gridDim.x, extra = nchunks % gridDim.x;
+  const size_t c0 = blockIdx.x * per + (blockIdx.x < extra ? blockIdx.x : extra);
+  const size_t cn = per + (blockIdx.x < extra ? 1 : 0);
+  if (lane == 0) {
+    for (int s = 0; s < stages; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncwarp();
+  const int ncopy = CHUNK / copy;
+  auto issue = [&](size_t c, int s) {
+    uint32_t bar = smem_addr(&bars[s]);
+    if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(CHUNK) : "memory");
+    __syncwarp();
+    for (int i = (lanes > 1 ? lane : 0); i < ncopy; i += lanes) {
+      if (lanes == 1 && lane != 0) break;
+      size_t off = (c0 + c) * CHUNK + (size_t)i * copy;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   ::"r"(smem_addr(smem + (size_t)s * CHUNK + (size_t)i * copy)), "l"(p + off), "r"(copy), "r"(bar) : "memory");
+    }
+  };
+  for (int s = 0; s < stages && (size_t)s < cn; ++s) issue(s, s);
+  unsigned acc = 0;
+  for (size_t c = 0; c < cn; ++c) {
+    int s = (int)(c % stages);
+    uint32_t parity = (uint32_t)((c / stages) & 1);
+    uint32_t bar = smem_addr(&bars[s]);
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                   : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    }
+    acc ^= *reinterpret_cast<const unsigned*>(smem + (size_t)s * CHUNK + lane * 4);
+    __syncwarp();
+    if (c + stages < cn) issue(c + stages, s);
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
 }  // namespace
 
 // once, before any launch (not inside a graph capture): the bulk kernels' shared memory
 extern "C" int hb_read_floor_init() {
+  cudaFuncSetAttribute(read_bulk_multi, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * CHUNK);
   return (int)cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 8 * CHUNK);
 }
 
 extern "C" int hb_read_floor(const void* p, size_t bytes, int n, int k, int variant, int sms, void* stream,
                              unsigned* sink) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (variant == 3) {
+  if (variant >= 100) {
+    const int lanes = variant >= 200 ? 32 : 1, copy = (variant % 100) * 1024;
+    read_bulk_multi<<<sms, 32, 8 * CHUNK, st>>>(static_cast<const char*>(p), bytes, 8, copy, lanes, sink);
+  } else if (variant == 3) {
     const int blocks = (n + 63) / 64, nch = k / 32;
     int splits = (4 * sms + blocks - 1) / blocks;
     splits = splits < nch / 4 ? splits : (nch / 4 > 0 ? nch / 4 : 1);

@@ -35,7 +35,8 @@ from harness.tensors import InputSet, timing_sets
 from harness.timing.offline import Entry, OfflineSettings, measure_offline, time_candidates
 
 HBM_TBS = 4.8
-READS = {"ldg": 0, "bulk1": 1, "bulk2": 2, "gemvpat": 3, "rowpat": 4, "items_k": 5, "items_row": 6}
+READS = {"ldg": 0, "bulk1": 1, "bulk2": 2, "gemvpat": 3, "rowpat": 4, "items_k": 5, "items_row": 6,
+         **{f"bulk{kb}k": 100 + kb for kb in (1, 2, 4, 8, 24)}, **{f"bulk{kb}k32": 200 + kb for kb in (1, 2, 4)}}
 
 
 def main() -> None:
@@ -98,7 +99,7 @@ def main() -> None:
     pd.set_option("display.width", 250)
     extra = [c for c in wide.columns if c in specs]
     if extra:
-        print(wide[["cache", "shape"] + extra + ["ldg", "gemvpat", "rowpat", "items_k", "items_row"]].round(2).to_string(index=False))
+        print(wide[["cache", "shape"] + extra + [c for c in READS if c not in ("bulk1", "bulk2")]].round(2).to_string(index=False))
     wide["read_best"] = wide[["ldg", "bulk1", "bulk2"]].min(axis=1)
     wide["cublas_tbs"] = wide.weights_mb / wide.cublas
     wide["read_tbs"] = wide.weights_mb / wide.read_best
