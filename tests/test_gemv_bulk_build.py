@@ -9,7 +9,7 @@ import pytest
 from harness.problem import Problem, Shape
 from kernels_search import build, toolchain
 from kernels_search.families import ALL as FAMILIES
-from kernels_search.families.gemv_bulk import SMEM_LIMIT, smem_bytes
+from kernels_search.families.gemv_bulk import SMEM_LIMIT, fragment_registers, smem_bytes
 from kernels_search.family import KnobError
 
 FAM = FAMILIES["gemv_bulk"]
@@ -20,6 +20,7 @@ needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not 
     ("rt=64,kc=1024,stages=2", "bytes of shared memory"),
     ("rt=64,kc=512,stages=4", "bytes of shared memory"),
     ("mt=2,rt=64,kc=256,stages=3", "accumulators"),
+    ("mt=2,kc=1024,stages=3", "registers"),
     ("kc=128", "not in"),
     ("ctas=4", "not in"),
 ])
@@ -35,6 +36,11 @@ def test_shared_memory_of_the_presets_fits_and_counts_stages_and_the_warp_hand_o
     assert smem_bytes(k) == 5 * 32 * (2 * 512 + 64) + 7 * 1 * 4 * 32 * 16
 
 
+def test_fragment_registers_count_accumulators_and_two_stages_of_activation():
+    assert fragment_registers(FAM.parse("mt=1,rt=32,kc=1024,warps=8,stages=3")) == 4 * 4 + 2 * 4 * 1 * 2 * 4
+    assert fragment_registers(FAM.parse("mt=2,rt=32,kc=512,warps=8")) == 96
+
+
 def test_serves_tn_decode_rows_with_k_a_multiple_of_64():
     k = FAM.defaults()
     assert FAM.supports(k, Problem(Shape(16, 4096, 4096), "tn"))
@@ -46,7 +52,7 @@ def test_serves_tn_decode_rows_with_k_a_multiple_of_64():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("preset", FAM.presets + ("rt=16,kc=1024,warps=4", "rt=64,kc=256,stages=3"))
+@pytest.mark.parametrize("preset", FAM.presets + ("rt=16,kc=512,warps=4", "rt=64,kc=256,stages=3"))
 def test_presets_compile_without_spills(preset, cache):
     k = FAM.parse(preset)
     res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))

@@ -463,7 +463,7 @@ def test_gemv_matches_reference(spec, shape):
 # quantum a CTA) and owned whole; a single quantum; K not a multiple of 64 (declined)
 GEMV_BULK_SHAPES = ["1_64_64", "8_16_128", "3_100_1024", "1_4096_4096", "16_3584_3584", "17_40_4096", "8_6144_5120",
                     "13_200_4160", "32_3072_8192", "2_64_16384", "16_20000_64", "8_1000_2056"]
-GEMV_BULK_SPECS = ["gemv_bulk:", "gemv_bulk:mt=2", "gemv_bulk:rt=16,kc=1024,warps=4", "gemv_bulk:rt=64,kc=256,stages=4",
+GEMV_BULK_SPECS = ["gemv_bulk:", "gemv_bulk:mt=2", "gemv_bulk:rt=16,kc=512,warps=4", "gemv_bulk:rt=64,kc=256,stages=4",
                    "gemv_bulk:stages=2", "gemv_bulk:rt=64,kc=256,stages=3", "gemv_bulk:kc=1024,stages=3"]
 
 

@@ -32,6 +32,14 @@ def smem_bytes(k: Mapping) -> int:
     return k["stages"] * stage + red
 
 
+def fragment_registers(k: Mapping) -> int:
+    """Registers a consumer lane holds across a stage: its fp32 accumulators (4 per 16 x 8 fragment)
+    and two stages' activation fragments (this stage's and the next one's, loaded a stage ahead:
+    2 x 16-byte loads per 16-row fragment and 32-k group the warp takes)."""
+    groups_per_warp = -(-(k["kc"] // 32) // k["warps"])
+    return 4 * k["mt"] * (k["rt"] // 8) + 2 * groups_per_warp * k["mt"] * 2 * 4
+
+
 class GemvBulk(Family):
     def check(self, k: Mapping) -> str:
         smem = smem_bytes(k)
@@ -39,6 +47,10 @@ class GemvBulk(Family):
             return f"{k['stages']} stages of {k['rt']} rows x {k['kc']} k need {smem} bytes of shared memory (> {SMEM_LIMIT})"
         if 4 * k["mt"] * (k["rt"] // 8) > 32:  # measured: mt=2 with rt=64 (64 accumulators) spills
             return f"mt={k['mt']} x rt={k['rt']} needs {4 * k['mt'] * k['rt'] // 8} fp32 accumulators a lane (> 32)"
+        regs = fragment_registers(k)
+        if regs > 96:  # measured on sm_90a: 96 compile without spills (mt=2, kc=512), 128 and 160 spill
+            return (f"mt={k['mt']}, rt={k['rt']}, kc={k['kc']}, warps={k['warps']} hold {regs} registers of accumulators "
+                    f"and activation fragments a lane (> 96)")
         return ""
 
     def render(self, k: Mapping) -> str:
@@ -65,7 +77,7 @@ FAMILY = GemvBulk(
     knobs=(
         Knob("mt", (1, 2), 1, help="16-row activation fragments: serves M <= 16*mt"),
         Knob("rt", (32, 16, 64), 32, help="weight rows a tile (the rows a stage copies)"),
-        Knob("kc", (512, 256, 1024, 2048), 512, help="k a stage copies per row: runs of 2*kc contiguous bytes"),
+        Knob("kc", (512, 256, 1024), 512, help="k a stage copies per row: runs of 2*kc contiguous bytes"),
         Knob("stages", (5, 2, 3, 4, 6, 8), 5, help="stages in flight: stages*rt*2*kc bytes per SM"),
         Knob("warps", (8, 4), 8, help="consumer warps (one more warp issues the copies)"),
         Knob("ctas", (0,), 0, runtime=True, help="CTAs (0 = one per SM)"),

@@ -7,7 +7,7 @@
 // the same bytes 6-10 % less even with the work balanced, and uneven work per SM costs as much again.
 // Here a producer warp per CTA copies each weight row's next KC elements (KC x 2 contiguous bytes, one
 // row a lane) into shared memory, GB_STAGES stages ahead; GB_WARPS consumer warps run mma.sync
-// m16n8k16 on them, each loading its activation fragments before it waits for the stage.
+// m16n8k16 on them, each loading its activation fragments one stage ahead.
 //
 // Work division: rows form tiles of RT; a tile's K is cut into 64-element quanta, and the quanta of
 // all tiles (k fastest) are dealt to the CTAs (one per SM) in equal contiguous ranges, so every SM
@@ -143,26 +143,34 @@ __global__ void __launch_bounds__(NTH, 1) gemv_bulk_kernel(const half* __restric
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
 
+  // the activation fragments of this warp's 32-k groups in the stage starting at quantum qs, loaded a
+  // stage ahead (from L2 mostly: the latency then overlaps a whole stage's copy and compute)
+  auto load_act = [&](uint4 (&dst)[GPW][MT][2], long long qs) {
+    if (qs >= q1) return;
+    const int kqs = (int)(qs % p.qpt);
+    const int groups_s = 2 * (int)min((long long)min(KC / Q, p.qpt - kqs), q1 - qs);
+#pragma unroll
+    for (int i = 0; i < GPW; ++i) {
+      if (warp + i * W < groups_s) {
+        const int kg = kqs * Q + (warp + i * W) * 32;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          dst[i][mt][0] = ld_act(arow[mt][0] + kg);
+          dst[i][mt][1] = ld_act(arow[mt][1] + kg);
+        }
+      }
+    }
+  };
+  uint4 a[GPW][MT][2], an[GPW][MT][2];
+  load_act(a, q0);
+
   int it = 0;
   for (long long q = q0; q < q1; ++it) {
     const int tile = (int)(q / p.qpt), kq = (int)(q % p.qpt);
     const int len = (int)min((long long)min(KC / Q, p.qpt - kq), q1 - q);
     const int s = it % ST;
     const int groups = len * 2;  // 32-k groups in this stage; warp w takes w, w + W, ...
-    // the activation of this warp's groups, loaded before the weights are waited for (from L2
-    // mostly: its latency overlaps the stage's copy)
-    uint4 a[GPW][MT][2];
-#pragma unroll
-    for (int i = 0; i < GPW; ++i) {
-      const int kg = kq * Q + (warp + i * W) * 32;
-      if (warp + i * W < groups) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          a[i][mt][0] = ld_act(arow[mt][0] + kg);
-          a[i][mt][1] = ld_act(arow[mt][1] + kg);
-        }
-      }
-    }
+    load_act(an, q + len);
     mbar_wait(saddr(&full[s]), (it / ST) & 1);
     const unsigned char* stage = smem + (size_t)s * STAGE_BYTES;
 #pragma unroll
@@ -180,6 +188,13 @@ __global__ void __launch_bounds__(NTH, 1) gemv_bulk_kernel(const half* __restric
         }
       }
     }
+#pragma unroll
+    for (int i = 0; i < GPW; ++i)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[i][mt][0] = an[i][mt][0];
+        a[i][mt][1] = an[i][mt][1];
+      }
     __syncwarp();
     if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(saddr(&empty[s])) : "memory");
     q += len;
