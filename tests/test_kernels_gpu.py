@@ -457,31 +457,6 @@ def test_gemv_matches_reference(spec, shape):
     _run_case(spec, Problem(_shape(shape), "tn"))
 
 
-# ---- gemv_bulk ----------------------------------------------------------------------------------
-
-# decode rows 1..32; row tiles past N; tiles shared by two CTAs, by many (fewer quanta than SMs: one
-# quantum a CTA) and owned whole; a single quantum; K not a multiple of 64 (declined)
-GEMV_BULK_SHAPES = ["1_64_64", "8_16_128", "3_100_1024", "1_4096_4096", "16_3584_3584", "17_40_4096", "8_6144_5120",
-                    "13_200_4160", "32_3072_8192", "2_64_16384", "16_20000_64", "8_1000_2056"]
-GEMV_BULK_SPECS = ["gemv_bulk:", "gemv_bulk:mt=2", "gemv_bulk:rt=16,kc=512,warps=4", "gemv_bulk:rt=64,kc=256,stages=4",
-                   "gemv_bulk:stages=2", "gemv_bulk:rt=64,kc=256,stages=3", "gemv_bulk:kc=1024,stages=3"]
-
-
-@pytest.mark.parametrize("shape", GEMV_BULK_SHAPES)
-@pytest.mark.parametrize("spec", GEMV_BULK_SPECS)
-def test_gemv_bulk_matches_reference(spec, shape):
-    """Every M the config serves, ragged N, tiles shared by several CTAs: the fp32-accumulated
-    answer, every element of C written, nothing outside it, repeated calls (the arrival counters
-    left at zero); K that is not a multiple of 64 declined."""
-    sup = _run_case(spec, Problem(_shape(shape), "tn"))
-    assert bool(sup) == (_shape(shape).k % 64 == 0 and _shape(shape).m <= (32 if "mt=2" in spec else 16)), sup
-
-
-@pytest.mark.parametrize("spec, shape", [("gemv_bulk:", "8_6144_4096"), ("gemv_bulk:mt=2", "32_3072_8192")])
-def test_gemv_bulk_graph_capture_tracks_new_inputs(spec, shape):
-    _graph_case(spec, Problem(_shape(shape), "tn"))
-
-
 @pytest.mark.parametrize("spec, shape", [("gemv:", "1_4096_4096"), ("gemv:mt=4,splits=4", "32_3072_8192"),
                                          ("gemv:pdl=1", "8_6144_4096"), ("gemv:mt=4,pdl=1,splits=2", "32_3072_8192")])
 def test_gemv_graph_capture_tracks_new_inputs(spec, shape):
