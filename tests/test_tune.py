@@ -174,3 +174,12 @@ def test_paired_speedups_pairs_each_candidate_with_its_own_calls_baseline(tmp_pa
     assert got[(GPU, s.name, "nn", "cpuk:pad=0,split=1,bug=0,small=0")] == pytest.approx(100 / 63)
     assert all(k[:3] == (GPU, s.name, "nn") for k in got) and len(got) == 2
     assert library.paired_speedups(KernelDB(tmp_path / "t" / "db"), "another GPU", [s]) == {}
+
+
+def test_the_packaged_evidence_puts_gemv_in_a_decode_shapes_ranked_list(tmp_path):
+    """On the H200's pool and evidence (no GPU needed): a decode shape's 48 ranked candidates hold the
+    gemv family, which serves only M <= 32 and wins on some decode shapes; with no decode runs in the
+    evidence it had no measurement anywhere and tune never ranked it."""
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--shapes", "1_3072_3072", "--out", str(tmp_path / "t")])
+    assert got.exit_code == 0, got.output
+    assert "1_3072_3072:" in got.output and "gemv:mt=1" in got.output
