@@ -11,10 +11,14 @@ k-fastest or rows-fastest, say whether the pattern or the balance costs bandwidt
 
 Per shape (tn: weights N x K), warm (one input set) and cold (input sets rotated over >= 2x L2),
 the harness's offline loop (CUDA graphs of back-to-back calls, entries interleaved per round):
-torch.matmul (cuBLAS) and the three reads of the same weight buffers.
+torch.matmul (column ``cublas``), the reads of the same weight buffers, and any harness methods named
+by ``--specs``. The summary: the best baseline's time over the best streaming read's (the most a
+kernel that reads its weights once could gain), and on how many shapes over 32 MB the read reaches
+85 % of 4.8 TB/s. ``--csv`` prints the summary of a saved run without a GPU.
 
     nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/read_floor.so lab/gemv/read_floor.cu
     python3 -m lab.gemv.read_floor --lib /tmp/read_floor.so [--shapes lab/skinny/decode-20.txt] [--out FILE.csv]
+    python3 -m lab.gemv.read_floor --csv lab/gemv/read-floor-h200.csv
 """
 
 from __future__ import annotations
@@ -35,19 +39,27 @@ from harness.tensors import InputSet, timing_sets
 from harness.timing.offline import Entry, OfflineSettings, measure_offline, time_candidates
 
 HBM_TBS = 4.8
+STREAMING = ("ldg", "bulk1", "bulk2")  # the reads in long contiguous runs: the floor
+BASELINES = ("cublas", "torch", "cublaslt", "cublaslt-autotune")
 READS = {"ldg": 0, "bulk1": 1, "bulk2": 2, "gemvpat": 3, "rowpat": 4, "items_k": 5, "items_row": 6,
          **{f"bulk{kb}k": 100 + kb for kb in (1, 2, 4, 8, 24)}, **{f"bulk{kb}k32": 200 + kb for kb in (1, 2, 4)}}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lib", required=True, help="read_floor.cu built as a shared library")
+    ap.add_argument("--lib", help="read_floor.cu built as a shared library (measure)")
+    ap.add_argument("--csv", help="a saved run (--out) to summarize instead")
     ap.add_argument("--shapes", default="lab/skinny/decode-20.txt")
     ap.add_argument("--out", default="")
     ap.add_argument("--budget", type=float, default=1.0, help="seconds a shape and cache state")
     ap.add_argument("--specs", default="", help="comma-separated harness methods timed in the same groups where they "
                     "serve the shape (e.g. cublaslt-autotune,gemv:,gemv:mt=2)")
     args = ap.parse_args()
+    if args.csv:
+        summarize(pd.read_csv(args.csv))
+        return
+    if not args.lib:
+        ap.error("--lib (to measure) or --csv (to summarize a saved run) is needed")
     lib = ctypes.CDLL(args.lib)
     lib.hb_read_floor.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                   ctypes.c_int, ctypes.c_void_p,
@@ -95,22 +107,37 @@ def main() -> None:
     df = pd.DataFrame(rows)
     if args.out:
         df.to_csv(args.out, index=False)
+    summarize(df)
+
+
+def summarize(df: pd.DataFrame) -> None:
     wide = df.pivot_table(index=["cache", "shape", "weights_mb"], columns="method", values="us").reset_index()
     pd.set_option("display.width", 250)
-    extra = [c for c in wide.columns if c in specs]
-    if extra:
-        print(wide[["cache", "shape"] + extra + [c for c in READS if c not in ("bulk1", "bulk2")]].round(2).to_string(index=False))
-    wide["read_best"] = wide[["ldg", "bulk1", "bulk2"]].min(axis=1)
-    wide["cublas_tbs"] = wide.weights_mb / wide.cublas
+    ours = [c for c in wide.columns if c not in ("cache", "shape", "weights_mb", *READS, *BASELINES)]
+    if ours:
+        print(wide[["cache", "shape", *ours, *[c for c in READS if c in wide and c not in STREAMING]]].round(2)
+              .to_string(index=False))
+    base = [c for c in BASELINES if c in wide]
+    wide["read_best"] = wide[list(STREAMING)].min(axis=1)
+    wide["base_best"] = wide[base].min(axis=1)
+    wide["base_tbs"] = wide.weights_mb / wide.base_best
     wide["read_tbs"] = wide.weights_mb / wide.read_best
-    wide["room"] = wide.cublas / wide.read_best  # the most a kernel that only reads its weights could gain
-    print(wide.sort_values(["cache", "weights_mb"]).round(3).to_string(index=False))
+    wide["room"] = wide.base_best / wide.read_best  # the most a kernel that only reads its weights could gain
+    print(wide[["cache", "shape", "weights_mb", *base, "read_best", "base_tbs", "read_tbs", "room"]]
+          .sort_values(["cache", "weights_mb"]).round(3).to_string(index=False))
     for cache, g in wide.groupby("cache"):
         gm = math.exp(g.room.map(math.log).mean())
-        print(f"{cache}: cuBLAS / best read, geomean {gm:.3f}x; reads at >= 85 % of {HBM_TBS} TB/s on "
-              f"{int((g.read_tbs >= 0.85 * HBM_TBS).sum())} of {len(g)} shapes")
-    if (df.error != "").any():
-        print(df[df.error != ""][["shape", "cache", "method", "error"]].to_string(index=False))
+        big = g[g.weights_mb > 32]
+        print(f"{cache}: best baseline ({', '.join(base)}) / best read, geomean {gm:.3f}x "
+              f"({g.room.min():.3f}-{g.room.max():.3f}); over 32 MB of weights ({len(big)} shapes) the read reaches "
+              f"85 % of {HBM_TBS} TB/s on {int((big.read_tbs >= 0.85 * HBM_TBS).sum())}, the best baseline on "
+              f"{int((big.base_tbs >= 0.85 * HBM_TBS).sum())}")
+        others = [c for c in [*ours, *READS] if c in g and c != "ldg"]
+        ratios = {c: math.exp((g[c] / g.ldg).dropna().map(math.log).mean()) for c in others}
+        print(f"{cache}: time over the 32 KB-run read (ldg), geomean: " + ", ".join(f"{c} {r:.3f}" for c, r in ratios.items()))
+    err = df["error"].astype("string").fillna("") if "error" in df else pd.Series([], dtype="string")
+    if (err != "").any():
+        print(df[err != ""][["shape", "cache", "method", "error"]].to_string(index=False))
 
 
 if __name__ == "__main__":
