@@ -1,22 +1,25 @@
-// How fast can one kernel read B bytes of weights on this GPU? Three read-only kernels, each
-// xor-reducing what it reads so nothing is optimised away (lab/gemv/read_floor.py times them beside
-// cuBLAS on the decode shapes' weight matrices).
+// How fast can one kernel read B bytes of weights on this GPU, and what does an access pattern or a
+// copy size cost? Read-only kernels, each xor-reducing what it reads so nothing is optimised away
+// (lab/gemv/read_floor.py times them beside cuBLAS on the decode shapes' weight matrices).
+// Streaming reads in long contiguous runs (the floor):
 //   variant 0  ldg: 16-byte ld.global.nc loads, 8 in flight per thread, 4 CTAs of 256 threads per SM,
-//              blocks interleaved over the buffer (the gemv family's load path, without the math)
+//              blocks interleaved over the buffer in 32 KB runs
 //   variant 1  bulk: one CTA per SM, its contiguous share of the buffer streamed by cp.async.bulk
 //              (the TMA's 1-D copy) through STAGES x CHUNK bytes of shared memory, one mbarrier a stage
 //   variant 2  bulk with two CTAs per SM, half the stages each
+// GEMV access patterns:
 //   variant 3  gemvpat: the gemv family's default load pattern without its math: CTAs of 4 warps own
 //              64 rows and one K slice (slices filling 4 CTAs per SM), lane (g, t) of a warp loads 16 B
 //              of rows g and g + 8 of its 16 at k = 8t + 32u, 4 chunks u in flight, L2::128B hint
+//   variant 4  rowpat: a warp owns whole rows, lane l loads 16 B at k = 8l + 256u (512 contiguous bytes
+//              an instruction), 8 in flight; 4 CTAs of 8 warps per SM, warps strided over the rows
 //   variant 5  items-k: the gemv lane pattern (16 rows x 64 B a warp instruction, 4 in flight) over items of
 //              (16-row group, run of 4 chunks) dealt to all warps of 4 x SMs CTAs of 4 warps in turn, k
 //              fastest: neighbouring warps read neighbouring runs of the same rows (work balanced to one item)
 //   variant 6  items-row: the same items dealt row group fastest (neighbouring warps read other rows)
+// Bulk copy sizes:
 //   variant 1CC / 2CC  bulk, each 24 KB stage made of copies of CC KB (1, 2, 4, 8, 24), issued by one thread
 //              (1CC) or by the 32 lanes of a warp (2CC): what a bulk copy costs beyond its bytes
-//   variant 4  rowpat: a warp owns whole rows, lane l loads 16 B at k = 8l + 256u (512 contiguous bytes
-//              an instruction), 8 in flight; 4 CTAs of 8 warps per SM, warps strided over the rows
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o read_floor.so read_floor.cu
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
