@@ -457,6 +457,32 @@ def test_gemv_matches_reference(spec, shape):
     _run_case(spec, Problem(_shape(shape), "tn"))
 
 
+# ---- gemv_rows ----------------------------------------------------------------------------------
+
+# M 1-4 (5: declined); fewer rows than CTAs (one row a CTA); rows not a multiple of r; K shorter than one
+# vector step, ragged against the unrolled steps; K not a multiple of 8 (declined)
+GEMV_ROWS_SHAPES = ["1_8_8", "1_5_64", "2_1000_2056", "4_3_24", "3_4104_1032", "1_4096_4096", "1_3072_3072",
+                    "4_200_4104", "1_70000_64", "2_64_16384", "5_64_64", "1_64_100"]
+GEMV_ROWS_SPECS = ["gemv_rows:", "gemv_rows:m=2,cps=2", "gemv_rows:m=4,u=1,cps=2", "gemv_rows:r=2,u=4,cps=2",
+                   "gemv_rows:threads=512,cps=2", "gemv_rows:threads=128,r=8,u=1"]
+
+
+@pytest.mark.parametrize("shape", GEMV_ROWS_SHAPES)
+@pytest.mark.parametrize("spec", GEMV_ROWS_SPECS)
+def test_gemv_rows_matches_reference(spec, shape):
+    """Every M the config serves, fewer rows than CTAs, ragged rows and K: the fp32-accumulated answer,
+    every element of C written, nothing outside it; M above the config's and K not a multiple of 8
+    declined."""
+    sup = _run_case(spec, Problem(_shape(shape), "tn"))
+    m_max = int(spec.split("m=")[1].split(",")[0]) if ":m=" in spec or ",m=" in spec else 1
+    assert bool(sup) == (_shape(shape).m <= m_max and _shape(shape).k % 8 == 0), sup
+
+
+@pytest.mark.parametrize("spec, shape", [("gemv_rows:", "1_4096_14336"), ("gemv_rows:m=2,cps=2", "2_3072_3072")])
+def test_gemv_rows_graph_capture_tracks_new_inputs(spec, shape):
+    _graph_case(spec, Problem(_shape(shape), "tn"))
+
+
 @pytest.mark.parametrize("spec, shape", [("gemv:", "1_4096_4096"), ("gemv:mt=4,splits=4", "32_3072_8192"),
                                          ("gemv:pdl=1", "8_6144_4096"), ("gemv:mt=4,pdl=1,splits=2", "32_3072_8192")])
 def test_gemv_graph_capture_tracks_new_inputs(spec, shape):
