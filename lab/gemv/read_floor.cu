@@ -137,16 +137,29 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// this CTA's even share of nchunks stages: the first c0, cn of them
+__device__ __forceinline__ void chunk_share(size_t nchunks, size_t& c0, size_t& cn) {
+  const size_t per = nchunks / gridDim.x, extra = nchunks % gridDim.x;
+  c0 = blockIdx.x * per + (blockIdx.x < extra ? blockIdx.x : extra);
+  cn = per + (blockIdx.x < extra ? 1 : 0);
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  }
+}
+
 // thread 0 keeps `stages` bulk copies in flight; every other thread only waits at the end
 __global__ void read_bulk(const char* __restrict__ p, size_t bytes, int stages, unsigned* sink) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[16];
   if (threadIdx.x != 0) return;
   // this CTA's share, in whole chunks (the last CTA takes the ragged tail)
-  const size_t nchunks = (bytes + CHUNK - 1) / CHUNK;
-  const size_t per = nchunks / gridDim.x, extra = nchunks % gridDim.x;
-  const size_t c0 = blockIdx.x * per + (blockIdx.x < extra ? blockIdx.x : extra);
-  const size_t cn = per + (blockIdx.x < extra ? 1 : 0);
+  size_t c0, cn;
+  chunk_share((bytes + CHUNK - 1) / CHUNK, c0, cn);
   for (int s = 0; s < stages; ++s) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[s])));
   }
@@ -164,12 +177,7 @@ __global__ void read_bulk(const char* __restrict__ p, size_t bytes, int stages, 
   for (size_t c = 0; c < cn; ++c) {
     int s = (int)(c % stages);
     uint32_t parity = (uint32_t)((c / stages) & 1);
-    uint32_t bar = smem_addr(&bars[s]);
-    uint32_t done = 0;
-    while (!done) {
-      asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                   : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    }
+    mbar_wait(smem_addr(&bars[s]), parity);
     acc ^= *reinterpret_cast<const unsigned*>(smem + (size_t)s * CHUNK);
     if (c + stages < cn) issue(c + stages, s);
   }
@@ -182,10 +190,8 @@ __global__ void read_bulk_multi(const char* __restrict__ p, size_t bytes, int st
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[16];
   const int lane = threadIdx.x;
-  const size_t nchunks = bytes / CHUNK;  // whole stages only (the tail is not read)
-  const size_t per = nchunks / gridDim.x, extra = nchunks % gridDim.x;
-  const size_t c0 = blockIdx.x * per + (blockIdx.x < extra ? blockIdx.x : extra);
-  const size_t cn = per + (blockIdx.x < extra ? 1 : 0);
+  size_t c0, cn;
+  chunk_share(bytes / CHUNK, c0, cn);  // whole stages only (the tail is not read)
   if (lane == 0) {
     for (int s = 0; s < stages; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[s])));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -208,12 +214,7 @@ __global__ void read_bulk_multi(const char* __restrict__ p, size_t bytes, int st
   for (size_t c = 0; c < cn; ++c) {
     int s = (int)(c % stages);
     uint32_t parity = (uint32_t)((c / stages) & 1);
-    uint32_t bar = smem_addr(&bars[s]);
-    uint32_t done = 0;
-    while (!done) {
-      asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                   : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    }
+    mbar_wait(smem_addr(&bars[s]), parity);
     acc ^= *reinterpret_cast<const unsigned*>(smem + (size_t)s * CHUNK + lane * 4);
     __syncwarp();
     if (c + stages < cn) issue(c + stages, s);
