@@ -483,33 +483,6 @@ def test_gemv_rows_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 
 
-# ---- gemv_rows_tc -------------------------------------------------------------------------------
-
-# M 1-16 (17 and 9 above m: declined); fewer rows than CTAs; rows not a multiple of r; K shorter than
-# one tile, ragged against kc, one chunk; N past one group; K not a multiple of 8 (declined)
-GEMV_ROWS_TC_SHAPES = ["1_8_8", "8_5_64", "16_1000_2056", "3_4104_1032", "8_4096_4096", "16_3584_3584",
-                       "5_200_4104", "8_70000_64", "13_64_16384", "16_9000_520", "9_64_64", "17_64_64", "8_64_100"]
-GEMV_ROWS_TC_SPECS = ["gemv_rows_tc:", "gemv_rows_tc:m=16", "gemv_rows_tc:kc=256,threads=128,cps=2",
-                      "gemv_rows_tc:m=16,r=64,kc=256", "gemv_rows_tc:r=16,kc=1024,stages=3",
-                      "gemv_rows_tc:m=16,r=16,kc=256,cps=2,stages=2"]
-
-
-@pytest.mark.parametrize("shape", GEMV_ROWS_TC_SHAPES)
-@pytest.mark.parametrize("spec", GEMV_ROWS_TC_SPECS)
-def test_gemv_rows_tc_matches_reference(spec, shape):
-    """Every M the config serves, fewer rows than CTAs, ragged rows and K, K shorter than a tile: the
-    fp32-accumulated answer, every element of C written, nothing outside it; M above the config's and
-    K not a multiple of 8 declined."""
-    sup = _run_case(spec, Problem(_shape(shape), "tn"))
-    m_max = 16 if "m=16" in spec else 8
-    assert bool(sup) == (_shape(shape).m <= m_max and _shape(shape).k % 8 == 0), sup
-
-
-@pytest.mark.parametrize("spec, shape", [("gemv_rows_tc:", "8_4096_14336"), ("gemv_rows_tc:m=16", "16_3072_3072")])
-def test_gemv_rows_tc_graph_capture_tracks_new_inputs(spec, shape):
-    _graph_case(spec, Problem(_shape(shape), "tn"))
-
-
 @pytest.mark.parametrize("spec, shape", [("gemv:", "1_4096_4096"), ("gemv:mt=4,splits=4", "32_3072_8192"),
                                          ("gemv:pdl=1", "8_6144_4096"), ("gemv:mt=4,pdl=1,splits=2", "32_3072_8192")])
 def test_gemv_graph_capture_tracks_new_inputs(spec, shape):
