@@ -183,3 +183,15 @@ def test_the_packaged_evidence_puts_gemv_in_a_decode_shapes_ranked_list(tmp_path
     got = CliRunner().invoke(app, ["tune", "--dry-run", "--shapes", "1_3072_3072", "--out", str(tmp_path / "t")])
     assert got.exit_code == 0, got.output
     assert "1_3072_3072:" in got.output and "gemv:mt=1" in got.output
+
+
+def test_the_packaged_evidence_measures_gemv_rows_first_on_a_batch_1_decode_shape(tmp_path):
+    """gemv_rows (M <= 4) won every M = 1 decode shape it was measured on (runs 99-100 in the evidence);
+    tune's first paired call on an unmeasured M = 1 shape holds it, and an M = 8 shape, which its pool
+    config does not serve, never lists it."""
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--shapes", "1_5120_5120,8_5120_5120", "--out", str(tmp_path / "t")])
+    assert got.exit_code == 0, got.output
+    first = [ln for ln in got.output.splitlines() if " call 1 " in ln]
+    assert any("gemv_rows:m=1" in ln for ln in first), got.output
+    m8 = got.output.split("8_5120_5120:")[1]
+    assert "gemv_rows" not in m8 and "gemv:" in m8
