@@ -53,7 +53,7 @@ class GemvRows(Family):
 
 FAMILY = GemvRows(
     name="gemv_rows",
-    presets=("",),
+    presets=("", "m=2,threads=128,cps=8,u=1"),
     knobs=(
         Knob("m", (1, 2, 4), 1, help="activation rows served (M <= m)"),
         Knob("r", (4, 2, 8), 4, help="weight rows a CTA reads at once"),
