@@ -463,8 +463,9 @@ def test_gemv_matches_reference(spec, shape):
 # vector step, ragged against the unrolled steps; K not a multiple of 8 (declined)
 GEMV_ROWS_SHAPES = ["1_8_8", "1_5_64", "2_1000_2056", "4_3_24", "3_4104_1032", "1_4096_4096", "1_3072_3072",
                     "4_200_4104", "1_70000_64", "2_64_16384", "5_64_64", "1_64_100"]
-GEMV_ROWS_SPECS = ["gemv_rows:", "gemv_rows:m=2,threads=128,cps=8,u=1", "gemv_rows:m=2,cps=2", "gemv_rows:m=4,u=1,cps=2",
-                   "gemv_rows:r=2,u=4,cps=2", "gemv_rows:threads=512,cps=2", "gemv_rows:threads=128,r=8,u=1"]
+GEMV_ROWS_SPECS = ["gemv_rows:", "gemv_rows:m=2,threads=128,cps=8,u=1", "gemv_rows:m=2,cps=2",
+                   "gemv_rows:m=4,u=1,cps=2", "gemv_rows:r=2,u=4,cps=2", "gemv_rows:threads=512,cps=2",
+                   "gemv_rows:threads=128,r=8,u=1"]
 
 
 @pytest.mark.parametrize("shape", GEMV_ROWS_SHAPES)
@@ -478,7 +479,8 @@ def test_gemv_rows_matches_reference(spec, shape):
     assert bool(sup) == (_shape(shape).m <= m_max and _shape(shape).k % 8 == 0), sup
 
 
-@pytest.mark.parametrize("spec, shape", [("gemv_rows:", "1_4096_14336"), ("gemv_rows:m=2,threads=128,cps=8,u=1", "2_3072_3072")])
+@pytest.mark.parametrize("spec, shape", [("gemv_rows:", "1_4096_14336"),
+                                         ("gemv_rows:m=2,threads=128,cps=8,u=1", "2_3072_3072")])
 def test_gemv_rows_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 

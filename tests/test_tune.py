@@ -186,10 +186,11 @@ def test_the_packaged_evidence_puts_gemv_in_a_decode_shapes_ranked_list(tmp_path
 
 
 def test_the_packaged_evidence_measures_gemv_rows_first_on_a_batch_1_decode_shape(tmp_path):
-    """gemv_rows (M <= 4) won every M = 1 decode shape it was measured on (runs 99-100 in the evidence);
-    tune's first paired call on an unmeasured M = 1 shape holds it, and an M = 8 shape, which its pool
-    config does not serve, never lists it."""
-    got = CliRunner().invoke(app, ["tune", "--dry-run", "--shapes", "1_5120_5120,8_5120_5120", "--out", str(tmp_path / "t")])
+    """gemv_rows led the best baseline on the M = 1 decode shapes of runs 99-101 (in the evidence): tune's
+    first paired call on an M = 1 shape the evidence lacks holds it, and an M = 8 shape, which its pool
+    configs (m = 1 and 2) do not serve, never lists it."""
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--shapes", "1_5120_5120,8_5120_5120",
+                                   "--out", str(tmp_path / "t")])
     assert got.exit_code == 0, got.output
     first = [ln for ln in got.output.splitlines() if " call 1 " in ln]
     assert any("gemv_rows:m=1" in ln for ln in first), got.output
