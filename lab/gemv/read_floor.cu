@@ -31,6 +31,24 @@ constexpr int LDG_THREADS = 256;
 constexpr int LDG_UNROLL = 8;
 constexpr int CHUNK = 24576;  // bytes a bulk copy moves
 
+// 16-byte non-coherent loads that skip L1, with or without the 128-byte L2 prefetch hint (the gemv
+// family's default), and the xor fold that keeps what was read live
+__device__ __forceinline__ uint4 ld_nc(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint4 ld_nc_128(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ unsigned fold(const uint4& v) { return v.x ^ v.y ^ v.z ^ v.w; }
+
 __global__ void __launch_bounds__(LDG_THREADS) read_ldg(const uint4* __restrict__ p, size_t nvec, unsigned* sink) {
   unsigned acc = 0;
   const size_t step = (size_t)gridDim.x * LDG_THREADS * LDG_UNROLL;
@@ -39,15 +57,10 @@ __global__ void __launch_bounds__(LDG_THREADS) read_ldg(const uint4* __restrict_
 #pragma unroll
     for (int u = 0; u < LDG_UNROLL; ++u) {
       size_t i = base + (size_t)u * LDG_THREADS;
-      if (i < nvec) {
-        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + i));
-      } else {
-        v[u] = make_uint4(0, 0, 0, 0);
-      }
+      v[u] = i < nvec ? ld_nc(p + i) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < LDG_UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    for (int u = 0; u < LDG_UNROLL; ++u) acc ^= fold(v[u]);
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
@@ -67,14 +80,11 @@ __global__ void __launch_bounds__(128) read_gemvpat(const __half_raw* __restrict
     uint4 v[8];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(v[2 * u].x), "=r"(v[2 * u].y), "=r"(v[2 * u].z), "=r"(v[2 * u].w) : "l"(w0 + (size_t)(c + u) * 64));
-      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(v[2 * u + 1].x), "=r"(v[2 * u + 1].y), "=r"(v[2 * u + 1].z), "=r"(v[2 * u + 1].w)
-                   : "l"(w1 + (size_t)(c + u) * 64));
+      v[2 * u] = ld_nc_128(w0 + (size_t)(c + u) * 64);
+      v[2 * u + 1] = ld_nc_128(w1 + (size_t)(c + u) * 64);
     }
 #pragma unroll
-    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    for (int u = 0; u < 8; ++u) acc ^= fold(v[u]);
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
@@ -95,14 +105,11 @@ __global__ void __launch_bounds__(128) read_items(const __half_raw* __restrict__
     uint4 v[8];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(v[2 * u].x), "=r"(v[2 * u].y), "=r"(v[2 * u].z), "=r"(v[2 * u].w) : "l"(w0 + u * 64));
-      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(v[2 * u + 1].x), "=r"(v[2 * u + 1].y), "=r"(v[2 * u + 1].z), "=r"(v[2 * u + 1].w)
-                   : "l"(w1 + u * 64));
+      v[2 * u] = ld_nc_128(w0 + u * 64);
+      v[2 * u + 1] = ld_nc_128(w1 + u * 64);
     }
 #pragma unroll
-    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    for (int u = 0; u < 8; ++u) acc ^= fold(v[u]);
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
@@ -119,15 +126,10 @@ __global__ void __launch_bounds__(256) read_rowpat(const uint4* __restrict__ B, 
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         int i = base + 32 * u;
-        if (i < vrow) {
-          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(row + i));
-        } else {
-          v[u] = make_uint4(0, 0, 0, 0);
-        }
+        v[u] = i < vrow ? ld_nc(row + i) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+      for (int u = 0; u < 8; ++u) acc ^= fold(v[u]);
     }
   }
   if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
