@@ -38,7 +38,7 @@
 #            SWEEP_LIMIT, default 480 s, interrupts the compare, keeping the shapes it finished)
 #   skinny   the skinny family: its GPU tests, then the preset chosen by decode row count on the 20 decode
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
-#   gemv     the gemv family: its GPU tests, then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
+#   gemv     the gemv family: its GPU tests (GEMV_TESTS_K: another -k expression, none to skip), then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
 #            count on the 20 decode shapes) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
 #            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet; GEMV_CHOSEN: a
 #            shape<TAB>method file scored alone)
@@ -276,8 +276,10 @@ for stage in $STAGES; do
       done ;;
     gemv)
       log "gemv: GPU tests, the decode plan ${GEMV_PLAN:-lab/gemv/sweep1.txt}"
-      python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k gemv 2>&1 \
-        | tee "$OUT/pytest-gemv.txt" | tail -3
+      if [ "${GEMV_TESTS_K:-gemv}" != none ]; then
+        python3 -m pytest -m gpu -q --timeout 120 -p no:cacheprovider tests/test_kernels_gpu.py -k "${GEMV_TESTS_K:-gemv}" 2>&1 \
+          | tee "$OUT/pytest-gemv.txt" | tail -3
+      fi
       timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
         --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --cache "${GEMV_CACHE:-warm}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
       tail -2 /tmp/hb/gemv.txt; cp /tmp/hb/gemv.parquet "$OUT/" 2>/dev/null
