@@ -1,0 +1,74 @@
+// What does it cost a few-tile GEMM just to bring its operands onto the SMs? Kernels that only
+// fetch: G CTAs, each copying its own X bytes of an L2-resident buffer into shared memory with every
+// copy in flight at once, waiting for all of them, then ending (lab/fewtile/fetch_probe.py times them
+// with the harness's offline loop). A split-K kernel on a shape like 256_256_4096 fetches 64-128 KB per
+// CTA on about 128 CTAs; if even that fetch costs most of cuBLAS's time, no schedule can win much.
+//   variant 0  cp.async: 16-byte cp.async.cg by every thread, one commit group, wait_group 0
+//   variant 1  bulk: one thread issues cp.async.bulk copies of 16 KB on one mbarrier, every thread waits
+// X = 0 is the empty kernel of G CTAs (the launch alone).
+// Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o fetch_probe.so fetch_probe.cu
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int THREADS = 128;
+constexpr int BULK = 16384;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__global__ void __launch_bounds__(THREADS) fetch_cpasync(const char* __restrict__ buf, size_t buf_bytes, int x,
+                                                         unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const char* src = buf + ((size_t)blockIdx.x * x) % buf_bytes;
+  for (int off = threadIdx.x * 16; off < x; off += THREADS * 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(smem + off)), "l"(src + off) : "memory");
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+  if (x > 0 && *reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u) sink[blockIdx.x] = 1;
+}
+
+__global__ void __launch_bounds__(THREADS) fetch_bulk(const char* __restrict__ buf, size_t buf_bytes, int x,
+                                                      unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bar;
+  const char* src = buf + ((size_t)blockIdx.x * x) % buf_bytes;
+  const uint32_t b = smem_addr(&bar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(x) : "memory");
+    for (int off = 0; off < x; off += BULK) {
+      const int n = x - off < BULK ? x - off : BULK;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   ::"r"(smem_addr(smem + off)), "l"(src + off), "r"(n), "r"(b) : "memory");
+    }
+  }
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(b) : "memory");
+  if (*reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u) sink[blockIdx.x] = 1;
+}
+
+}  // namespace
+
+extern "C" int hb_fetch_init(int max_bytes) {
+  cudaFuncSetAttribute(fetch_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+  return (int)cudaFuncSetAttribute(fetch_cpasync, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+}
+
+// x: bytes a CTA fetches (a multiple of 16; 0: the empty kernel)
+extern "C" int hb_fetch(const void* buf, size_t buf_bytes, int ctas, int x, int variant, void* stream, unsigned* sink) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const char* p = static_cast<const char*>(buf);
+  if (variant == 1 && x > 0)
+    fetch_bulk<<<ctas, THREADS, x, st>>>(p, buf_bytes, x, sink);
+  else
+    fetch_cpasync<<<ctas, THREADS, x, st>>>(p, buf_bytes, x, sink);
+  return (int)cudaGetLastError();
+}
