@@ -485,6 +485,31 @@ def test_gemv_rows_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 
 
+# ---- splitk_regs ---------------------------------------------------------------------------------
+
+# few tiles on a deep K (automatic slices: clusters of up to 16), M and N past the last tile, K with a ragged
+# last chunk and shorter than one run a warp, one tile and one slice, every explicit slice count; nn declined
+SPLITK_REGS_SHAPES = ["128_64_4096", "256_256_4096", "100_72_1032", "1_8_8", "33_17_24", "64_64_64", "512_64_16384",
+                      "7_300_520"]
+SPLITK_REGS_SPECS = ["splitk_regs:", "splitk_regs:splits=1", "splitk_regs:splits=2", "splitk_regs:splits=16",
+                     "splitk_regs:fm=4,fn=8", "splitk_regs:fm=1,fn=2,warps=4", "splitk_regs:fm=2,fn=4,u=2,splits=8",
+                     "splitk_regs:fm=2,fn=2,warps=16"]
+
+
+@pytest.mark.parametrize("shape", SPLITK_REGS_SHAPES)
+@pytest.mark.parametrize("spec", SPLITK_REGS_SPECS)
+def test_splitk_regs_matches_reference(spec, shape):
+    """Every slice count (clusters of 1-16), ragged M, N and K: the fp32-accumulated answer, every element
+    of C written, nothing outside it."""
+    assert _run_case(spec, Problem(_shape(shape), "tn"))
+    assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
+
+
+@pytest.mark.parametrize("spec, shape", [("splitk_regs:", "128_64_4096"), ("splitk_regs:fm=4,fn=8,splits=4", "256_256_4096")])
+def test_splitk_regs_graph_capture_tracks_new_inputs(spec, shape):
+    _graph_case(spec, Problem(_shape(shape), "tn"))
+
+
 @pytest.mark.parametrize("spec, shape", [("gemv:", "1_4096_4096"), ("gemv:mt=4,splits=4", "32_3072_8192"),
                                          ("gemv:pdl=1", "8_6144_4096"), ("gemv:mt=4,pdl=1,splits=2", "32_3072_8192")])
 def test_gemv_graph_capture_tracks_new_inputs(spec, shape):
