@@ -38,8 +38,9 @@
 #            SWEEP_LIMIT, default 480 s, interrupts the compare, keeping the shapes it finished)
 #   skinny   the skinny family: its GPU tests, then the preset chosen by decode row count on the 20 decode
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
-#   gemv     the gemv family: its GPU tests (GEMV_TESTS_K: another -k expression, none to skip), then GEMV_PLAN (default lab/gemv/sweep1.txt: configs per decode row
-#            count on the 20 decode shapes) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
+#   gemv     the gemv family: its GPU tests (GEMV_TESTS_K: another -k expression, none to skip), then GEMV_PLAN
+#            (default lab/gemv/sweep1.txt: configs per decode row count on the 20 decode shapes; any plan serves,
+#            e.g. lab/fewtile/regs-plan.txt) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
 #            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet; GEMV_CHOSEN: a
 #            shape<TAB>method file scored alone)
 #   readfloor lab/gemv/read_floor.py: the fastest plain read of each decode shape's weights (READFLOOR_SHAPES) and reads
