@@ -13,6 +13,32 @@ def study_specs(name: str) -> list[str]:
     return [ln.strip() for ln in (STUDIES / name).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
+def build_config(fam, k):
+    """Family ``fam``'s config ``k`` built for sm_90a (or taken from the build cache): the CPU build tests'
+    one way to compile a config."""
+    from kernels_search import build
+
+    return build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+
+
+def sass_of(lib_path) -> str:
+    """The SASS of a built library; skips the test where cuobjdump is missing."""
+    from kernels_search import toolchain
+
+    if not toolchain.find_cuobjdump():
+        pytest.skip("cuobjdump not installed (set HGEMM_CUOBJDUMP)")
+    return toolchain.dump_sass(lib_path)
+
+
+def _has_nvcc() -> bool:
+    from kernels_search import toolchain
+
+    return toolchain.find_nvcc() is not None
+
+
+needs_nvcc = pytest.mark.skipif(not _has_nvcc(), reason="nvcc not installed")
+
+
 def _cuda_available() -> bool:
     try:
         import torch

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from harness.problem import Problem, Shape
-from kernels_search import build, toolchain
 from kernels_search.families import ALL as FAMILIES
 from kernels_search.families.gemv import rows_per_cta, smem_bytes
 from kernels_search.family import KnobError
 
+from conftest import build_config, needs_nvcc, sass_of
+
 FAM = FAMILIES["gemv"]
-needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
 
 
 @pytest.mark.parametrize("spec, why", [
@@ -48,13 +48,11 @@ def test_geometry():
 @pytest.mark.parametrize("preset", FAM.presets + ("rw=2,u=8,warps=8,kw=8,minb=1",))
 def test_presets_compile_without_spills(preset, cache):
     k = FAM.parse(preset)
-    res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))
+    res = build_config(FAM, k)
     assert res.ok, res.log[-3000:]
     assert len(res.kernels) == 1
     assert res.spill_bytes == 0, res.kernels
-    if not toolchain.find_cuobjdump():
-        pytest.skip("cuobjdump not installed")
-    sass = toolchain.dump_sass(res.lib_path)
+    sass = sass_of(res.lib_path)
     assert "HMMA.16816.F32" in sass
     assert "LDGSTS" not in sass and "LDSM" not in sass  # no operand staged in shared memory
     ops = [ln for ln in sass.splitlines() if "LDG.E" in ln or "HMMA" in ln or "LDS" in ln]

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from harness.problem import Problem, Shape
-from kernels_search import build, toolchain
 from kernels_search.families import ALL as FAMILIES
 from kernels_search.families.gemv_rows import load_registers
 from kernels_search.family import KnobError
 
+from conftest import build_config, needs_nvcc, sass_of
+
 FAM = FAMILIES["gemv_rows"]
-needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
 
 
 @pytest.mark.parametrize("spec, why", [
@@ -42,12 +42,10 @@ def test_serves_tn_rows_up_to_m_with_k_a_multiple_of_8():
 @pytest.mark.parametrize("spec", FAM.presets + ("m=4,u=1,cps=2", "u=4,r=4,cps=2", "threads=512,cps=2", "threads=128,r=8,u=1"))
 def test_configs_compile_without_spills_on_the_cuda_cores(spec, cache):
     k = FAM.parse(spec)
-    res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))
+    res = build_config(FAM, k)
     assert res.ok, res.log[-3000:]
     assert len(res.kernels) == 1
     assert res.spill_bytes == 0, res.kernels
-    if not toolchain.find_cuobjdump():
-        pytest.skip("cuobjdump not installed")
-    sass = toolchain.dump_sass(res.lib_path)
+    sass = sass_of(res.lib_path)
     assert "FFMA" in sass and "HMMA" not in sass
     assert "LDGSTS" not in sass and "UBLKCP" not in sass  # the weights go straight to registers

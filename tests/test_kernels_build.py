@@ -21,10 +21,7 @@ from kernels_search import build, ptxas, toolchain
 from kernels_search.families import ALL as FAMILIES
 from kernels_search.family import KnobError
 
-from conftest import study_specs
-
-NVCC = toolchain.find_nvcc()
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+from conftest import build_config, needs_nvcc, sass_of, study_specs
 
 
 def _has_cutlass() -> bool:
@@ -38,14 +35,7 @@ def _has_cutlass() -> bool:
 
 def _build_default(name: str) -> build.BuildResult:
     fam = FAMILIES[name]
-    k = fam.defaults()
-    return build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
-
-
-def _sass(lib_path: str) -> str:
-    if not toolchain.find_cuobjdump():
-        pytest.skip("cuobjdump not installed (set HGEMM_CUOBJDUMP)")
-    return toolchain.dump_sass(lib_path)
+    return build_config(fam, fam.defaults())
 
 
 # ---- ptxas parsing ------------------------------------------------------------------------------
@@ -168,7 +158,7 @@ def test_mma_sync_family_default_compiles_without_spills(cache, name):
     assert res.spill_bytes == 0, res.kernels
     lib = ctypes.CDLL(res.lib_path)
     assert hasattr(lib, "hgemm_run") and hasattr(lib, "hgemm_workspace")
-    assert "HMMA.16816.F32" in _sass(res.lib_path)
+    assert "HMMA.16816.F32" in sass_of(res.lib_path)
 
 
 @needs_nvcc
@@ -200,7 +190,7 @@ def test_splitk_cluster_reduction_is_compiled_in(cache):
 
     res = _build_default("splitk")
     assert res.ok and res.spill_bytes == 0, res.log[-3000:]
-    sass = _sass(res.lib_path)
+    sass = sass_of(res.lib_path)
     funcs = re.split(r"\n\s*Function : ", sass)
     mode4 = [f for f in funcs if re.match(r"_ZN2ms11gemm_kernelILi[01]ELb[01]ELi4E", f)]
     assert len(mode4) == 4, "one MODE 4 kernel per layout x load path"
@@ -274,7 +264,7 @@ def test_hopper_default_compiles_with_wgmma_and_no_spills(cache):
     res = _build_default("hopper")
     assert res.ok, res.log[-5000:]
     assert res.kernels and res.spill_bytes == 0, res.kernels
-    sass = _sass(res.lib_path)
+    sass = sass_of(res.lib_path)
     assert "HGMMA" in sass
     lib = ctypes.CDLL(res.lib_path)
     assert hasattr(lib, "hgemm_run") and hasattr(lib, "hgemm_workspace")
@@ -290,7 +280,7 @@ def test_splitk_tma_default_compiles_with_its_reduce_kernel(cache):
     assert res.ok, res.log[-5000:]
     assert res.spill_bytes == 0, res.kernels
     names = " ".join(k["name"] for k in res.kernels)
-    assert "splitk_reduce" in names and "HGMMA" in _sass(res.lib_path)
+    assert "splitk_reduce" in names and "HGMMA" in sass_of(res.lib_path)
 
 
 @needs_nvcc
@@ -302,7 +292,7 @@ def test_splitk_tma_swap_default_compiles(cache):
     res = _build_default("splitk_tma_swap")
     assert res.ok, res.log[-5000:]
     assert res.spill_bytes == 0, res.kernels
-    assert "splitk_reduce" in " ".join(k["name"] for k in res.kernels) and "HGMMA" in _sass(res.lib_path)
+    assert "splitk_reduce" in " ".join(k["name"] for k in res.kernels) and "HGMMA" in sass_of(res.lib_path)
 
 
 def test_splitk_tma_swap_renders_the_transposed_problem_and_leaves_other_sources_alone():
@@ -349,7 +339,7 @@ def test_hopper_swap_default_compiles_without_the_reduce_kernel(cache):
     res = _build_default("hopper_swap")
     assert res.ok, res.log[-5000:]
     assert res.spill_bytes == 0, res.kernels
-    assert "splitk_reduce" not in " ".join(k["name"] for k in res.kernels) and "HGMMA" in _sass(res.lib_path)
+    assert "splitk_reduce" not in " ".join(k["name"] for k in res.kernels) and "HGMMA" in sass_of(res.lib_path)
 
 
 def test_hopper_swap_renders_the_transposed_one_pass_gemm():
@@ -596,7 +586,7 @@ def test_l2_promo_build_routes_cutlass_descriptors_through_the_hook(cache):
     spec = "tile_m=64,tile_n=128,cluster_m=1,cluster_n=1,schedule=single,stages=8"
     for promo, hooked in ((256, True), (0, False)):
         k = fam.parse(f"{spec},l2_promo={promo}")
-        res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+        res = build_config(fam, k)
         assert res.ok, res.log[-5000:]
         assert res.spill_bytes == 0, res.kernels
         syms = subprocess.run(["nm", "-C", str(res.lib_path)], capture_output=True, text=True, check=True).stdout
@@ -674,12 +664,12 @@ def test_odd_and_narrow_tiles_compile_to_one_wgmma_atom_as_wide_as_the_tile(cach
     shared-memory swizzle). Both for both B layouts, without spills."""
     fam = FAMILIES["hopper"]
     k = fam.parse(knobs)
-    res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+    res = build_config(fam, k)
     assert res.ok, res.log[-5000:]
     assert res.spill_bytes == 0, res.kernels
     names = [kn["name"] for kn in res.kernels]
     assert len(names) == 2 and all(f"MMA_{atom}" in n for n in names), names
-    assert f"HGMMA.{atom}" in _sass(res.lib_path)
+    assert f"HGMMA.{atom}" in sass_of(res.lib_path)
 
 
 def test_one_wave_slice_count_fills_one_wave_with_deep_enough_slices():
@@ -937,7 +927,7 @@ def test_splitk_kslices_compile_without_spills(cache, spec):
     park their tiles in shared memory (the block is kslices x the warp grid)."""
     fam = FAMILIES["splitk"]
     k = fam.parse(spec)
-    res = build.build(fam.render(k), fam.extra_flags(k), extra_key=fam.extra_key(k))
+    res = build_config(fam, k)
     assert res.ok, res.log[-3000:]
     assert res.kernels and res.spill_bytes == 0, res.kernels
     assert "#define MS_KSLICES " + str(k["kslices"]) in fam.render(k)

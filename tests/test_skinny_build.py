@@ -8,13 +8,13 @@ import re
 import pytest
 
 from harness.problem import Problem, Shape
-from kernels_search import build, toolchain
 from kernels_search.families import ALL as FAMILIES
 from kernels_search.families.skinny import SMEM_LIMIT, smem_bytes
 from kernels_search.family import KnobError
 
+from conftest import build_config, needs_nvcc, sass_of
+
 FAM = FAMILIES["skinny"]
-needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
 
 
 @pytest.mark.parametrize("spec, why", [
@@ -62,13 +62,11 @@ def test_runtime_options_share_one_binary():
 @pytest.mark.parametrize("preset", FAM.presets + ("tma=0",))
 def test_presets_compile_without_spills(preset, cache):
     k = FAM.parse(preset)
-    res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))
+    res = build_config(FAM, k)
     assert res.ok, res.log[-3000:]
     assert len(res.kernels) == 4, "one kernel per orientation x B layout"
     assert res.spill_bytes == 0, res.kernels
-    if not toolchain.find_cuobjdump():
-        pytest.skip("cuobjdump not installed")
-    sass = toolchain.dump_sass(res.lib_path)
+    sass = sass_of(res.lib_path)
     assert "HMMA.16816.F32" in sass
     assert ("UTMALDG.2D" in sass) == bool(k["tma"])
     assert re.search(r"LDGSTS", sass)  # the narrow operand (and the wide one without TMA) by cp.async

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from harness.problem import Problem, Shape
-from kernels_search import build, toolchain
 from kernels_search.families import ALL as FAMILIES
 from kernels_search.families.splitk_regs import registers, smem_bytes
 from kernels_search.family import KnobError
 
+from conftest import build_config, needs_nvcc, sass_of
+
 FAM = FAMILIES["splitk_regs"]
-needs_nvcc = pytest.mark.skipif(toolchain.find_nvcc() is None, reason="nvcc not installed")
 
 
 @pytest.mark.parametrize("spec, why", [
@@ -41,13 +41,11 @@ def test_serves_tn_with_k_a_multiple_of_8_and_passes_the_slice_count():
 @pytest.mark.parametrize("spec", ["", "fm=4,fn=8", "fm=2,fn=8", "fm=1,fn=4,warps=4", "fm=2,fn=2,warps=16", "u=2"])
 def test_configs_compile_without_spills_loading_operands_into_registers(spec, cache):
     k = FAM.parse(spec)
-    res = build.build(FAM.render(k), FAM.extra_flags(k), extra_key=FAM.extra_key(k))
+    res = build_config(FAM, k)
     assert res.ok, res.log[-3000:]
     assert len(res.kernels) == 1
     assert res.spill_bytes == 0, res.kernels
-    if not toolchain.find_cuobjdump():
-        pytest.skip("cuobjdump not installed")
-    sass = toolchain.dump_sass(res.lib_path)
+    sass = sass_of(res.lib_path)
     assert "HMMA" in sass and "LDG.E.NA.128.CONSTANT" in sass  # 16-byte non-coherent loads into MMA registers
     assert "LDGSTS" not in sass and "UBLKCP" not in sass and "LDSM" not in sass  # no shared-memory staging of A or B
     assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barriers around the DSMEM reduction
