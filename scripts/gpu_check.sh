@@ -77,6 +77,12 @@
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
 #            then lab/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
+#   ray      issue 35's scale-out on this host's GPU: Ray (the cp312 site of ray and the three packages the GPU image
+#            lacks, carried packed as .hbstate/ray-site.tar.xz: too large as a wheel for the carry limit) unpacked
+#            beside the carried wheels, then tests/test_scaleout.py with -m gpu (--gpus 1 against the single-process run)
+#            (made by: python3 -m pip install --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+#             --platform manylinux2014_x86_64 --target DIR ray==2.60.0 jsonschema jsonschema-specifications referencing
+#             rpds-py; tar -cf - -C DIR . | xz -9 > .hbstate/ray-site.tar.xz)
 #   cudal2   per-shape external kernels, each judged on its own shape: CUDAL2_DIR (default .cudal2, ignored and
 #            carried: kernels/M_N_K.cu, shapes.txt, claims.csv, as `python3 -m lab.cudal2.prepare` lays out CUDA-L2's
 #            H100 kernels; their code is never committed) built in parallel (build --kernels-dir, at most
@@ -224,6 +230,14 @@ for stage in $STAGES; do
       $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$cheap" > "$OUT/autotuneab.txt" 2>&1
       python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md" ;;
+    ray)
+      log "ray: compare --gpus 1 against the single-process run (tests/test_scaleout.py -m gpu)"
+      if [ -f .hbstate/ray-site.tar.xz ]; then
+        mkdir -p /tmp/hb-ray/site-packages && tar xJf .hbstate/ray-site.tar.xz -C /tmp/hb-ray/site-packages
+        export PYTHONPATH=$PYTHONPATH:/tmp/hb-ray/site-packages
+      fi
+      python3 -c "import ray; print('ray', ray.__version__)" 2>&1 | tail -1 | tee "$OUT/ray.txt"
+      python3 -m pytest -m gpu -q --timeout 300 -p no:cacheprovider tests/test_scaleout.py 2>&1 | tee -a "$OUT/ray.txt" | tail -15 ;;
     grid)
       log "grid: cuda-l2, four baselines, nn+tn, offline warm, defaults (resumed when carried)"
       mkdir -p /tmp/hb/grid
