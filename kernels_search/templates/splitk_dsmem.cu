@@ -1,0 +1,298 @@
+// Split-K GEMM for few-tile shapes on the Hopper path (TMA loads, WGMMA from shared memory), the K slices
+// of a tile summed inside the same launch through distributed shared memory.
+//
+// Why: on few-tile deep-K shapes the library's best kernels are CUTLASS split-K GEMMs whose slices are
+// summed by a second kernel (on 256_256_4096 the reduce kernel is 1.2 us of a 5.5 us call,
+// lab/fewtile/slices-kernel-profile-h200.md). Summing inside the GEMM through global memory (a counter,
+// the last slice sums) lost (lab/fewtile/fused-reduce-h200.md): it puts L2 round trips and one SM's
+// bandwidth on the critical path. CUTLASS's sm90 schedulers cannot put the K slices of one tile in one
+// cluster, so here the grid is (tiles along M, tiles along N, S slices) and the S CTAs of a tile are one
+// thread-block cluster (S <= 16): after the main loop each CTA writes its fp32 tile into its own shared
+// memory, and CTA r sums rows [r x BM / S, ...) of the tile over the cluster's CTAs, in rank order
+// (deterministic), through DSMEM, and stores them as fp16. One launch, no workspace, no atomics.
+//
+// Main loop: one warpgroup a CTA; thread 0 keeps STAGES TMA loads of (BM + BN) x 64 fp16 in flight
+// (128-byte swizzle, zero fill past M, N and K); the warpgroup waits each stage's transaction barrier,
+// issues its WGMMAs (BM / 64 of m64nBNk16 per 16 k), waits for them, frees the stage. A slice is short
+// (a few k-tiles), so the loads of a whole slice are mostly in flight at once.
+//
+// Compile-time knobs (rendered above this file):
+//   SD_BM      tile rows, 64 or 128 (one warpgroup: 128 issues two m64 WGMMAs a step)
+//   SD_BN      tile columns (the WGMMA's N: a multiple of 8 up to 256; 32, 64, 128 here)
+//   SD_STAGES  shared-memory stages of the TMA pipeline
+// Runtime option: opts[0] splits: 0 = automatic (tiles x slices about the SM count, at most 8, a slice at
+// least 2 k-tiles), s >= 1 = s slices (at most 16, at most one a 64-k tile).
+// Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
+// aligned A and B (the family declines others).
+
+#include <cooperative_groups.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/cutlass.h"
+
+namespace sd {
+using namespace cute;
+
+constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
+constexpr int NTH = 128;
+constexpr int MAX_CLUSTER = 16;
+constexpr int AUTO_MAX_SLICES = 8;
+constexpr int PART_LD = BN + 4;  // fp32 row stride of the CTA's tile in shared memory
+static_assert(BM == 64 || BM == 128, "BM: 64 or 128");
+static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "BN: a WGMMA N");
+
+using TA = cute::half_t;
+using CtaTiler = Shape<Int<BM>, Int<BN>, Int<BK>>;
+using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<TA>{}, make_shape(Int<BM>{}, Int<BK>{}, Int<STAGES>{})));
+using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<TA>{}, make_shape(Int<BN>{}, Int<BK>{}, Int<STAGES>{})));
+using TiledMma = decltype(make_tiled_mma(
+    GMMA::ss_op_selector<TA, TA, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>()));
+static_assert(size(TiledMma{}) == NTH, "one warpgroup");
+
+struct SharedStorage {
+  alignas(1024) TA a[cosize_v<SmemLayoutA>];  // 128-byte swizzle: stages start on 1 KB
+  alignas(1024) TA b[cosize_v<SmemLayoutB>];
+  alignas(16) float part[BM * PART_LD];
+  alignas(8) uint64_t full[STAGES];   // TMA bytes landed
+  alignas(8) uint64_t empty[STAGES];  // the warpgroup is done with the stage
+};
+constexpr size_t SMEM = sizeof(SharedStorage);
+constexpr int TX_BYTES = (BM + BN) * BK * (int)sizeof(TA);
+
+template <class TmaA, class TmaB>
+__global__ void __launch_bounds__(NTH, 1)
+    splitk_dsmem_kernel(CUTE_GRID_CONSTANT TmaA const tma_a, CUTE_GRID_CONSTANT TmaB const tma_b, half* __restrict__ C,
+                        int M, int N, int K, int per) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+  using FullBar = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBar = cutlass::arch::ClusterBarrier;
+
+  Tensor mA = tma_a.get_tma_tensor(make_shape(M, K));  // (M, K)
+  Tensor mB = tma_b.get_tma_tensor(make_shape(N, K));  // (N, K)
+  auto cta = make_coord(blockIdx.x, blockIdx.y, _);
+  Tensor gA = local_tile(mA, CtaTiler{}, cta, Step<_1, X, _1>{});  // (BM, BK, k-tiles)
+  Tensor gB = local_tile(mB, CtaTiler{}, cta, Step<X, _1, _1>{});  // (BN, BK, k-tiles)
+  Tensor sA = make_tensor(make_smem_ptr(smem.a), SmemLayoutA{});  // (BM, BK, STAGES)
+  Tensor sB = make_tensor(make_smem_ptr(smem.b), SmemLayoutB{});
+  auto [tAgA, tAsA] = tma_partition(tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
+  auto [tBgB, tBsB] = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
+
+  const int k_tiles = (K + BK - 1) / BK;
+  const int kt0 = blockIdx.z * per;
+  const int n_kt = min(kt0 + per, k_tiles) - kt0;  // >= 1: the plan never makes an empty slice
+  const int warp = threadIdx.x / 32;
+  const bool leader = warp == 0 && cute::elect_one_sync();
+
+  if (warp == 0 && threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      FullBar::init(&smem.full[s], 1);
+      EmptyBar::init(&smem.empty[s], NTH);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  int issued = 0;
+  if (leader) {
+    for (; issued < STAGES && issued < n_kt; ++issued) {
+      FullBar::arrive_and_expect_tx(&smem.full[issued], TX_BYTES);
+      copy(tma_a.with(smem.full[issued]), tAgA(_, kt0 + issued), tAsA(_, issued));
+      copy(tma_b.with(smem.full[issued]), tBgB(_, kt0 + issued), tBsB(_, issued));
+    }
+  }
+
+  TiledMma mma;
+  ThrMMA thr = mma.get_thread_slice(threadIdx.x);
+  Tensor sP = make_tensor(make_smem_ptr(smem.part),
+                          make_layout(make_shape(Int<BM>{}, Int<BN>{}), make_stride(Int<PART_LD>{}, Int<1>{})));
+  Tensor tCsA = thr.partition_A(sA);  // (MMA, MMA_M, MMA_K, STAGES)
+  Tensor tCsB = thr.partition_B(sB);
+  Tensor tCsP = thr.partition_C(sP);  // (MMA, MMA_M, MMA_N)
+  Tensor tCrA = thr.make_fragment_A(tCsA);
+  Tensor tCrB = thr.make_fragment_B(tCsB);
+  Tensor acc = thr.make_fragment_C(tCsP);
+  clear(acc);
+
+  for (int i = 0; i < n_kt; ++i) {
+    const int s = i % STAGES;
+    const int phase = (i / STAGES) & 1;
+    FullBar::wait(&smem.full[s], phase);
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+    gemm(mma, tCrA(_, _, _, s), tCrB(_, _, _, s), acc);
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    EmptyBar::arrive(&smem.empty[s]);
+    if (leader && issued < n_kt) {  // refill this stage with k-tile `issued` (= i + STAGES)
+      EmptyBar::wait(&smem.empty[s], phase);
+      FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
+      copy(tma_a.with(smem.full[s]), tAgA(_, kt0 + issued), tAsA(_, s));
+      copy(tma_b.with(smem.full[s]), tBgB(_, kt0 + issued), tBsB(_, s));
+      ++issued;
+    }
+  }
+
+  // this CTA's fp32 tile into its own shared memory
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
+
+  namespace cg = cooperative_groups;
+  const int splits = gridDim.z;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (splits > 1) cluster.sync();  // every slice's tile written (and visible across the cluster)
+  else __syncthreads();
+  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
+  const int rows = (BM + splits - 1) / splits;
+  const int r0 = rank * rows, r1 = min(BM, r0 + rows);
+  constexpr int CPR = BN / 8;  // 8-column pieces a row
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
+  for (int i = threadIdx.x; i < (r1 - r0) * CPR; i += NTH) {
+    const int row = r0 + i / CPR, col = (i % CPR) * 8;
+    const int gm = m0 + row, gn = n0 + col;
+    if (gm >= M || gn >= N) continue;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const float* mine = smem.part + row * PART_LD + col;
+    int z = 0;
+    for (; z + 4 <= splits; z += 4) {  // four ranks' loads in flight, summed in rank order
+      float4 lo[4], hi[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float* q = splits > 1 ? cluster.map_shared_rank(mine, z + u) : mine;
+        lo[u] = *reinterpret_cast<const float4*>(q);
+        hi[u] = *reinterpret_cast<const float4*>(q + 4);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
+        v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
+      }
+    }
+    for (; z < splits; ++z) {
+      const float* q = splits > 1 ? cluster.map_shared_rank(mine, z) : mine;
+      const float4 lo = *reinterpret_cast<const float4*>(q), hi = *reinterpret_cast<const float4*>(q + 4);
+      v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
+      v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
+    }
+    half* p = C + (size_t)gm * N + gn;
+    if (vec && gn + 8 <= N) {
+      __half2 h4[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]), __floats2half2_rn(v[4], v[5]),
+                       __floats2half2_rn(v[6], v[7])};
+      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h4);
+    } else {
+      for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
+    }
+  }
+  if (splits > 1) cluster.sync();  // peers read this CTA's tile until here
+}
+
+static int device_sms() {
+  static int sms = 0;
+  if (sms == 0) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      n = 132;
+    }
+    sms = n;
+  }
+  return sms;
+}
+
+struct Plan {
+  int tiles_m, tiles_n, splits, per;
+};
+
+// Automatic slices: the fewest that bring tiles x slices to the SM count, a slice at least 2 k-tiles, at most
+// AUTO_MAX_SLICES (a cluster of CTAs of one SM each must fit in one GPC).
+static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
+  const int want = hgemm_opt(opts, n_opts, 0, 0);
+  if (want < 0 || want > MAX_CLUSTER) return false;
+  p.tiles_m = (M + BM - 1) / BM;
+  p.tiles_n = (N + BN - 1) / BN;
+  const int k_tiles = (K + BK - 1) / BK;
+  int s = want;
+  if (s == 0) {
+    const int tiles = p.tiles_m * p.tiles_n;
+    s = (device_sms() + tiles - 1) / tiles;
+    s = min(s, max(1, k_tiles / 2));
+    s = min(s, AUTO_MAX_SLICES);
+  }
+  s = max(1, min(s, k_tiles));
+  p.per = (k_tiles + s - 1) / s;
+  p.splits = (k_tiles + p.per - 1) / p.per;  // no empty slice
+  return true;
+}
+
+template <class Kernel>
+static int set_attributes(Kernel kernel) {
+  static bool done = false;
+  if (!done) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) != cudaSuccess ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+      cudaGetLastError();
+      return HGEMM_ERR_LAUNCH;
+    }
+    done = true;
+  }
+  return HGEMM_OK;
+}
+
+// Whether a cluster of each size can be co-scheduled is asked once per process: a cluster that cannot is
+// refused as unsupported rather than failing at launch.
+static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
+  Tensor mA = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(A)), make_shape(M, K), make_stride(K, Int<1>{}));
+  Tensor mB = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(B)), make_shape(N, K), make_stride(K, Int<1>{}));
+  auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mA, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
+  auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mB, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
+  auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
+  if (int rc = set_attributes(kernel)) return rc;
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(p.tiles_m, p.tiles_n, p.splits);
+  cfg.blockDim = dim3(NTH, 1, 1);
+  cfg.dynamicSmemBytes = SMEM;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = p.splits;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  static signed char fits[MAX_CLUSTER + 1] = {};
+  signed char& fit = fits[p.splits];
+  if (fit == 0) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    fit = n > 0 ? 1 : -1;
+  }
+  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
+  if (cudaLaunchKernelEx(&cfg, kernel, tma_a, tma_b, C, M, N, K, p.per) != cudaSuccess) {
+    cudaGetLastError();
+    return HGEMM_ERR_LAUNCH;
+  }
+  return HGEMM_OK;
+}
+}  // namespace sd
+
+extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* opts, int n_opts) { return 0; }
+
+extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
+                         const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
+  if (M < 1 || N < 1 || K < 1 || !A_ || !B_ || !C_) return HGEMM_ERR_ARGS;
+  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
+  if (layout != HGEMM_LAYOUT_TN || K % 8 != 0 || !hgemm_aligned16(A_) || !hgemm_aligned16(B_))
+    return HGEMM_ERR_UNSUPPORTED;
+  sd::Plan p;
+  if (!sd::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
+  if (p.tiles_n > 65535 || p.splits > 65535) return HGEMM_ERR_UNSUPPORTED;  // grid y / z limits
+  return sd::launch(static_cast<const half*>(A_), static_cast<const half*>(B_), static_cast<half*>(C_), M, N, K, p,
+                    stream);
+}
