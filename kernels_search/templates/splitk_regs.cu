@@ -12,7 +12,7 @@
 //
 // Work division: grid (tiles along N, tiles along M, S slices of K); a CTA owns one TM x TN tile and one
 // slice, its warps take the slice's 32-k chunks in runs of U, round robin. The warps' parts are summed
-// through shared memory in warp order; with S > 1 the S CTAs of a tile are one thread-block cluster
+// through shared memory in a fixed order (halving); with S > 1 the S CTAs of a tile are one thread-block cluster
 // (S <= 16) and CTA r sums rows [r x TM / S, ...) of the tile over every CTA's part, in rank order,
 // through distributed shared memory, then stores them. Deterministic, no workspace, one launch.
 //
@@ -21,7 +21,7 @@
 //   SR_FN     8-column B fragments a tile (TN = 8 x FN)
 //   SR_WARPS  warps per CTA (they split the slice's chunks)
 //   SR_U      32-k chunks a warp loads before its MMAs
-// Runtime option: opts[0] splits: 0 = about one CTA a SM (auto_splits), s >= 1 = s slices (at most 16,
+// Runtime option: opts[0] splits: 0 = about one CTA a SM, at most 8 slices (auto_splits), s >= 1 = s slices (at most 16,
 // at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
 // 16-byte aligned A and B (the family declines others); rows past M or N are clamped to valid memory
 // and never stored, chunks past K load zeros.
@@ -34,9 +34,11 @@ constexpr int NTH = WARPS * 32;
 constexpr int TM = 16 * FM, TN = 8 * FN;
 constexpr int PART_LD = TN + 4;  // fp32 row stride of the CTA's summed tile
 constexpr int MAX_CLUSTER = 16;
-constexpr size_t RED_BYTES = (size_t)WARPS * FM * FN * 32 * sizeof(float4);
-constexpr size_t SMEM = RED_BYTES + (size_t)TM * PART_LD * sizeof(float);
-static_assert(FM >= 1 && FN >= 1 && WARPS >= 1 && U >= 1, "knobs");
+// the upper half of the warps hands its parts to the lower half, halving until warp 0 holds the sum
+constexpr size_t RED_BYTES = (size_t)(WARPS > 1 ? WARPS / 2 : 1) * FM * FN * 32 * sizeof(float4);
+constexpr size_t PART_BYTES = (size_t)TM * PART_LD * sizeof(float);
+constexpr size_t SMEM = RED_BYTES > PART_BYTES ? RED_BYTES : PART_BYTES;  // the summed tile reuses the buffer
+static_assert(FM >= 1 && FN >= 1 && U >= 1 && (WARPS & (WARPS - 1)) == 0, "knobs (warps a power of two)");
 
 __device__ __forceinline__ uint4 ld16(const half* p) {
   uint4 v;
@@ -68,8 +70,8 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[FM][FN][4], const uint4 (
 __global__ void __launch_bounds__(NTH, 1) splitk_regs_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                                             half* __restrict__ C, int M, int N, int K, int per) {
   extern __shared__ __align__(16) unsigned char smem[];
-  float4* red = reinterpret_cast<float4*>(smem);             // [WARPS][FM][FN][32]
-  float* part = reinterpret_cast<float*>(smem + RED_BYTES);  // [TM][PART_LD]
+  float4* red = reinterpret_cast<float4*>(smem);  // [WARPS / 2][FM][FN][32]
+  float* part = reinterpret_cast<float*>(smem);   // [TM][PART_LD], once the warps' parts are summed
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int m0 = blockIdx.y * TM, n0 = blockIdx.x * TN;
@@ -110,28 +112,42 @@ __global__ void __launch_bounds__(NTH, 1) splitk_regs_kernel(const half* __restr
     for (int u = 0; u < U; ++u) chunk_mma(acc, a[u], b[u]);
   }
 
-  // the warps' parts, summed in warp order into the CTA's fp32 tile
+  // the warps' parts summed by halving (warp w + h's part added to warp w's, h = WARPS / 2, ..., 1: the
+  // same order on every call), then warp 0's sum laid out row-major as the CTA's fp32 tile
+#pragma unroll 1
+  for (int h = WARPS / 2; h >= 1; h /= 2) {
+    if (warp >= h && warp < 2 * h) {
 #pragma unroll
-  for (int f = 0; f < FM; ++f)
+      for (int f = 0; f < FM; ++f)
 #pragma unroll
-    for (int j = 0; j < FN; ++j)
-      red[((warp * FM + f) * FN + j) * 32 + lane] = make_float4(acc[f][j][0], acc[f][j][1], acc[f][j][2], acc[f][j][3]);
-  __syncthreads();
-  for (int i = threadIdx.x; i < FM * FN * 32; i += NTH) {
-    float4 s = red[i];
-    for (int w = 1; w < WARPS; ++w) {
-      const float4 v = red[w * FM * FN * 32 + i];
-      s.x += v.x;
-      s.y += v.y;
-      s.z += v.z;
-      s.w += v.w;
+        for (int j = 0; j < FN; ++j)
+          red[(((warp - h) * FM + f) * FN + j) * 32 + lane] =
+              make_float4(acc[f][j][0], acc[f][j][1], acc[f][j][2], acc[f][j][3]);
     }
-    const int l = i & 31, fj = i >> 5, f = fj / FN, j = fj % FN;
-    const int row = f * 16 + (l >> 2), col = j * 8 + 2 * (l & 3);
-    part[row * PART_LD + col] = s.x;
-    part[row * PART_LD + col + 1] = s.y;
-    part[(row + 8) * PART_LD + col] = s.z;
-    part[(row + 8) * PART_LD + col + 1] = s.w;
+    __syncthreads();
+    if (warp < h) {
+#pragma unroll
+      for (int f = 0; f < FM; ++f)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+          const float4 v = red[((warp * FM + f) * FN + j) * 32 + lane];
+          acc[f][j][0] += v.x;
+          acc[f][j][1] += v.y;
+          acc[f][j][2] += v.z;
+          acc[f][j][3] += v.w;
+        }
+    }
+    __syncthreads();
+  }
+  if (warp == 0) {
+#pragma unroll
+    for (int f = 0; f < FM; ++f)
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+        const int row = f * 16 + g, col = j * 8 + 2 * t;
+        *reinterpret_cast<float2*>(part + row * PART_LD + col) = make_float2(acc[f][j][0], acc[f][j][1]);
+        *reinterpret_cast<float2*>(part + (row + 8) * PART_LD + col) = make_float2(acc[f][j][2], acc[f][j][3]);
+      }
   }
 
   namespace cg = cooperative_groups;
@@ -181,12 +197,13 @@ static int device_sms() {
 }
 
 // About one CTA a SM: the fewest slices that bring tiles x slices to the SM count, each slice at least
-// one run of chunks a warp, at most 16 (a cluster).
+// one run of chunks a warp, at most 8 (the portable cluster size; on the H200 the 64x64 tile in clusters of
+// 9 took 14.5 us on 256_256_4096 where its fetch alone takes 3.3 us, cause not profiled).
 static int auto_splits(int tiles, int nch, int sms) {
   int s = (sms + tiles - 1) / tiles;
   const int most = nch / (WARPS * U) > 1 ? nch / (WARPS * U) : 1;
   s = s < most ? s : most;
-  return s < MAX_CLUSTER ? s : MAX_CLUSTER;
+  return s < 8 ? s : 8;
 }
 
 struct Plan {
