@@ -36,6 +36,17 @@ def test_serves_tn_with_k_a_multiple_of_8_and_passes_the_slice_count():
     assert smem_bytes(k) == 4 * 128 * 64 * 2 + 64 * 68 * 4 + 16 * 4 + 1024
 
 
+def test_source_carries_the_shared_cluster_header_verbatim():
+    """The DSMEM slice sum and the cluster launch come from templates/cluster_slices.cuh, rendered into the source
+    (so the build key and the source hash change with it), shared with splitk_regs."""
+    from kernels_search.family import template
+
+    part = template("cluster_slices.cuh")
+    for fam in (FAM, FAMILIES["splitk_regs"]):
+        src = fam.render(fam.defaults())
+        assert part in src and src.count("namespace cs {") == 1
+
+
 @needs_nvcc
 @pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):

@@ -36,7 +36,7 @@ class SplitKDsmem(Family):
 
     def render(self, k: Mapping) -> str:
         defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"]}
-        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu")
+        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
         inc = tuple(f"-I{d}" for d in toolchain.cutlass_include_dirs())

@@ -47,7 +47,7 @@ class SplitKRegs(Family):
 
     def render(self, k: Mapping) -> str:
         defines = {"SR_FM": k["fm"], "SR_FN": k["fn"], "SR_WARPS": k["warps"], "SR_U": k["u"]}
-        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_regs.cu")
+        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_regs.cu", parts=("cluster_slices.cuh",))
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
         if problem.layout != "tn":

@@ -25,8 +25,6 @@
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
 // aligned A and B (the family declines others).
 
-#include <cooperative_groups.h>
-
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
 #include "cutlass/cutlass.h"
@@ -36,7 +34,6 @@ using namespace cute;
 
 constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr int NTH = 128;
-constexpr int MAX_CLUSTER = 16;
 constexpr int AUTO_MAX_SLICES = 8;
 constexpr int PART_LD = BN + 4;  // fp32 row stride of the CTA's tile in shared memory
 static_assert(BM == 64 || BM == 128, "BM: 64 or 128");
@@ -139,67 +136,7 @@ __global__ void __launch_bounds__(NTH, 1)
   CUTE_UNROLL
   for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
-  namespace cg = cooperative_groups;
-  const int splits = gridDim.z;
-  cg::cluster_group cluster = cg::this_cluster();
-  if (splits > 1) cluster.sync();  // every slice's tile written (and visible across the cluster)
-  else __syncthreads();
-  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
-  const int rows = (BM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(BM, r0 + rows);
-  constexpr int CPR = BN / 8;  // 8-column pieces a row
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
-  for (int i = threadIdx.x; i < (r1 - r0) * CPR; i += NTH) {
-    const int row = r0 + i / CPR, col = (i % CPR) * 8;
-    const int gm = m0 + row, gn = n0 + col;
-    if (gm >= M || gn >= N) continue;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    const float* mine = smem.part + row * PART_LD + col;
-    int z = 0;
-    for (; z + 4 <= splits; z += 4) {  // four ranks' loads in flight, summed in rank order
-      float4 lo[4], hi[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const float* q = splits > 1 ? cluster.map_shared_rank(mine, z + u) : mine;
-        lo[u] = *reinterpret_cast<const float4*>(q);
-        hi[u] = *reinterpret_cast<const float4*>(q + 4);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
-        v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
-      }
-    }
-    for (; z < splits; ++z) {
-      const float* q = splits > 1 ? cluster.map_shared_rank(mine, z) : mine;
-      const float4 lo = *reinterpret_cast<const float4*>(q), hi = *reinterpret_cast<const float4*>(q + 4);
-      v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
-      v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
-    }
-    half* p = C + (size_t)gm * N + gn;
-    if (vec && gn + 8 <= N) {
-      __half2 h4[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]), __floats2half2_rn(v[4], v[5]),
-                       __floats2half2_rn(v[6], v[7])};
-      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h4);
-    } else {
-      for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
-    }
-  }
-  if (splits > 1) cluster.sync();  // peers read this CTA's tile until here
-}
-
-static int device_sms() {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      n = 132;
-    }
-    sms = n;
-  }
-  return sms;
+  cs::sum_slices_store<BM, BN, PART_LD, NTH>(smem.part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
 }
 
 struct Plan {
@@ -210,14 +147,14 @@ struct Plan {
 // AUTO_MAX_SLICES (a cluster of CTAs of one SM each must fit in one GPC).
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
   const int want = hgemm_opt(opts, n_opts, 0, 0);
-  if (want < 0 || want > MAX_CLUSTER) return false;
+  if (want < 0 || want > cs::MAX_CLUSTER) return false;
   p.tiles_m = (M + BM - 1) / BM;
   p.tiles_n = (N + BN - 1) / BN;
   const int k_tiles = (K + BK - 1) / BK;
   int s = want;
   if (s == 0) {
     const int tiles = p.tiles_m * p.tiles_n;
-    s = (device_sms() + tiles - 1) / tiles;
+    s = (cs::device_sms() + tiles - 1) / tiles;
     s = min(s, max(1, k_tiles / 2));
     s = min(s, AUTO_MAX_SLICES);
   }
@@ -227,58 +164,13 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   return true;
 }
 
-template <class Kernel>
-static int set_attributes(Kernel kernel) {
-  static bool done = false;
-  if (!done) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) != cudaSuccess ||
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      cudaGetLastError();
-      return HGEMM_ERR_LAUNCH;
-    }
-    done = true;
-  }
-  return HGEMM_OK;
-}
-
-// Whether a cluster of each size can be co-scheduled is asked once per process: a cluster that cannot is
-// refused as unsupported rather than failing at launch.
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
   Tensor mA = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(A)), make_shape(M, K), make_stride(K, Int<1>{}));
   Tensor mB = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(B)), make_shape(N, K), make_stride(K, Int<1>{}));
   auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mA, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
   auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mB, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
-  auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
-  if (int rc = set_attributes(kernel)) return rc;
-
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(p.tiles_m, p.tiles_n, p.splits);
-  cfg.blockDim = dim3(NTH, 1, 1);
-  cfg.dynamicSmemBytes = SMEM;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = p.splits;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  static signed char fits[MAX_CLUSTER + 1] = {};
-  signed char& fit = fits[p.splits];
-  if (fit == 0) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-      cudaGetLastError();
-      n = 0;
-    }
-    fit = n > 0 ? 1 : -1;
-  }
-  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
-  if (cudaLaunchKernelEx(&cfg, kernel, tma_a, tma_b, C, M, N, K, p.per) != cudaSuccess) {
-    cudaGetLastError();
-    return HGEMM_ERR_LAUNCH;
-  }
-  return HGEMM_OK;
+  return cs::launch_cluster(&splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>, dim3(p.tiles_m, p.tiles_n, p.splits),
+                            NTH, SMEM, stream, tma_a, tma_b, C, M, N, K, p.per);
 }
 }  // namespace sd
 

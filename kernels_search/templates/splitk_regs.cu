@@ -26,14 +26,11 @@
 // 16-byte aligned A and B (the family declines others); rows past M or N are clamped to valid memory
 // and never stored, chunks past K load zeros.
 
-#include <cooperative_groups.h>
-
 namespace sr {
 constexpr int FM = SR_FM, FN = SR_FN, WARPS = SR_WARPS, U = SR_U;
 constexpr int NTH = WARPS * 32;
 constexpr int TM = 16 * FM, TN = 8 * FN;
 constexpr int PART_LD = TN + 4;  // fp32 row stride of the CTA's summed tile
-constexpr int MAX_CLUSTER = 16;
 // the upper half of the warps hands its parts to the lower half, halving until warp 0 holds the sum
 constexpr size_t RED_BYTES = (size_t)(WARPS > 1 ? WARPS / 2 : 1) * FM * FN * 32 * sizeof(float4);
 constexpr size_t PART_BYTES = (size_t)TM * PART_LD * sizeof(float);
@@ -150,50 +147,7 @@ __global__ void __launch_bounds__(NTH, 1) splitk_regs_kernel(const half* __restr
       }
   }
 
-  namespace cg = cooperative_groups;
-  const int splits = gridDim.z;
-  cg::cluster_group cluster = cg::this_cluster();
-  if (splits > 1) cluster.sync();  // every CTA's tile is summed (and visible across the cluster)
-  else __syncthreads();
-  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
-  const int rows = (TM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
-  constexpr int CPR = TN / 8;  // 8-column pieces a row
-  const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
-  for (int i = threadIdx.x; i < (r1 - r0) * CPR; i += NTH) {
-    const int row = r0 + i / CPR, col = (i % CPR) * 8;
-    const int gm = m0 + row, gn = n0 + col;
-    if (gm >= M || gn >= N) continue;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int z = 0; z < splits; ++z) {  // rank order: the same sum on every call
-      const float* q = splits > 1 ? cluster.map_shared_rank(part + row * PART_LD + col, z) : part + row * PART_LD + col;
-      const float4 lo = *reinterpret_cast<const float4*>(q), hi = *reinterpret_cast<const float4*>(q + 4);
-      v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
-      v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
-    }
-    half* p = C + (size_t)gm * N + gn;
-    if (vec && gn + 8 <= N) {
-      __half2 h4[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]), __floats2half2_rn(v[4], v[5]),
-                       __floats2half2_rn(v[6], v[7])};
-      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h4);
-    } else {
-      for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
-    }
-  }
-  if (splits > 1) cluster.sync();  // peers read this CTA's tile until here
-}
-
-static int device_sms() {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      n = 132;
-    }
-    sms = n;
-  }
-  return sms;
+  cs::sum_slices_store<TM, TN, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
 // About one CTA a SM: the fewest slices that bring tiles x slices to the SM count, each slice at least
@@ -212,58 +166,20 @@ struct Plan {
 
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
   const int want = hgemm_opt(opts, n_opts, 0, 0);
-  if (want < 0 || want > MAX_CLUSTER) return false;
+  if (want < 0 || want > cs::MAX_CLUSTER) return false;
   p.tiles_m = (M + TM - 1) / TM;
   p.tiles_n = (N + TN - 1) / TN;
   const int nch = (K + 31) / 32;
-  int s = want == 0 ? auto_splits(p.tiles_m * p.tiles_n, nch, device_sms()) : want;
+  int s = want == 0 ? auto_splits(p.tiles_m * p.tiles_n, nch, cs::device_sms()) : want;
   s = s < nch ? s : nch;
   p.per = (nch + s - 1) / s;
   p.splits = (nch + p.per - 1) / p.per;
   return true;
 }
 
-// The attributes, and whether a cluster of each size can be co-scheduled, once per process (a cluster
-// that cannot is refused as unsupported rather than failing at launch; a failed launch's error is
-// consumed here so it cannot surface at a later launch).
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
-  static bool attr_done = false;
-  static signed char fits[MAX_CLUSTER + 1] = {};
-  if (!attr_done) {
-    if (cudaFuncSetAttribute(splitk_regs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) != cudaSuccess ||
-        cudaFuncSetAttribute(splitk_regs_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      cudaGetLastError();
-      return HGEMM_ERR_LAUNCH;
-    }
-    attr_done = true;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(p.tiles_n, p.tiles_m, p.splits);
-  cfg.blockDim = dim3(NTH, 1, 1);
-  cfg.dynamicSmemBytes = SMEM;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = p.splits;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  signed char& fit = fits[p.splits];
-  if (fit == 0) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, splitk_regs_kernel, &cfg) != cudaSuccess) {
-      cudaGetLastError();
-      n = 0;
-    }
-    fit = n > 0 ? 1 : -1;
-  }
-  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
-  if (cudaLaunchKernelEx(&cfg, splitk_regs_kernel, A, B, C, M, N, K, p.per) != cudaSuccess) {
-    cudaGetLastError();
-    return HGEMM_ERR_LAUNCH;
-  }
-  return HGEMM_OK;
+  return cs::launch_cluster(splitk_regs_kernel, dim3(p.tiles_n, p.tiles_m, p.splits), NTH, SMEM, stream, A, B, C, M, N, K,
+                            p.per);
 }
 }  // namespace sr
 

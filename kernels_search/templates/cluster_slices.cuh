@@ -1,0 +1,125 @@
+// Shared by the split-K families that make a tile's K slices one thread-block cluster (splitk_regs, splitk_dsmem;
+// rendered verbatim above their body): the SM count, the cluster launch, and the sum of the slices' fp32 tiles
+// through distributed shared memory.
+#include <cooperative_groups.h>
+
+namespace cs {
+constexpr int MAX_CLUSTER = 16;  // non-portable cluster size limit on sm_90
+
+static int device_sms() {
+  static int sms = 0;
+  if (sms == 0) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      n = 132;
+    }
+    sms = n;
+  }
+  return sms;
+}
+
+// Called by every thread of every CTA of the grid (gridDim.z = S slices, the S CTAs of a tile one cluster) once its
+// fp32 tile is in `part` (TM x TN, row stride LD, this CTA's shared memory): CTA r sums rows [r x ceil(TM / S), ...)
+// over the S CTAs' tiles in rank order (the same sum on every call), two ranks' loads in flight at a time (four raised the
+// kernels' register counts by 40-60, costing splitk_regs its second CTA a SM), and
+// stores them as fp16 at (m0, n0) of C (row-major, N columns), within M x N. Between two cluster barriers: every
+// tile is written before any is read, and none leaves shared memory while a peer reads it.
+template <int TM, int TN, int LD, int NTH>
+__device__ __forceinline__ void sum_slices_store(const float* part, half* __restrict__ C, int M, int N, int m0, int n0) {
+  namespace cg = cooperative_groups;
+  const int splits = gridDim.z;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (splits > 1) cluster.sync();
+  else __syncthreads();
+  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
+  const int rows = (TM + splits - 1) / splits;
+  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
+  constexpr int CPR = TN / 8;  // 8-column pieces a row
+  static_assert(TN % 8 == 0, "tile columns a multiple of 8");
+  const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
+  for (int i = threadIdx.x; i < (r1 - r0) * CPR; i += NTH) {
+    const int row = r0 + i / CPR, col = (i % CPR) * 8;
+    const int gm = m0 + row, gn = n0 + col;
+    if (gm >= M || gn >= N) continue;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    const float* mine = part + row * LD + col;
+    int z = 0;
+    for (; z + 2 <= splits; z += 2) {
+      float4 lo[2], hi[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const float* q = cluster.map_shared_rank(mine, z + u);
+        lo[u] = *reinterpret_cast<const float4*>(q);
+        hi[u] = *reinterpret_cast<const float4*>(q + 4);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
+        v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
+      }
+    }
+    for (; z < splits; ++z) {
+      const float* q = splits > 1 ? cluster.map_shared_rank(mine, z) : mine;
+      const float4 lo = *reinterpret_cast<const float4*>(q), hi = *reinterpret_cast<const float4*>(q + 4);
+      v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
+      v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
+    }
+    half* p = C + (size_t)gm * N + gn;
+    if (vec && gn + 8 <= N) {
+      __half2 h4[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]), __floats2half2_rn(v[4], v[5]),
+                       __floats2half2_rn(v[6], v[7])};
+      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h4);
+    } else {
+      for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
+    }
+  }
+  if (splits > 1) cluster.sync();
+}
+
+// Launches `kernel` on `grid` (grid.z = the slices, one cluster along z) with `smem` bytes of dynamic shared memory.
+// The attributes, and whether a cluster of each size can be co-scheduled, are asked once per process: a cluster
+// that cannot is refused as unsupported rather than failing at launch; a failed launch's error is consumed here so
+// it cannot surface at a later launch.
+template <class Kernel, class... Args>
+static int launch_cluster(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, Args... args) {
+  static bool attr_done = false;
+  static signed char fits[MAX_CLUSTER + 1] = {};
+  if ((int)grid.z < 1 || (int)grid.z > MAX_CLUSTER) return HGEMM_ERR_UNSUPPORTED;
+  if (!attr_done) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+      cudaGetLastError();
+      return HGEMM_ERR_LAUNCH;
+    }
+    attr_done = true;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads, 1, 1);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = grid.z;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  signed char& fit = fits[grid.z];
+  if (fit == 0) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    fit = n > 0 ? 1 : -1;
+  }
+  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
+  if (cudaLaunchKernelEx(&cfg, kernel, args...) != cudaSuccess) {
+    cudaGetLastError();
+    return HGEMM_ERR_LAUNCH;
+  }
+  return HGEMM_OK;
+}
+}  // namespace cs
