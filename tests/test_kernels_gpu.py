@@ -513,12 +513,14 @@ def test_splitk_regs_graph_capture_tracks_new_inputs(spec, shape):
 # ---- splitk_dsmem --------------------------------------------------------------------------------
 
 # few tiles on a deep K (automatic slices), M, N and K past the last tile (TMA's zero fill), K shorter than one
-# 64-k stage, one tile and one slice, more k-tiles than stages (the ring refills), every explicit slice count
+# 64-k stage, one tile and one slice, more k-tiles than stages (the ring refills), every explicit slice count; swapped
+# (C^T = B A^T) on decode shapes and on the same ragged ones
 SPLITK_DSMEM_SHAPES = ["256_256_4096", "128_64_4096", "100_72_1032", "1_8_8", "33_17_24", "64_64_64", "512_64_16384",
-                       "7_300_520", "1024_1024_1024"]
+                       "7_300_520", "1024_1024_1024", "1_4096_4096", "32_5120_1032"]
 SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:splits=2", "splitk_dsmem:splits=16",
                       "splitk_dsmem:stages=8,splits=4", "splitk_dsmem:bn=128", "splitk_dsmem:bn=32,stages=8,splits=8",
-                      "splitk_dsmem:bm=128,bn=128,splits=2"]
+                      "splitk_dsmem:bm=128,bn=128,splits=2", "splitk_dsmem:swap=1,bn=8",
+                      "splitk_dsmem:swap=1,bn=16,stages=12,splits=4", "splitk_dsmem:swap=1,bm=128,bn=32,splits=16"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
@@ -530,7 +532,8 @@ def test_splitk_dsmem_matches_reference(spec, shape):
     assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
 
 
-@pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096")])
+@pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
+                                         ("splitk_dsmem:swap=1,bn=8,stages=8", "1_4096_4096")])
 def test_splitk_dsmem_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 

@@ -32,6 +32,11 @@ def test_serves_tn_with_k_a_multiple_of_8_and_passes_the_slice_count():
     assert "layout tn" in FAM.supports(k, Problem(Shape(256, 256, 4096), "nn")).reason
     assert "multiple of 8" in FAM.supports(k, Problem(Shape(256, 256, 100), "tn")).reason
     assert FAM.opts(FAM.parse("splits=8"), Problem(Shape(256, 256, 4096), "tn")) == [8]
+    swapped = FAM.parse("swap=1,bn=8")
+    assert FAM.supports(swapped, Problem(Shape(1, 4096, 4096), "tn"))
+    assert "tiles along M" in FAM.supports(swapped, Problem(Shape(8 * 65536, 64, 64), "tn")).reason
+    # swapped, the tile lies in shared memory as C lays it out: 8 rows (M) of 64 + 4 columns (N)
+    assert smem_bytes(swapped) == 4 * (64 + 8) * 64 * 2 + 8 * 68 * 4 + 16 * 4 + 1024
     # 4 stages of (64 + 64) x 64 fp16, the 64 x 68 fp32 tile, barriers and the 1 KB alignment
     assert smem_bytes(k) == 4 * 128 * 64 * 2 + 64 * 68 * 4 + 16 * 4 + 1024
 
@@ -48,7 +53,7 @@ def test_source_carries_the_shared_cluster_header_verbatim():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128"])
+@pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128", "swap=1,bn=8,stages=12"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)

@@ -16,10 +16,15 @@
 // issues its WGMMAs (BM / 64 of m64nBNk16 per 16 k), waits for them, frees the stage. A slice is short
 // (a few k-tiles), so the loads of a whole slice are mostly in flight at once.
 //
+// Swapped (SD_SWAP = 1), for decode shapes (M <= 32): the kernel computes C^T = B A^T, the WGMMA's 64-row side
+// running along N and its N (8-32) along M, so a few rows of A ride along with each stage of the weights; the tile
+// lands in shared memory transposed, as C lays it out, and is summed and stored like any other.
+//
 // Compile-time knobs (rendered above this file):
-//   SD_BM      tile rows, 64 or 128 (one warpgroup: 128 issues two m64 WGMMAs a step)
-//   SD_BN      tile columns (the WGMMA's N: a multiple of 8 up to 256; 32, 64, 128 here)
+//   SD_BM      tile rows (along M; swapped: along N), 64 or 128 (one warpgroup: 128 issues two m64 WGMMAs a step)
+//   SD_BN      tile columns (along N; swapped: along M), the WGMMA's N: a multiple of 8 up to 256
 //   SD_STAGES  shared-memory stages of the TMA pipeline
+//   SD_SWAP    1: C^T = B A^T (above)
 // Runtime option: opts[0] splits: 0 = automatic (tiles x slices about the SM count, at most 8, a slice at
 // least 2 k-tiles), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
@@ -33,9 +38,13 @@ namespace sd {
 using namespace cute;
 
 constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
+constexpr bool SWAP = SD_SWAP;
 constexpr int NTH = 128;
 constexpr int AUTO_MAX_SLICES = 8;
-constexpr int PART_LD = BN + 4;  // fp32 row stride of the CTA's tile in shared memory
+// the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
+constexpr int PART_ROWS = SWAP ? BN : BM, PART_COLS = SWAP ? BM : BN;
+constexpr int PART_LD = PART_COLS + 4;
+using PartStride = std::conditional_t<SWAP, Stride<_1, Int<PART_LD>>, Stride<Int<PART_LD>, _1>>;  // of (BM, BN)
 static_assert(BM == 64 || BM == 128, "BM: 64 or 128");
 static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "BN: a WGMMA N");
 
@@ -50,7 +59,7 @@ static_assert(size(TiledMma{}) == NTH, "one warpgroup");
 struct SharedStorage {
   alignas(1024) TA a[cosize_v<SmemLayoutA>];  // 128-byte swizzle: stages start on 1 KB
   alignas(1024) TA b[cosize_v<SmemLayoutB>];
-  alignas(16) float part[BM * PART_LD];
+  alignas(16) float part[PART_ROWS * PART_LD];
   alignas(8) uint64_t full[STAGES];   // TMA bytes landed
   alignas(8) uint64_t empty[STAGES];  // the warpgroup is done with the stage
 };
@@ -66,8 +75,9 @@ __global__ void __launch_bounds__(NTH, 1)
   using FullBar = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBar = cutlass::arch::ClusterBarrier;
 
-  Tensor mA = tma_a.get_tma_tensor(make_shape(M, K));  // (M, K)
-  Tensor mB = tma_b.get_tma_tensor(make_shape(N, K));  // (N, K)
+  // the WGMMA's A side (BM rows) and B side (BN rows): A and B, or B and A when swapped
+  Tensor mA = tma_a.get_tma_tensor(make_shape(SWAP ? N : M, K));
+  Tensor mB = tma_b.get_tma_tensor(make_shape(SWAP ? M : N, K));
   auto cta = make_coord(blockIdx.x, blockIdx.y, _);
   Tensor gA = local_tile(mA, CtaTiler{}, cta, Step<_1, X, _1>{});  // (BM, BK, k-tiles)
   Tensor gB = local_tile(mB, CtaTiler{}, cta, Step<X, _1, _1>{});  // (BN, BK, k-tiles)
@@ -102,8 +112,7 @@ __global__ void __launch_bounds__(NTH, 1)
 
   TiledMma mma;
   ThrMMA thr = mma.get_thread_slice(threadIdx.x);
-  Tensor sP = make_tensor(make_smem_ptr(smem.part),
-                          make_layout(make_shape(Int<BM>{}, Int<BN>{}), make_stride(Int<PART_LD>{}, Int<1>{})));
+  Tensor sP = make_tensor(make_smem_ptr(smem.part), make_layout(make_shape(Int<BM>{}, Int<BN>{}), PartStride{}));
   Tensor tCsA = thr.partition_A(sA);  // (MMA, MMA_M, MMA_K, STAGES)
   Tensor tCsB = thr.partition_B(sB);
   Tensor tCsP = thr.partition_C(sP);  // (MMA, MMA_M, MMA_N)
@@ -136,11 +145,14 @@ __global__ void __launch_bounds__(NTH, 1)
   CUTE_UNROLL
   for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
-  cs::sum_slices_store<BM, BN, PART_LD, NTH>(smem.part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
+  if constexpr (SWAP)
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(smem.part, C, M, N, blockIdx.y * BN, blockIdx.x * BM);
+  else
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(smem.part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
 }
 
 struct Plan {
-  int tiles_m, tiles_n, splits, per;
+  int tiles_x, tiles_y, splits, per;  // tiles along the BM side and the BN side
 };
 
 // Automatic slices: the fewest that bring tiles x slices to the SM count, a slice at least 2 k-tiles, at most
@@ -148,12 +160,12 @@ struct Plan {
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
   const int want = hgemm_opt(opts, n_opts, 0, 0);
   if (want < 0 || want > cs::MAX_CLUSTER) return false;
-  p.tiles_m = (M + BM - 1) / BM;
-  p.tiles_n = (N + BN - 1) / BN;
+  p.tiles_x = ((SWAP ? N : M) + BM - 1) / BM;
+  p.tiles_y = ((SWAP ? M : N) + BN - 1) / BN;
   const int k_tiles = (K + BK - 1) / BK;
   int s = want;
   if (s == 0) {
-    const int tiles = p.tiles_m * p.tiles_n;
+    const int tiles = p.tiles_x * p.tiles_y;
     s = (cs::device_sms() + tiles - 1) / tiles;
     s = min(s, max(1, k_tiles / 2));
     s = min(s, AUTO_MAX_SLICES);
@@ -165,11 +177,13 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
 }
 
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
-  Tensor mA = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(A)), make_shape(M, K), make_stride(K, Int<1>{}));
-  Tensor mB = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(B)), make_shape(N, K), make_stride(K, Int<1>{}));
-  auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mA, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
-  auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mB, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
-  return cs::launch_cluster(&splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>, dim3(p.tiles_m, p.tiles_n, p.splits),
+  const half* x = SWAP ? B : A;  // the WGMMA's A side
+  const half* y = SWAP ? A : B;
+  Tensor mX = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)), make_shape(SWAP ? N : M, K), make_stride(K, Int<1>{}));
+  Tensor mY = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)), make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{}));
+  auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
+  auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mY, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
+  return cs::launch_cluster(&splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>, dim3(p.tiles_x, p.tiles_y, p.splits),
                             NTH, SMEM, stream, tma_a, tma_b, C, M, N, K, p.per);
 }
 }  // namespace sd
@@ -184,7 +198,7 @@ extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N,
     return HGEMM_ERR_UNSUPPORTED;
   sd::Plan p;
   if (!sd::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
-  if (p.tiles_n > 65535 || p.splits > 65535) return HGEMM_ERR_UNSUPPORTED;  // grid y / z limits
+  if (p.tiles_y > 65535) return HGEMM_ERR_UNSUPPORTED;  // the grid's y limit
   return sd::launch(static_cast<const half*>(A_), static_cast<const half*>(B_), static_cast<half*>(C_), M, N, K, p,
                     stream);
 }
