@@ -2,6 +2,7 @@
 // template's PartStride, plain and swapped) covers the tile once and follows the m64nNk16 accumulator layout.
 // nvcc -std=c++17 --expt-relaxed-constexpr -I<CUTLASS include> -x cu partition_check.cu -o /tmp/pc && /tmp/pc
 // (the layout types are written out again here: keep them in step with templates/splitk_dsmem.cu)
+#include <cstdio>
 #include <vector>
 #include "cute/tensor.hpp"
 using namespace cute;
