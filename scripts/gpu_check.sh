@@ -39,7 +39,8 @@
 #   skinny   the skinny family: its GPU tests, then the preset chosen by decode row count on the 20 decode
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
 #   gemv     the gemv family: its GPU tests (GEMV_TESTS_K: another -k expression, none to skip; at most GEMV_TESTS_LIMIT
-#            seconds (300) and GEMV_TESTS_MAXFAIL failures (5)), then GEMV_PLAN
+#            seconds (300) and GEMV_TESTS_MAXFAIL failures (5); when they fail, lab/fewtile/dsmem_diag.py on the
+#            GEMV_DIAG cases, SPEC[@SHAPE] ...), then GEMV_PLAN
 #            (default lab/gemv/sweep1.txt: configs per decode row count on the 20 decode shapes; any plan serves,
 #            e.g. lab/fewtile/regs-plan.txt) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
 #            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet; GEMV_CHOSEN: a
@@ -297,6 +298,11 @@ for stage in $STAGES; do
         # and the first failures stop it (code that has never run fails alike on every case)
         timeout -k 10 "${GEMV_TESTS_LIMIT:-300}" python3 -m pytest -m gpu -q --timeout 120 --maxfail "${GEMV_TESTS_MAXFAIL:-5}" \
           -p no:cacheprovider tests/test_kernels_gpu.py -k "${GEMV_TESTS_K:-gemv}" 2>&1 | tee "$OUT/pytest-gemv.txt" | tail -3
+        last=$(tail -1 "$OUT/pytest-gemv.txt")
+        if [ -n "${GEMV_DIAG:-}" ] && { [[ "$last" != *passed* ]] || [[ "$last" == *failed* ]] || [[ "$last" == *error* ]]; }; then
+          # which part of a tile a failing split-K cluster kernel gets wrong (lab/fewtile/dsmem_diag.py)
+          python3 -m lab.fewtile.dsmem_diag $GEMV_DIAG 2>&1 | tee "$OUT/diag.txt"
+        fi
       fi
       timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
         --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --cache "${GEMV_CACHE:-warm}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
