@@ -40,7 +40,7 @@
 #            shapes (lab/skinny/decode-rule-plan.txt) against the four baselines, scored by lab/skinny/table.py
 #   gemv     the gemv family: its GPU tests (GEMV_TESTS_K: another -k expression, none to skip; at most GEMV_TESTS_LIMIT
 #            seconds (300) and GEMV_TESTS_MAXFAIL failures (5); when they fail, lab/fewtile/dsmem_diag.py on the
-#            GEMV_DIAG cases, SPEC[@SHAPE] ...), then GEMV_PLAN
+#            GEMV_DIAG cases, SPEC[@SHAPE] ...), then, unless they failed (GEMV_MEASURE_ANYWAY=1: even so), GEMV_PLAN
 #            (default lab/gemv/sweep1.txt: configs per decode row count on the 20 decode shapes; any plan serves,
 #            e.g. lab/fewtile/regs-plan.txt) against the four baselines (GEMV_CACHE: warm, cold or both), scored by
 #            lab/skinny/table.py --pivot (GEMV_SCORE: another scoring command, given the run's Parquet; GEMV_CHOSEN: a
@@ -293,23 +293,31 @@ for stage in $STAGES; do
       done ;;
     gemv)
       log "gemv: GPU tests, the decode plan ${GEMV_PLAN:-lab/gemv/sweep1.txt}"
+      tests_failed=
       if [ "${GEMV_TESTS_K:-gemv}" != none ]; then
         # a kernel that hangs blocks pytest's own timeout inside a CUDA call: the shell's timeout bounds the stage,
         # and the first failures stop it (code that has never run fails alike on every case)
         timeout -k 10 "${GEMV_TESTS_LIMIT:-300}" python3 -m pytest -m gpu -q --timeout 120 --maxfail "${GEMV_TESTS_MAXFAIL:-5}" \
           -p no:cacheprovider tests/test_kernels_gpu.py -k "${GEMV_TESTS_K:-gemv}" 2>&1 | tee "$OUT/pytest-gemv.txt" | tail -3
         last=$(tail -1 "$OUT/pytest-gemv.txt")
-        if [ -n "${GEMV_DIAG:-}" ] && { [[ "$last" != *passed* ]] || [[ "$last" == *failed* ]] || [[ "$last" == *error* ]]; }; then
+        { [[ "$last" != *passed* ]] || [[ "$last" == *failed* ]] || [[ "$last" == *error* ]]; } && tests_failed=1
+        if [ -n "$tests_failed" ] && [ -n "${GEMV_DIAG:-}" ]; then
           # which part of a tile a failing split-K cluster kernel gets wrong (lab/fewtile/dsmem_diag.py)
           python3 -m lab.fewtile.dsmem_diag $GEMV_DIAG 2>&1 | tee "$OUT/diag.txt"
         fi
       fi
-      timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
-        --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --cache "${GEMV_CACHE:-warm}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
-      tail -2 /tmp/hb/gemv.txt; cp /tmp/hb/gemv.parquet "$OUT/" 2>/dev/null
-      ${GEMV_SCORE:-python3 lab/skinny/table.py --pivot} /tmp/hb/gemv.parquet 2>&1 | tee "$OUT/gemv.md" | tail -45
-      if [ -n "${GEMV_CHOSEN:-}" ]; then  # the rule's choice per shape (shape<TAB>method), scored alone
-        python3 lab/skinny/table.py /tmp/hb/gemv.parquet --chosen "$GEMV_CHOSEN" 2>&1 | tee "$OUT/gemv-chosen.md" | tail -3
+      # kernels that fail their tests are not measured (a hanging one would cost the compare up to 15 s a row)
+      # unless GEMV_MEASURE_ANYWAY is set
+      if [ -n "$tests_failed" ] && [ -z "${GEMV_MEASURE_ANYWAY:-}" ]; then
+        echo "gemv: GPU tests failed ($last): plan not measured (GEMV_MEASURE_ANYWAY=1 measures it)"
+      else
+        timeout -s INT -k 20 "${GEMV_LIMIT:-400}" $HB compare --plan "${GEMV_PLAN:-lab/gemv/sweep1.txt}" \
+          --methods torch,cublas,cublaslt,cublaslt-autotune --budget "${GEMV_BUDGET:-0.5}" --cache "${GEMV_CACHE:-warm}" --out /tmp/hb/gemv.parquet --fresh --seed 22 > /tmp/hb/gemv.txt 2>&1
+        tail -2 /tmp/hb/gemv.txt; cp /tmp/hb/gemv.parquet "$OUT/" 2>/dev/null
+        ${GEMV_SCORE:-python3 lab/skinny/table.py --pivot} /tmp/hb/gemv.parquet 2>&1 | tee "$OUT/gemv.md" | tail -45
+        if [ -n "${GEMV_CHOSEN:-}" ]; then  # the rule's choice per shape (shape<TAB>method), scored alone
+          python3 lab/skinny/table.py /tmp/hb/gemv.parquet --chosen "$GEMV_CHOSEN" 2>&1 | tee "$OUT/gemv-chosen.md" | tail -3
+        fi
       fi ;;
     readfloor)
       # the fastest plain read of each decode shape's weights beside cuBLAS and READFLOOR_SPECS, warm and cold
