@@ -53,7 +53,8 @@ def test_source_carries_the_shared_cluster_header_verbatim():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128", "swap=1,bn=8,stages=12"])
+@pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128", "swap=1,bn=8,stages=12",
+                                  "mma_pipe=1,stages=6"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)
@@ -64,3 +65,5 @@ def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     assert "UTMALDG" in sass and "HGMMA" in sass and ".F32" in sass  # TMA loads, WGMMA with fp32 accumulators
     assert "LDGSTS" not in sass and "LDG.E" not in sass  # no other loads of A or B
     assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barriers around the DSMEM reduction
+    # mma_pipe: one stage's WGMMAs left in flight while the previous stage is freed
+    assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass) == bool(k["mma_pipe"])

@@ -38,7 +38,8 @@ class SplitKDsmem(Family):
         return ""
 
     def render(self, k: Mapping) -> str:
-        defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"]}
+        defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
+                   "SD_MMA_PIPE": k["mma_pipe"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
@@ -70,6 +71,7 @@ FAMILY = SplitKDsmem(
         Knob("bn", (64, 128, 32, 16, 8), 64, help="tile columns (the WGMMA's N; swapped: along M)"),
         Knob("stages", (4, 6, 8, 12), 4, help="TMA pipeline stages of (bm + bn) x 64 fp16"),
         Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),
+        Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8)"),
     ),

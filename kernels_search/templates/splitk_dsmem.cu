@@ -13,7 +13,8 @@
 //
 // Main loop: one warpgroup a CTA; thread 0 keeps STAGES TMA loads of (BM + BN) x 64 fp16 in flight
 // (128-byte swizzle, zero fill past M, N and K); the warpgroup waits each stage's transaction barrier,
-// issues its WGMMAs (BM / 64 of m64nBNk16 per 16 k), waits for them, frees the stage. A slice is short
+// issues its WGMMAs (BM / 64 of m64nBNk16 per 16 k), waits for them (or, SD_MMA_PIPE, for the previous stage's),
+// frees the stage. A slice is short
 // (a few k-tiles), so the loads of a whole slice are mostly in flight at once.
 //
 // Swapped (SD_SWAP = 1), for decode shapes (M <= 32): the kernel computes C^T = B A^T, the WGMMA's 64-row side
@@ -25,6 +26,8 @@
 //   SD_BN      tile columns (along N; swapped: along M), the WGMMA's N: a multiple of 8 up to 256
 //   SD_STAGES  shared-memory stages of the TMA pipeline
 //   SD_SWAP    1: C^T = B A^T (above)
+//   SD_MMA_PIPE 1: a stage's WGMMAs stay in flight while the previous stage is freed and refilled (0: each stage's
+//              WGMMAs are waited for before it is freed)
 // Runtime option: opts[0] splits: 0 = automatic (tiles x slices about the SM count, at most 8, a slice at
 // least 2 k-tiles), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
@@ -39,6 +42,7 @@ using namespace cute;
 
 constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
+constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int NTH = 128;
 constexpr int AUTO_MAX_SLICES = 8;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
@@ -121,24 +125,38 @@ __global__ void __launch_bounds__(NTH, 1)
   Tensor acc = thr.make_fragment_C(tCsP);
   clear(acc);
 
-  for (int i = 0; i < n_kt; ++i) {
-    const int s = i % STAGES;
-    const int phase = (i / STAGES) & 1;
-    FullBar::wait(&smem.full[s], phase);
-    warpgroup_fence_operand(acc);
-    warpgroup_arrive();
-    gemm(mma, tCrA(_, _, _, s), tCrB(_, _, _, s), acc);
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
+  // Stage j's MMAs done: free it, and the leader refills it with k-tile j + STAGES.
+  auto release = [&](int j) {
+    const int s = j % STAGES;
     EmptyBar::arrive(&smem.empty[s]);
-    if (leader && issued < n_kt) {  // refill this stage with k-tile `issued` (= i + STAGES)
-      EmptyBar::wait(&smem.empty[s], phase);
+    if (leader && issued < n_kt) {  // issued == j + STAGES: k-tiles are issued in order
+      EmptyBar::wait(&smem.empty[s], (j / STAGES) & 1);
       FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
       copy(tma_a.with(smem.full[s]), tAgA(_, kt0 + issued), tAsA(_, s));
       copy(tma_b.with(smem.full[s]), tBgB(_, kt0 + issued), tBsB(_, s));
       ++issued;
     }
+  };
+  for (int i = 0; i < n_kt; ++i) {
+    const int s = i % STAGES;
+    FullBar::wait(&smem.full[s], (i / STAGES) & 1);
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+    gemm(mma, tCrA(_, _, _, s), tCrB(_, _, _, s), acc);
+    warpgroup_commit_batch();
+    if constexpr (MMA_PIPE) {  // stage i's MMAs run while stage i - 1 is freed and refilled
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      if (i > 0) release(i - 1);
+    } else {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      release(i);
+    }
+  }
+  if constexpr (MMA_PIPE) {
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
   }
 
   // this CTA's fp32 tile into its own shared memory
