@@ -47,7 +47,10 @@ def one_case(spec: str, shape: str) -> dict:
            "tol": tol, "bad": float(bad.float().mean()), "nan": float(torch.isnan(out).float().mean())}
     if bad.any():
         k = m.knobs
-        tm, tn = (k.get("bn"), k.get("bm")) if k.get("swap") else (k.get("bm", 64), k.get("bn", 64))
+        if "fm" in k:  # splitk_regs: 16 x fm rows, 8 x fn columns
+            tm, tn = 16 * k["fm"], 8 * k["fn"]
+        else:  # splitk_dsmem: swapped, bn rows of C and bm columns
+            tm, tn = (k["bn"], k["bm"]) if k.get("swap") else (k["bm"], k["bn"])
         rows = bad.float().mean(1).cpu()
         cols = bad.float().mean(0).cpu()
         res["bad_rows_in_tile"] = sorted({int(i) % tm for i in torch.nonzero(rows > 0.5).flatten().tolist()})[:32]
