@@ -14,8 +14,7 @@
 // Main loop: one warpgroup a CTA; thread 0 keeps STAGES TMA loads of (BM + BN) x 64 fp16 in flight
 // (128-byte swizzle, zero fill past M, N and K); the warpgroup waits each stage's transaction barrier,
 // issues its WGMMAs (BM / 64 of m64nBNk16 per 16 k), waits for them (or, SD_MMA_PIPE, for the previous stage's),
-// frees the stage. A slice is short
-// (a few k-tiles), so the loads of a whole slice are mostly in flight at once.
+// frees the stage. A slice is short (a few k-tiles), so the loads of a whole slice are mostly in flight at once.
 //
 // Swapped (SD_SWAP = 1), for decode shapes (M <= 32): the kernel computes C^T = B A^T, the WGMMA's 64-row side
 // running along N and its N (8-32) along M, so a few rows of A ride along with each stage of the weights; the tile
