@@ -1,6 +1,6 @@
 // Shared by the split-K families that make a tile's K slices one thread-block cluster (splitk_regs, splitk_dsmem;
-// rendered verbatim above their body): the SM count, the cluster launch, and the sum of the slices' fp32 tiles
-// through distributed shared memory.
+// rendered verbatim above their body): the SM count, the calls they serve, the cluster launch, and the sum of the
+// slices' fp32 tiles through distributed shared memory.
 #include <cooperative_groups.h>
 
 namespace cs {
@@ -75,6 +75,15 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
     }
   }
   if (splits > 1) cluster.sync();
+}
+
+// The calls both families serve: layout tn (A and B K-contiguous), K a multiple of 8 and 16-byte aligned A and B (the
+// 16-byte loads or TMA row strides); HGEMM_OK, or the ABI's error for the first check that fails.
+static int tn_call_status(const void* A, const void* B, const void* C, int M, int N, int K, int layout) {
+  if (M < 1 || N < 1 || K < 1 || !A || !B || !C) return HGEMM_ERR_ARGS;
+  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
+  if (layout != HGEMM_LAYOUT_TN || K % 8 != 0 || !hgemm_aligned16(A) || !hgemm_aligned16(B)) return HGEMM_ERR_UNSUPPORTED;
+  return HGEMM_OK;
 }
 
 // Launches `kernel` on `grid` (grid.z = the slices, one cluster along z) with `smem` bytes of dynamic shared memory.

@@ -209,10 +209,7 @@ extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* op
 
 extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
                          const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
-  if (M < 1 || N < 1 || K < 1 || !A_ || !B_ || !C_) return HGEMM_ERR_ARGS;
-  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
-  if (layout != HGEMM_LAYOUT_TN || K % 8 != 0 || !hgemm_aligned16(A_) || !hgemm_aligned16(B_))
-    return HGEMM_ERR_UNSUPPORTED;
+  if (int rc = cs::tn_call_status(A_, B_, C_, M, N, K, layout)) return rc;
   sd::Plan p;
   if (!sd::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
   if (p.tiles_y > 65535) return HGEMM_ERR_UNSUPPORTED;  // the grid's y limit
