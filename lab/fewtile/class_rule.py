@@ -23,12 +23,10 @@ from collections import defaultdict
 
 import pandas as pd
 
-from harness.results import read_results
 from harness.shapes import parse_shape, parse_shapes
-from harness.summary import rankable
 from harness.timing.stats import geomean
+from lab.skinny.table import load_warm, speedup_table
 
-BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
 LIBRARY = "library"
 TILE_EDGES = (16, 64, 256)
 
@@ -37,19 +35,6 @@ def bucket(shape: str) -> tuple[bool, int]:
     s = parse_shape(shape)
     tiles = math.ceil(s.m / 64) * math.ceil(s.n / 64)
     return s.k >= 2048, sum(tiles > e for e in TILE_EDGES)
-
-
-def speedups(frames) -> pd.DataFrame:
-    """Speedup of every non-baseline method (best layout) over the shape's best baseline, offline and warm:
-    shape x method."""
-    df = pd.concat(frames, ignore_index=True)
-    df = df[(df["mode"] == "offline") & (df["cache"] == "warm")].reset_index(drop=True)
-    ok = df[rankable(df)]
-    base = ok[ok["method"].isin(BASELINES)].groupby("shape")["device_us_median"].min()
-    other = ok[~ok["method"].isin(BASELINES)]
-    best = other.groupby(["shape", "method"])["device_us_median"].min().reset_index()
-    best["speedup"] = best["shape"].map(base) / best["device_us_median"]
-    return best.pivot(index="shape", columns="method", values="speedup")
 
 
 def fit(t: pd.DataFrame) -> dict:
@@ -82,7 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--chosen", help="write shape<TAB>method for the class shapes")
     ap.add_argument("--plan", help="write a compare plan: each class shape's choice beside the library")
     a = ap.parse_args(argv)
-    t = speedups([read_results(p).to_pandas() for p in a.runs])
+    t = speedup_table(load_warm(a.runs)[1])
     if LIBRARY not in t.columns:
         print("class_rule: the study has no library rows to compare against", file=sys.stderr)
         return 2

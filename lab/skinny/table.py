@@ -44,13 +44,25 @@ def klass(shape: str) -> str:
     return "132+ tiles"
 
 
-def pivot(ok: pd.DataFrame) -> None:
-    """Speedup of every family config (best layout) over the shape's best baseline, per shape."""
+def load_warm(paths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs' offline warm rows, and those of them that rank (passed the gate, timed)."""
+    df = pd.concat([read_results(p).to_pandas() for p in paths], ignore_index=True)
+    df = df[(df["mode"] == "offline") & (df["cache"] == "warm")].reset_index(drop=True)
+    return df, df[rankable(df)]
+
+
+def speedup_table(ok: pd.DataFrame) -> pd.DataFrame:
+    """Speedup of every family config (best layout) over the shape's best baseline: shape x method."""
     base = ok[ok["method"].isin(BASELINES)].groupby("shape")["device_us_median"].min()
     fam = ok[~ok["method"].isin(BASELINES) & ~ok["is_baseline"]]
     best = fam.groupby(["shape", "method"])["device_us_median"].min().reset_index()
     best["speedup"] = best["shape"].map(base) / best["device_us_median"]
-    t = best.pivot(index="shape", columns="method", values="speedup")
+    return best.pivot(index="shape", columns="method", values="speedup")
+
+
+def pivot(ok: pd.DataFrame) -> None:
+    """Speedup of every family config (best layout) over the shape's best baseline, per shape."""
+    t = speedup_table(ok)
     names = {m: f"c{i}" for i, m in enumerate(t.columns)}
     for m, c in names.items():
         s = t[m].dropna()
@@ -66,9 +78,7 @@ def main() -> int:
     ap.add_argument("--chosen", help="file of 'shape<TAB>method' lines: report only that method per shape")
     ap.add_argument("--pivot", action="store_true", help="also each family config's speedup per shape, and its geomean")
     args = ap.parse_args()
-    df = pd.concat([read_results(p).to_pandas() for p in args.results], ignore_index=True)
-    df = df[(df["mode"] == "offline") & (df["cache"] == "warm")].reset_index(drop=True)
-    ok = df[rankable(df)]
+    df, ok = load_warm(args.results)
     chosen = None
     if args.chosen:
         chosen = dict(ln.split("\t")[:2] for ln in open(args.chosen).read().splitlines() if "\t" in ln)
