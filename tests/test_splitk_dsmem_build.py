@@ -67,3 +67,38 @@ def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barriers around the DSMEM reduction
     # mma_pipe: one stage's WGMMAs left in flight while the previous stage is freed
     assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass) == bool(k["mma_pipe"])
+
+
+PICK_SLICES_MAIN = r"""
+#include <cstdio>
+#include "hgemm_abi.cuh"
+#include "cluster_slices.cuh"
+// held(s): clusters of s one-CTA-a-SM CTAs a 132-SM GPU holds at once; HELD8 for s = 8 (15 on the H200, where a
+// cluster's CTAs share one GPC), 132 / s otherwise
+int main() {
+  auto held = [](int s) { return s == 8 ? HELD8 : 132 / s; };
+  std::printf("%d %d %d %d\n", cs::pick_slices(16, 64, 2, 132, held), cs::pick_slices(32, 64, 2, 132, held),
+              cs::pick_slices(200, 64, 2, 132, held), cs::pick_slices(2, 6, 2, 132, held));
+}
+"""
+
+
+@needs_nvcc
+@pytest.mark.parametrize("held8, want", [(16, "8 4 1 3"), (15, "7 4 1 3")])
+def test_automatic_slices_fit_the_clusters_the_gpu_holds(held8, want, tmp_path):
+    """The automatic slice count counts in waves of the clusters the GPU co-schedules: 16 tiles of 64 k-tiles take 8
+    slices when 16 clusters of 8 fit, 7 when only 15 do (the 16th cluster would run as a second wave); 32 tiles take
+    4 (5 would be 160 CTAs), 200 tiles take 1, and 6 k-tiles at least 2 a slice take 3."""
+    import subprocess
+    from pathlib import Path
+
+    from kernels_search import toolchain
+    import kernels_search.family
+
+    templates = Path(kernels_search.family.__file__).parent / "templates"
+    src = tmp_path / "pick.cu"
+    src.write_text(PICK_SLICES_MAIN)
+    exe = tmp_path / "pick"
+    subprocess.run([toolchain.find_nvcc(), "-std=c++17", f"-DHELD8={held8}", f"-I{templates}", str(src), "-o", str(exe)],
+                   check=True, capture_output=True)
+    assert subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split() == want.split()

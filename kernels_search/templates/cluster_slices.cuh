@@ -86,45 +86,99 @@ static int tn_call_status(const void* A, const void* B, const void* C, int M, in
   return HGEMM_OK;
 }
 
-// Launches `kernel` on `grid` (grid.z = the slices, one cluster along z) with `smem` bytes of dynamic shared memory.
-// The attributes, and whether a cluster of each size can be co-scheduled, are asked once per process: a cluster
-// that cannot is refused as unsupported rather than failing at launch; a failed launch's error is consumed here so
-// it cannot surface at a later launch.
-template <class Kernel, class... Args>
-static int launch_cluster(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, Args... args) {
-  static bool attr_done = false;
-  static signed char fits[MAX_CLUSTER + 1] = {};
-  if ((int)grid.z < 1 || (int)grid.z > MAX_CLUSTER) return HGEMM_ERR_UNSUPPORTED;
-  if (!attr_done) {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      cudaGetLastError();
-      return HGEMM_ERR_LAUNCH;
-    }
-    attr_done = true;
+// Sets `kernel`'s shared-memory size and non-portable cluster attributes, once per kernel; false if refused.
+template <class Kernel>
+static bool prepare(Kernel kernel, size_t smem) {
+  static int state = 0;  // 0 not asked, 1 set, -1 refused
+  if (state == 0) {
+    const bool ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess &&
+                    cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    state = ok ? 1 : -1;
   }
+  return state > 0;
+}
+
+static cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem, cudaStream_t stream, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads, 1, 1);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = 1;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = grid.z;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  signed char& fit = fits[grid.z];
-  if (fit == 0) {
+  return cfg;
+}
+
+// Clusters of `s` CTAs of `kernel` (at `threads`, `smem`) the GPU holds at once (cudaOccupancyMaxActiveClusters),
+// asked once per size: 0 when none fits. A cluster's CTAs sit in one GPC, so this is below SMs / s: on the H200,
+// 15 clusters of 8 one-CTA-a-SM CTAs, not 16.
+template <class Kernel>
+static int max_clusters(Kernel kernel, int threads, size_t smem, int s) {
+  static int held[MAX_CLUSTER + 1];
+  static bool asked[MAX_CLUSTER + 1] = {};
+  if (s < 1 || s > MAX_CLUSTER) return 0;
+  if (!asked[s]) {
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = cluster_config(dim3(1, 1, s), threads, smem, 0, attr);
+    if (!prepare(kernel, smem) || cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
       cudaGetLastError();
       n = 0;
     }
-    fit = n > 0 ? 1 : -1;
+    held[s] = n;
+    asked[s] = true;
   }
-  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
+  return held[s];
+}
+
+// Automatic slice count for `tiles` tiles of `units` K steps, a slice at least `least` steps, on `sms` SMs where
+// held(s) clusters of s CTAs fit at once: the s in 1..16 with the least estimated time, waves x (steps a slice +
+// CTA_FIXED for a CTA's start and pipeline fill + SLICE_SUM when s > 1), where a wave is as many clusters as the GPU
+// holds at once and as give each CTA its own SM (two CTAs sharing an SM run at about half speed each); ties go to
+// fewer slices. Both costs are estimates in K steps, not fitted. The GPC limit matters: 16 tiles in clusters of 8
+// need 16 clusters, the H200 holds 15 (one-CTA-a-SM CTAs), and the 16th ran as a second wave (256_256_4096: 11.6 us
+// against 5.0 us for the same work a CTA on 8 tiles).
+constexpr int CTA_FIXED = 4, SLICE_SUM = 2;
+
+template <class Held>
+static int pick_slices(int tiles, int units, int least, int sms, Held held) {
+  const int most = max(1, min(MAX_CLUSTER, units / max(1, least)));
+  int best = 1;
+  long best_cost = -1;
+  for (int s = 1; s <= most; ++s) {
+    const int slots = min(held(s), sms / s);
+    if (slots < 1) continue;
+    const long per = (units + s - 1) / s;
+    const long cost = (long)((tiles + slots - 1) / slots) * (per + CTA_FIXED + (s > 1 ? SLICE_SUM : 0));
+    if (best_cost < 0 || cost < best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// pick_slices for `kernel` at (threads, smem) on this GPU.
+template <class Kernel>
+static int auto_slices(Kernel kernel, int threads, size_t smem, int tiles, int units, int least) {
+  return pick_slices(tiles, units, least, device_sms(), [&](int s) { return max_clusters(kernel, threads, smem, s); });
+}
+
+// Launches `kernel` on `grid` (grid.z = the slices, one cluster along z) with `smem` bytes of dynamic shared memory.
+// A cluster size the GPU cannot co-schedule is refused as unsupported rather than failing at launch; a failed
+// launch's error is consumed here so it cannot surface at a later launch.
+template <class Kernel, class... Args>
+static int launch_cluster(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, Args... args) {
+  if ((int)grid.z < 1 || (int)grid.z > MAX_CLUSTER) return HGEMM_ERR_UNSUPPORTED;
+  if (!prepare(kernel, smem)) return HGEMM_ERR_LAUNCH;
+  if (max_clusters(kernel, threads, smem, (int)grid.z) < 1) return HGEMM_ERR_UNSUPPORTED;
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t cfg = cluster_config(grid, threads, smem, stream, attr);
   if (cudaLaunchKernelEx(&cfg, kernel, args...) != cudaSuccess) {
     cudaGetLastError();
     return HGEMM_ERR_LAUNCH;

@@ -27,8 +27,8 @@
 //   SD_SWAP    1: C^T = B A^T (above)
 //   SD_MMA_PIPE 1: a stage's WGMMAs stay in flight while the previous stage is freed and refilled (0: each stage's
 //              WGMMAs are waited for before it is freed)
-// Runtime option: opts[0] splits: 0 = automatic (tiles x slices about the SM count, at most 8, a slice at
-// least 2 k-tiles), s >= 1 = s slices (at most 16, at most one a 64-k tile).
+// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: the fewest waves of the clusters the GPU holds at
+// once times the k-tiles a slice, a slice at least 2 k-tiles), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
 // aligned A and B (the family declines others).
 
@@ -43,7 +43,6 @@ constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int NTH = 128;
-constexpr int AUTO_MAX_SLICES = 8;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
 constexpr int PART_ROWS = SWAP ? BN : BM, PART_COLS = SWAP ? BM : BN;
 constexpr int PART_LD = PART_COLS + 4;
@@ -169,30 +168,20 @@ __global__ void __launch_bounds__(NTH, 1)
 }
 
 struct Plan {
-  int tiles_x, tiles_y, splits, per;  // tiles along the BM side and the BN side
+  int tiles_x, tiles_y, k_tiles, want;  // tiles along the BM side and the BN side; want: opts[0]
 };
 
-// Automatic slices: the fewest that bring tiles x slices to the SM count, a slice at least 2 k-tiles, at most
-// AUTO_MAX_SLICES (a cluster of CTAs of one SM each must fit in one GPC).
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
-  const int want = hgemm_opt(opts, n_opts, 0, 0);
-  if (want < 0 || want > cs::MAX_CLUSTER) return false;
+  p.want = hgemm_opt(opts, n_opts, 0, 0);
+  if (p.want < 0 || p.want > cs::MAX_CLUSTER) return false;
   p.tiles_x = ((SWAP ? N : M) + BM - 1) / BM;
   p.tiles_y = ((SWAP ? M : N) + BN - 1) / BN;
-  const int k_tiles = (K + BK - 1) / BK;
-  int s = want;
-  if (s == 0) {
-    const int tiles = p.tiles_x * p.tiles_y;
-    s = (cs::device_sms() + tiles - 1) / tiles;
-    s = min(s, max(1, k_tiles / 2));
-    s = min(s, AUTO_MAX_SLICES);
-  }
-  s = max(1, min(s, k_tiles));
-  p.per = (k_tiles + s - 1) / s;
-  p.splits = (k_tiles + p.per - 1) / p.per;  // no empty slice
+  p.k_tiles = (K + BK - 1) / BK;
   return true;
 }
 
+// Automatic slices (want 0): cs::auto_slices, a slice at least 2 k-tiles. Slices never outnumber k-tiles, and none
+// is left empty.
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
   const half* x = SWAP ? B : A;  // the WGMMA's A side
   const half* y = SWAP ? A : B;
@@ -200,8 +189,12 @@ static int launch(const half* A, const half* B, half* C, int M, int N, int K, co
   Tensor mY = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)), make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{}));
   auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
   auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mY, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
-  return cs::launch_cluster(&splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>, dim3(p.tiles_x, p.tiles_y, p.splits),
-                            NTH, SMEM, stream, tma_a, tma_b, C, M, N, K, p.per);
+  auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
+  int s = p.want != 0 ? p.want : cs::auto_slices(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
+  s = max(1, min(s, p.k_tiles));
+  const int per = (p.k_tiles + s - 1) / s;
+  return cs::launch_cluster(kernel, dim3(p.tiles_x, p.tiles_y, (p.k_tiles + per - 1) / per), NTH, SMEM, stream, tma_a,
+                            tma_b, C, M, N, K, per);
 }
 }  // namespace sd
 

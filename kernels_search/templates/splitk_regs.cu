@@ -21,8 +21,8 @@
 //   SR_FN     8-column B fragments a tile (TN = 8 x FN)
 //   SR_WARPS  warps per CTA (they split the slice's chunks)
 //   SR_U      32-k chunks a warp loads before its MMAs
-// Runtime option: opts[0] splits: 0 = about one CTA a SM, at most 8 slices (auto_splits), s >= 1 = s slices (at most 16,
-// at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
+// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: the fewest waves of the clusters the GPU holds at
+// once times the chunks a slice), s >= 1 = s slices (at most 16, at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
 // 16-byte aligned A and B (the family declines others); rows past M or N are clamped to valid memory
 // and never stored, chunks past K load zeros.
 
@@ -150,36 +150,27 @@ __global__ void __launch_bounds__(NTH, 1) splitk_regs_kernel(const half* __restr
   cs::sum_slices_store<TM, TN, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
-// About one CTA a SM: the fewest slices that bring tiles x slices to the SM count, each slice at least
-// one run of chunks a warp, at most 8 (the portable cluster size; on the H200 the 64x64 tile in clusters of
-// 9 took 14.5 us on 256_256_4096 where its fetch alone takes 3.3 us, cause not profiled).
-static int auto_splits(int tiles, int nch, int sms) {
-  int s = (sms + tiles - 1) / tiles;
-  const int most = nch / (WARPS * U) > 1 ? nch / (WARPS * U) : 1;
-  s = s < most ? s : most;
-  return s < 8 ? s : 8;
-}
-
 struct Plan {
-  int tiles_m, tiles_n, splits, per;
+  int tiles_m, tiles_n, nch, want;  // nch: 32-wide K chunks; want: opts[0]
 };
 
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
-  const int want = hgemm_opt(opts, n_opts, 0, 0);
-  if (want < 0 || want > cs::MAX_CLUSTER) return false;
+  p.want = hgemm_opt(opts, n_opts, 0, 0);
+  if (p.want < 0 || p.want > cs::MAX_CLUSTER) return false;
   p.tiles_m = (M + TM - 1) / TM;
   p.tiles_n = (N + TN - 1) / TN;
-  const int nch = (K + 31) / 32;
-  int s = want == 0 ? auto_splits(p.tiles_m * p.tiles_n, nch, cs::device_sms()) : want;
-  s = s < nch ? s : nch;
-  p.per = (nch + s - 1) / s;
-  p.splits = (nch + p.per - 1) / p.per;
+  p.nch = (K + 31) / 32;
   return true;
 }
 
+// Automatic slices (want 0): cs::auto_slices, a slice at least one run of chunks a warp. Slices never outnumber
+// chunks, and none is left empty.
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
-  return cs::launch_cluster(splitk_regs_kernel, dim3(p.tiles_n, p.tiles_m, p.splits), NTH, SMEM, stream, A, B, C, M, N, K,
-                            p.per);
+  int s = p.want != 0 ? p.want : cs::auto_slices(splitk_regs_kernel, NTH, SMEM, p.tiles_m * p.tiles_n, p.nch, WARPS * U);
+  s = s < p.nch ? s : p.nch;
+  const int per = (p.nch + s - 1) / s;
+  return cs::launch_cluster(splitk_regs_kernel, dim3(p.tiles_n, p.tiles_m, (p.nch + per - 1) / per), NTH, SMEM, stream,
+                            A, B, C, M, N, K, per);
 }
 }  // namespace sr
 
