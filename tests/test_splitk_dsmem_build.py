@@ -86,9 +86,9 @@ int main() {
 @needs_nvcc
 @pytest.mark.parametrize("held8, want", [(16, "8 4 1 3"), (15, "7 4 1 3")])
 def test_automatic_slices_fit_the_clusters_the_gpu_holds(held8, want, tmp_path):
-    """The automatic slice count counts in waves of the clusters the GPU co-schedules: 16 tiles of 64 k-tiles take 8
-    slices when 16 clusters of 8 fit, 7 when only 15 do (the 16th cluster would run as a second wave); 32 tiles take
-    4 (5 would be 160 CTAs), 200 tiles take 1, and 6 k-tiles at least 2 a slice take 3."""
+    """The automatic slice count takes only as many slices as let the GPU hold all the tiles' clusters at once: 16
+    tiles of 64 k-tiles take 8 slices when 16 clusters of 8 fit, 7 when only 15 do (the 16th cluster would run as a
+    second wave); 32 tiles take 4 (26 clusters of 5 fit), 200 tiles take 1, and 6 k-tiles at least 2 a slice take 3."""
     import subprocess
     from pathlib import Path
 

@@ -137,30 +137,18 @@ static int max_clusters(Kernel kernel, int threads, size_t smem, int s) {
 }
 
 // Automatic slice count for `tiles` tiles of `units` K steps, a slice at least `least` steps, on `sms` SMs where
-// held(s) clusters of s CTAs fit at once: the s in 1..16 with the least estimated time, waves x (steps a slice +
-// CTA_FIXED for a CTA's start and pipeline fill + SLICE_SUM when s > 1), where a wave is as many clusters as the GPU
-// holds at once and as give each CTA its own SM (two CTAs sharing an SM run at about half speed each); ties go to
-// fewer slices. Both costs are estimates in K steps, not fitted. The GPC limit matters: 16 tiles in clusters of 8
-// need 16 clusters, the H200 holds 15 (one-CTA-a-SM CTAs), and the 16th ran as a second wave (256_256_4096: 11.6 us
-// against 5.0 us for the same work a CTA on 8 tiles).
-constexpr int CTA_FIXED = 4, SLICE_SUM = 2;
-
+// held(s) clusters of s CTAs fit at once: the fewest slices that bring tiles x slices to the SM count (at most 8, the
+// portable cluster size), then fewer while the tiles' clusters do not all fit at once. A cluster's CTAs share one
+// GPC, so the GPU holds fewer clusters than SMs / s: on the H200, 15 clusters of 8 one-CTA-a-SM CTAs, and 16 tiles
+// in 8 slices ran the 16th cluster as a second wave (splitk_dsmem stages=8 on 256_256_4096: 11.4 us; 6 slices:
+// 8.4 us). Where more CTAs than SMs fit at once (small shared memory), they share SMs as before.
 template <class Held>
 static int pick_slices(int tiles, int units, int least, int sms, Held held) {
-  const int most = max(1, min(MAX_CLUSTER, units / max(1, least)));
-  int best = 1;
-  long best_cost = -1;
-  for (int s = 1; s <= most; ++s) {
-    const int slots = min(held(s), sms / s);
-    if (slots < 1) continue;
-    const long per = (units + s - 1) / s;
-    const long cost = (long)((tiles + slots - 1) / slots) * (per + CTA_FIXED + (s > 1 ? SLICE_SUM : 0));
-    if (best_cost < 0 || cost < best_cost) {
-      best = s;
-      best_cost = cost;
-    }
-  }
-  return best;
+  int s = (sms + tiles - 1) / tiles;
+  s = min(s, max(1, units / max(1, least)));
+  s = min(s, 8);
+  while (s > 1 && held(s) < tiles) --s;
+  return max(1, s);
 }
 
 // pick_slices for `kernel` at (threads, smem) on this GPU.

@@ -27,8 +27,8 @@
 //   SD_SWAP    1: C^T = B A^T (above)
 //   SD_MMA_PIPE 1: a stage's WGMMAs stay in flight while the previous stage is freed and refilled (0: each stage's
 //              WGMMAs are waited for before it is freed)
-// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: the fewest waves of the clusters the GPU holds at
-// once times the k-tiles a slice, a slice at least 2 k-tiles), s >= 1 = s slices (at most 16, at most one a 64-k tile).
+// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
+// slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
 // aligned A and B (the family declines others).
 

@@ -21,8 +21,8 @@
 //   SR_FN     8-column B fragments a tile (TN = 8 x FN)
 //   SR_WARPS  warps per CTA (they split the slice's chunks)
 //   SR_U      32-k chunks a warp loads before its MMAs
-// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: the fewest waves of the clusters the GPU holds at
-// once times the chunks a slice), s >= 1 = s slices (at most 16, at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
+// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, and
+// only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
 // 16-byte aligned A and B (the family declines others); rows past M or N are clamped to valid memory
 // and never stored, chunks past K load zeros.
 
