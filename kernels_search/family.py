@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from harness.method import SUPPORTED, Support, unsupported
 from harness.problem import Problem
@@ -154,14 +154,16 @@ def render_defines(defines: Mapping[str, Any]) -> str:
     return "".join(f"#define {k} {int(v) if isinstance(v, bool) else v}\n" for k, v in defines.items())
 
 
-def cuda_source(header_comment: str, defines: Mapping[str, Any], body_template: str) -> str:
-    """ABI header + knob #defines + body: one self-contained translation unit."""
+def cuda_source(header_comment: str, defines: Mapping[str, Any], body_template: str, parts: Sequence[str] = ()) -> str:
+    """ABI header + knob #defines + shared ``parts`` (template headers, verbatim: a build's key and source hash
+    cover them) + body: one self-contained translation unit."""
     return (
         f"// {header_comment}\n"
         + template("hgemm_abi.cuh")
         + "\n// ---- knobs ----\n"
         + render_defines(defines)
         + "\n"
+        + "".join(template(part) + "\n" for part in parts)
         + template(body_template)
     )
 

@@ -53,6 +53,7 @@
 #            NCU_LAYOUTS (one timed call each, scripts/ncu_case.py), as a table (scripts/ncu_table.py); NCU_SECTIONS
 #            adds whole sections (e.g. WarpStateStats MemoryWorkloadAnalysis), NCU_EXTRA_METRICS more metrics, NCU_CACHE=none
 #            keeps the caches warm from the case's warm-up call (default all: flushed), the raw CSVs come back as ncu-csv.tgz
+#            (NCU_PAGE=source: per-SASS-instruction metrics instead, e.g. with NCU_SECTIONS=SourceCounters for stalls by PC)
 #   search   the kernel search (40 sampled cuda-l2 shapes, SEARCH_BUDGET 20m in all) in slices of at most
 #            SEARCH_RUN_LIMIT (8m) per call, resumed from $SEARCH_DIR (results/search-h200-g); the call that finishes the
 #            budget also runs the held-out first pick (--holdout 20, part of the search command). State
@@ -360,7 +361,7 @@ for stage in $STAGES; do
       i=0
       for case in $cases; do
         IFS=@ read -r spec shape lay <<< "$case"; i=$((i + 1))
-        timeout 120 ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --nvtx --nvtx-include "timed/" --csv --page raw --print-units base --metrics "$metrics" \
+        timeout 120 ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --nvtx --nvtx-include "timed/" --csv --page "${NCU_PAGE:-raw}" $([ "${NCU_PAGE:-raw}" = source ] && echo --print-source sass) --print-units base --metrics "$metrics" \
           $(for sec in ${NCU_SECTIONS:-}; do echo "--section $sec"; done) \
           python3 scripts/ncu_case.py "$spec" "$shape" "$lay" > "/tmp/hb/ncu/$(printf %02d $i)-${shape}-${lay}-${spec//[:=,]/_}.csv" 2>&1 \
           || echo "ncu failed: $spec $shape $lay"

@@ -510,6 +510,35 @@ def test_splitk_regs_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 
 
+# ---- splitk_dsmem --------------------------------------------------------------------------------
+
+# few tiles on a deep K (automatic slices), M, N and K past the last tile (TMA's zero fill), K shorter than one
+# 64-k stage, one tile and one slice, more k-tiles than stages (the ring refills), every explicit slice count; swapped
+# (C^T = B A^T) on decode shapes and on the same ragged ones
+SPLITK_DSMEM_SHAPES = ["256_256_4096", "128_64_4096", "100_72_1032", "1_8_8", "33_17_24", "64_64_64", "512_64_16384",
+                       "7_300_520", "1024_1024_1024", "1_4096_4096", "32_5120_1032"]
+SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:splits=2", "splitk_dsmem:splits=16",
+                      "splitk_dsmem:stages=8,splits=4", "splitk_dsmem:bn=128", "splitk_dsmem:bn=32,stages=8,splits=8",
+                      "splitk_dsmem:bm=128,bn=128,splits=2", "splitk_dsmem:swap=1,bn=8",
+                      "splitk_dsmem:swap=1,bn=16,stages=12,splits=4", "splitk_dsmem:swap=1,bm=128,bn=32,splits=16",
+                      "splitk_dsmem:mma_pipe=1,stages=4", "splitk_dsmem:mma_pipe=1,swap=1,bn=16,splits=2"]
+
+
+@pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
+@pytest.mark.parametrize("spec", SPLITK_DSMEM_SPECS)
+def test_splitk_dsmem_matches_reference(spec, shape):
+    """Every slice count (clusters of 1-16), ragged M, N and K: the fp32-accumulated answer, every element of C
+    written, nothing outside it."""
+    assert _run_case(spec, Problem(_shape(shape), "tn"))
+    assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
+
+
+@pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
+                                         ("splitk_dsmem:swap=1,bn=8,stages=8", "1_4096_4096")])
+def test_splitk_dsmem_graph_capture_tracks_new_inputs(spec, shape):
+    _graph_case(spec, Problem(_shape(shape), "tn"))
+
+
 @pytest.mark.parametrize("spec, shape", [("gemv:", "1_4096_4096"), ("gemv:mt=4,splits=4", "32_3072_8192"),
                                          ("gemv:pdl=1", "8_6144_4096"), ("gemv:mt=4,pdl=1,splits=2", "32_3072_8192")])
 def test_gemv_graph_capture_tracks_new_inputs(spec, shape):

@@ -402,3 +402,21 @@ def test_built_in_family_presets_are_valid_distinct_configs():
         assert all(fam.is_valid(k) for k in fam.preset_configs())
 
 
+
+
+def test_a_swap_knob_reads_the_tile_along_n_by_m():
+    """A config whose ``swap`` knob is set (splitk_dsmem) runs C^T = B A^T: its launch geometry is the transposed
+    problem's, as a swap family's is. On 1_4096_4096 a 64x8 swapped tile holds one row of 8 (a fill of 1/8); read
+    along M x N it would hold one row of 64 (1/64)."""
+    from harness.problem import Shape
+    from kernels_search.families import ALL
+    from kernels_search.search.features import FeatureSpace, geometry, runs_swapped
+
+    space = FeatureSpace(ALL)
+    fam = ALL["splitk_dsmem"]
+    plain, swapped = fam.parse("bn=8"), fam.parse("swap=1,bn=8")
+    assert not space.is_swapped("splitk_dsmem", plain) and space.is_swapped("splitk_dsmem", swapped)
+    assert runs_swapped("splitk_tma_swap", {}, space.swapped)
+    shape = Shape(1, 4096, 4096)
+    fill = 3  # geometry's tile fill
+    assert geometry(shape, swapped, swap=True)[fill] > geometry(shape, swapped, swap=False)[fill]

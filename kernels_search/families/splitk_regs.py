@@ -29,8 +29,8 @@ def registers(k: Mapping) -> int:
 
 
 def smem_bytes(k: Mapping) -> int:
-    """Dynamic shared memory: every warp's fp32 parts, then the CTA's summed tile."""
-    return k["warps"] * k["fm"] * k["fn"] * 32 * 16 + 16 * k["fm"] * (8 * k["fn"] + 4) * 4
+    """Dynamic shared memory: half the warps' fp32 parts (summed by halving), reused for the CTA's summed tile."""
+    return max(max(k["warps"] // 2, 1) * k["fm"] * k["fn"] * 32 * 16, 16 * k["fm"] * (8 * k["fn"] + 4) * 4)
 
 
 class SplitKRegs(Family):
@@ -47,7 +47,7 @@ class SplitKRegs(Family):
 
     def render(self, k: Mapping) -> str:
         defines = {"SR_FM": k["fm"], "SR_FN": k["fn"], "SR_WARPS": k["warps"], "SR_U": k["u"]}
-        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_regs.cu")
+        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_regs.cu", parts=("cluster_slices.cuh",))
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
         if problem.layout != "tn":
@@ -73,6 +73,6 @@ FAMILY = SplitKRegs(
         Knob("warps", (8, 4, 16), 8, help="warps per CTA, splitting the slice's 32-k chunks"),
         Knob("u", (1, 2), 1, help="32-k chunks a warp loads before its MMAs"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
-             help="K slices, the CTAs of one cluster (0 = about one CTA a SM, at most 16)"),
+             help="K slices, the CTAs of one cluster (0 = about one CTA a SM, at most 8; at most 16)"),
     ),
 )

@@ -98,6 +98,12 @@ def tile_of(knobs: Mapping[str, Any]) -> tuple[int, int] | None:
     return None
 
 
+def runs_swapped(family: str, knobs: Mapping[str, Any], swap_families) -> bool:
+    """Whether a config runs the transposed problem, C^T = B^T A^T: its family is one of ``swap_families``
+    (``HopperView.swap_ab``), or its ``swap`` knob is set (``splitk_dsmem``)."""
+    return family in swap_families or bool(knobs.get("swap", 0))
+
+
 def kernel_mn(shape: Shape, swap: bool = False) -> tuple[int, int]:
     """M and N of the kernel's own problem: N x M for a ``swap`` family."""
     return (shape.n, shape.m) if swap else (shape.m, shape.n)
@@ -151,6 +157,9 @@ class FeatureSpace:
         self.n_geom = 6  # has-geometry flag, log waves, wave efficiency, covers, tile fill, partials
         self.dim = self.n_shape * self.n_config + self.n_geom * self.n_shape
 
+    def is_swapped(self, family: str, knobs: Mapping[str, Any]) -> bool:
+        return runs_swapped(family, knobs, self.swapped)
+
     def config_onehot(self, family: str, knobs: Mapping[str, Any], layout: str) -> np.ndarray:
         x = np.zeros(self.n_config)
         for key in (f"layout={layout}", f"family={family}",
@@ -164,7 +173,7 @@ class FeatureSpace:
                  shape_feats: np.ndarray | None = None) -> np.ndarray:
         s = np.concatenate([[1.0], shape_features(shape) if shape_feats is None else shape_feats])
         c = self.config_onehot(family, knobs, layout)
-        g = geometry(shape, knobs, swap=family in self.swapped)
+        g = geometry(shape, knobs, swap=self.is_swapped(family, knobs))
         gv = np.array([1.0, *g]) if g is not None else np.zeros(self.n_geom)
         return np.concatenate([np.outer(s, c).ravel(), np.outer(s, gv).ravel()])
 

@@ -103,7 +103,7 @@ class FirstPick:
             cand = lr.candidate_for(spec)
             if cand is None or not lr.supported(cand.family, cand.knobs, shape):
                 continue
-            swap = cand.family in lr.space.swapped
+            swap = lr.space.is_swapped(cand.family, cand.knobs)
             if st.decline_one_slice and one_slice_split_k(shape, cand.knobs, swap):
                 continue
             if st.decline_partial_cluster and partial_cluster(shape, cand.knobs, swap):

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from harness.shapes import Shape, parse_shape
-from kernels_search.search.features import SMS, launch, shape_features
+from kernels_search.search.features import SMS, launch, runs_swapped, shape_features
 
 TOP_GRADE = 30  # the label of a shape's best config
 LABEL_STEP = 0.01  # one grade per this much log reward below the shape's best
@@ -98,7 +98,7 @@ class Ranker:
 
     def features(self, shape: Shape, family: str, knobs: Mapping[str, Any]) -> np.ndarray:
         s = [math.log2(shape.m), math.log2(shape.n), math.log2(shape.k), *shape_features(shape)]
-        return np.concatenate([s, self.coder(family, knobs), launch_features(shape, knobs, family in self.swapped)])
+        return np.concatenate([s, self.coder(family, knobs), launch_features(shape, knobs, runs_swapped(family, knobs, self.swapped))])
 
     def fit(self, measured_on: Mapping[str, Mapping[str, float]], config_of: Callable[[str], tuple[str, Mapping] | None],
             exclude_shape: str | None = None) -> "Ranker":

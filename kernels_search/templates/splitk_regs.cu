@@ -12,7 +12,7 @@
 //
 // Work division: grid (tiles along N, tiles along M, S slices of K); a CTA owns one TM x TN tile and one
 // slice, its warps take the slice's 32-k chunks in runs of U, round robin. The warps' parts are summed
-// through shared memory in warp order; with S > 1 the S CTAs of a tile are one thread-block cluster
+// through shared memory in a fixed order (halving); with S > 1 the S CTAs of a tile are one thread-block cluster
 // (S <= 16) and CTA r sums rows [r x TM / S, ...) of the tile over every CTA's part, in rank order,
 // through distributed shared memory, then stores them. Deterministic, no workspace, one launch.
 //
@@ -21,22 +21,21 @@
 //   SR_FN     8-column B fragments a tile (TN = 8 x FN)
 //   SR_WARPS  warps per CTA (they split the slice's chunks)
 //   SR_U      32-k chunks a warp loads before its MMAs
-// Runtime option: opts[0] splits: 0 = about one CTA a SM (auto_splits), s >= 1 = s slices (at most 16,
-// at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
+// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, and
+// only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one per 32-k chunk). Needs layout tn (A and B both K-contiguous), K a multiple of 8 and
 // 16-byte aligned A and B (the family declines others); rows past M or N are clamped to valid memory
 // and never stored, chunks past K load zeros.
-
-#include <cooperative_groups.h>
 
 namespace sr {
 constexpr int FM = SR_FM, FN = SR_FN, WARPS = SR_WARPS, U = SR_U;
 constexpr int NTH = WARPS * 32;
 constexpr int TM = 16 * FM, TN = 8 * FN;
 constexpr int PART_LD = TN + 4;  // fp32 row stride of the CTA's summed tile
-constexpr int MAX_CLUSTER = 16;
-constexpr size_t RED_BYTES = (size_t)WARPS * FM * FN * 32 * sizeof(float4);
-constexpr size_t SMEM = RED_BYTES + (size_t)TM * PART_LD * sizeof(float);
-static_assert(FM >= 1 && FN >= 1 && WARPS >= 1 && U >= 1, "knobs");
+// the upper half of the warps hands its parts to the lower half, halving until warp 0 holds the sum
+constexpr size_t RED_BYTES = (size_t)(WARPS > 1 ? WARPS / 2 : 1) * FM * FN * 32 * sizeof(float4);
+constexpr size_t PART_BYTES = (size_t)TM * PART_LD * sizeof(float);
+constexpr size_t SMEM = RED_BYTES > PART_BYTES ? RED_BYTES : PART_BYTES;  // the summed tile reuses the buffer
+static_assert(FM >= 1 && FN >= 1 && U >= 1 && (WARPS & (WARPS - 1)) == 0, "knobs (warps a power of two)");
 
 __device__ __forceinline__ uint4 ld16(const half* p) {
   uint4 v;
@@ -68,8 +67,8 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[FM][FN][4], const uint4 (
 __global__ void __launch_bounds__(NTH, 1) splitk_regs_kernel(const half* __restrict__ A, const half* __restrict__ B,
                                                             half* __restrict__ C, int M, int N, int K, int per) {
   extern __shared__ __align__(16) unsigned char smem[];
-  float4* red = reinterpret_cast<float4*>(smem);             // [WARPS][FM][FN][32]
-  float* part = reinterpret_cast<float*>(smem + RED_BYTES);  // [TM][PART_LD]
+  float4* red = reinterpret_cast<float4*>(smem);  // [WARPS / 2][FM][FN][32]
+  float* part = reinterpret_cast<float*>(smem);   // [TM][PART_LD], once the warps' parts are summed
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int m0 = blockIdx.y * TM, n0 = blockIdx.x * TN;
@@ -110,143 +109,68 @@ __global__ void __launch_bounds__(NTH, 1) splitk_regs_kernel(const half* __restr
     for (int u = 0; u < U; ++u) chunk_mma(acc, a[u], b[u]);
   }
 
-  // the warps' parts, summed in warp order into the CTA's fp32 tile
+  // the warps' parts summed by halving (warp w + h's part added to warp w's, h = WARPS / 2, ..., 1: the
+  // same order on every call), then warp 0's sum laid out row-major as the CTA's fp32 tile
+#pragma unroll 1
+  for (int h = WARPS / 2; h >= 1; h /= 2) {
+    if (warp >= h && warp < 2 * h) {
 #pragma unroll
-  for (int f = 0; f < FM; ++f)
+      for (int f = 0; f < FM; ++f)
 #pragma unroll
-    for (int j = 0; j < FN; ++j)
-      red[((warp * FM + f) * FN + j) * 32 + lane] = make_float4(acc[f][j][0], acc[f][j][1], acc[f][j][2], acc[f][j][3]);
-  __syncthreads();
-  for (int i = threadIdx.x; i < FM * FN * 32; i += NTH) {
-    float4 s = red[i];
-    for (int w = 1; w < WARPS; ++w) {
-      const float4 v = red[w * FM * FN * 32 + i];
-      s.x += v.x;
-      s.y += v.y;
-      s.z += v.z;
-      s.w += v.w;
+        for (int j = 0; j < FN; ++j)
+          red[(((warp - h) * FM + f) * FN + j) * 32 + lane] =
+              make_float4(acc[f][j][0], acc[f][j][1], acc[f][j][2], acc[f][j][3]);
     }
-    const int l = i & 31, fj = i >> 5, f = fj / FN, j = fj % FN;
-    const int row = f * 16 + (l >> 2), col = j * 8 + 2 * (l & 3);
-    part[row * PART_LD + col] = s.x;
-    part[row * PART_LD + col + 1] = s.y;
-    part[(row + 8) * PART_LD + col] = s.z;
-    part[(row + 8) * PART_LD + col + 1] = s.w;
+    __syncthreads();
+    if (warp < h) {
+#pragma unroll
+      for (int f = 0; f < FM; ++f)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+          const float4 v = red[((warp * FM + f) * FN + j) * 32 + lane];
+          acc[f][j][0] += v.x;
+          acc[f][j][1] += v.y;
+          acc[f][j][2] += v.z;
+          acc[f][j][3] += v.w;
+        }
+    }
+    __syncthreads();
+  }
+  if (warp == 0) {
+#pragma unroll
+    for (int f = 0; f < FM; ++f)
+#pragma unroll
+      for (int j = 0; j < FN; ++j) {
+        const int row = f * 16 + g, col = j * 8 + 2 * t;
+        *reinterpret_cast<float2*>(part + row * PART_LD + col) = make_float2(acc[f][j][0], acc[f][j][1]);
+        *reinterpret_cast<float2*>(part + (row + 8) * PART_LD + col) = make_float2(acc[f][j][2], acc[f][j][3]);
+      }
   }
 
-  namespace cg = cooperative_groups;
-  const int splits = gridDim.z;
-  cg::cluster_group cluster = cg::this_cluster();
-  if (splits > 1) cluster.sync();  // every CTA's tile is summed (and visible across the cluster)
-  else __syncthreads();
-  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
-  const int rows = (TM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
-  constexpr int CPR = TN / 8;  // 8-column pieces a row
-  const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
-  for (int i = threadIdx.x; i < (r1 - r0) * CPR; i += NTH) {
-    const int row = r0 + i / CPR, col = (i % CPR) * 8;
-    const int gm = m0 + row, gn = n0 + col;
-    if (gm >= M || gn >= N) continue;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int z = 0; z < splits; ++z) {  // rank order: the same sum on every call
-      const float* q = splits > 1 ? cluster.map_shared_rank(part + row * PART_LD + col, z) : part + row * PART_LD + col;
-      const float4 lo = *reinterpret_cast<const float4*>(q), hi = *reinterpret_cast<const float4*>(q + 4);
-      v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
-      v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
-    }
-    half* p = C + (size_t)gm * N + gn;
-    if (vec && gn + 8 <= N) {
-      __half2 h4[4] = {__floats2half2_rn(v[0], v[1]), __floats2half2_rn(v[2], v[3]), __floats2half2_rn(v[4], v[5]),
-                       __floats2half2_rn(v[6], v[7])};
-      *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h4);
-    } else {
-      for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
-    }
-  }
-  if (splits > 1) cluster.sync();  // peers read this CTA's tile until here
-}
-
-static int device_sms() {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      n = 132;
-    }
-    sms = n;
-  }
-  return sms;
-}
-
-// About one CTA a SM: the fewest slices that bring tiles x slices to the SM count, each slice at least
-// one run of chunks a warp, at most 16 (a cluster).
-static int auto_splits(int tiles, int nch, int sms) {
-  int s = (sms + tiles - 1) / tiles;
-  const int most = nch / (WARPS * U) > 1 ? nch / (WARPS * U) : 1;
-  s = s < most ? s : most;
-  return s < MAX_CLUSTER ? s : MAX_CLUSTER;
+  cs::sum_slices_store<TM, TN, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
 struct Plan {
-  int tiles_m, tiles_n, splits, per;
+  int tiles_m, tiles_n, nch, want;  // nch: 32-wide K chunks; want: opts[0]
 };
 
 static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
-  const int want = hgemm_opt(opts, n_opts, 0, 0);
-  if (want < 0 || want > MAX_CLUSTER) return false;
+  p.want = hgemm_opt(opts, n_opts, 0, 0);
+  if (p.want < 0 || p.want > cs::MAX_CLUSTER) return false;
   p.tiles_m = (M + TM - 1) / TM;
   p.tiles_n = (N + TN - 1) / TN;
-  const int nch = (K + 31) / 32;
-  int s = want == 0 ? auto_splits(p.tiles_m * p.tiles_n, nch, device_sms()) : want;
-  s = s < nch ? s : nch;
-  p.per = (nch + s - 1) / s;
-  p.splits = (nch + p.per - 1) / p.per;
+  p.nch = (K + 31) / 32;
   return true;
 }
 
-// The attributes, and whether a cluster of each size can be co-scheduled, once per process (a cluster
-// that cannot is refused as unsupported rather than failing at launch; a failed launch's error is
-// consumed here so it cannot surface at a later launch).
+// Automatic slices (want 0): cs::auto_slices, a slice at least one run of chunks a warp. Slices never outnumber
+// chunks, and none is left empty.
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
-  static bool attr_done = false;
-  static signed char fits[MAX_CLUSTER + 1] = {};
-  if (!attr_done) {
-    if (cudaFuncSetAttribute(splitk_regs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) != cudaSuccess ||
-        cudaFuncSetAttribute(splitk_regs_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-      cudaGetLastError();
-      return HGEMM_ERR_LAUNCH;
-    }
-    attr_done = true;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(p.tiles_n, p.tiles_m, p.splits);
-  cfg.blockDim = dim3(NTH, 1, 1);
-  cfg.dynamicSmemBytes = SMEM;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = p.splits;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  signed char& fit = fits[p.splits];
-  if (fit == 0) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, splitk_regs_kernel, &cfg) != cudaSuccess) {
-      cudaGetLastError();
-      n = 0;
-    }
-    fit = n > 0 ? 1 : -1;
-  }
-  if (fit < 0) return HGEMM_ERR_UNSUPPORTED;
-  if (cudaLaunchKernelEx(&cfg, splitk_regs_kernel, A, B, C, M, N, K, p.per) != cudaSuccess) {
-    cudaGetLastError();
-    return HGEMM_ERR_LAUNCH;
-  }
-  return HGEMM_OK;
+  int s = p.want != 0 ? p.want : cs::auto_slices(splitk_regs_kernel, NTH, SMEM, p.tiles_m * p.tiles_n, p.nch, WARPS * U);
+  s = s < p.nch ? s : p.nch;
+  const int per = (p.nch + s - 1) / s;
+  return cs::launch_cluster(splitk_regs_kernel, dim3(p.tiles_n, p.tiles_m, (p.nch + per - 1) / per), NTH, SMEM, stream,
+                            A, B, C, M, N, K, per);
 }
 }  // namespace sr
 
@@ -254,10 +178,7 @@ extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* op
 
 extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
                          const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
-  if (M < 1 || N < 1 || K < 1 || !A_ || !B_ || !C_) return HGEMM_ERR_ARGS;
-  if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
-  if (layout != HGEMM_LAYOUT_TN || K % 8 != 0 || !hgemm_aligned16(A_) || !hgemm_aligned16(B_))
-    return HGEMM_ERR_UNSUPPORTED;
+  if (int rc = cs::tn_call_status(A_, B_, C_, M, N, K, layout)) return rc;
   sr::Plan p;
   if (!sr::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
   if (p.tiles_m > 65535) return HGEMM_ERR_UNSUPPORTED;  // the grid's y limit

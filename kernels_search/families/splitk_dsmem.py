@@ -1,0 +1,78 @@
+"""``splitk_dsmem``: split-K for few-tile shapes on TMA loads and WGMMA, the K slices of a tile in one thread-block
+cluster and summed through distributed shared memory inside the same launch.
+
+Why: on few-tile deep-K shapes the library's best kernels are CUTLASS split-K GEMMs whose slices a second kernel
+sums (on 256_256_4096 the reduce kernel is 1.2 us of a 5.5 us call, lab/fewtile/slices-kernel-profile-h200.md);
+summing through global memory inside the GEMM lost (lab/fewtile/fused-reduce-h200.md), and CUTLASS's sm90
+schedulers cannot put a tile's slices in one cluster. templates/splitk_dsmem.cu does: grid (tiles along M, tiles
+along N, slices), a tile's slices one cluster, one warpgroup a CTA with a TMA ring of STAGES stages, the slices'
+fp32 tiles summed in rank order through DSMEM. Serves layout tn only (A and B both K-contiguous), K a multiple
+of 8 (TMA row strides). ``swap=1`` computes C^T = B A^T (the weights along the WGMMA's 64-row side, M <= 32 along
+its N) for decode shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import SUPPORTED, Support, unsupported
+from harness.problem import Problem
+from kernels_search import toolchain
+from kernels_search.family import DEFAULT_SMS, SMEM_LIMIT, Family, Knob, cuda_source
+
+BK = 64  # k of a TMA stage (128-byte swizzled fp16 rows)
+
+
+def smem_bytes(k: Mapping) -> int:
+    """Dynamic shared memory: the A and B stages, the CTA's fp32 tile as C lays it out (row stride: its columns + 4),
+    the barriers."""
+    stages = k["stages"] * (k["bm"] + k["bn"]) * BK * 2
+    rows, cols = (k["bn"], k["bm"]) if k["swap"] else (k["bm"], k["bn"])
+    return stages + rows * (cols + 4) * 4 + 16 * k["stages"] + 1024
+
+
+class SplitKDsmem(Family):
+    def check(self, k: Mapping) -> str:
+        if smem_bytes(k) > SMEM_LIMIT:
+            return f"{smem_bytes(k)} bytes of shared memory > {SMEM_LIMIT}"
+        return ""
+
+    def render(self, k: Mapping) -> str:
+        defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
+                   "SD_MMA_PIPE": k["mma_pipe"]}
+        return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
+
+    def extra_flags(self, k: Mapping) -> tuple[str, ...]:
+        inc = tuple(f"-I{d}" for d in toolchain.cutlass_include_dirs())
+        return (*inc, "--expt-relaxed-constexpr", "-DNDEBUG")
+
+    def extra_key(self, k: Mapping) -> str:
+        return f"cutlass {toolchain.cutlass_version()}"
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        if problem.layout != "tn":
+            return unsupported("splitk_dsmem serves layout tn only (A and B both K-contiguous)")
+        if problem.k % 8:
+            return unsupported("splitk_dsmem needs K a multiple of 8 (TMA row strides of 16 bytes)")
+        along, name = (problem.m, "M") if k["swap"] else (problem.n, "N")
+        if -(-along // k["bn"]) > 65535:
+            return unsupported(f"more than 65535 tiles along {name}")
+        return SUPPORTED
+
+    def opts(self, k: Mapping, problem: Problem, sms: int = DEFAULT_SMS) -> list[int]:
+        return [int(k["splits"])]
+
+
+FAMILY = SplitKDsmem(
+    name="splitk_dsmem",
+    presets=("", "stages=8", "bn=128"),
+    knobs=(
+        Knob("bm", (64, 128), 64, help="tile rows (one warpgroup: 128 issues two m64 WGMMAs a k-step)"),
+        Knob("bn", (64, 128, 32, 16, 8), 64, help="tile columns (the WGMMA's N; swapped: along M)"),
+        Knob("stages", (4, 6, 8, 12), 4, help="TMA pipeline stages of (bm + bn) x 64 fp16"),
+        Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),
+        Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
+        Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
+             help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8)"),
+    ),
+)

@@ -1,0 +1,211 @@
+// Split-K GEMM for few-tile shapes on the Hopper path (TMA loads, WGMMA from shared memory), the K slices
+// of a tile summed inside the same launch through distributed shared memory.
+//
+// Why: on few-tile deep-K shapes the library's best kernels are CUTLASS split-K GEMMs whose slices are
+// summed by a second kernel (on 256_256_4096 the reduce kernel is 1.2 us of a 5.5 us call,
+// lab/fewtile/slices-kernel-profile-h200.md). Summing inside the GEMM through global memory (a counter,
+// the last slice sums) lost (lab/fewtile/fused-reduce-h200.md): it puts L2 round trips and one SM's
+// bandwidth on the critical path. CUTLASS's sm90 schedulers cannot put the K slices of one tile in one
+// cluster, so here the grid is (tiles along M, tiles along N, S slices) and the S CTAs of a tile are one
+// thread-block cluster (S <= 16): after the main loop each CTA writes its fp32 tile into its own shared
+// memory, and CTA r sums rows [r x BM / S, ...) of the tile over the cluster's CTAs, in rank order
+// (deterministic), through DSMEM, and stores them as fp16. One launch, no workspace, no atomics.
+//
+// Main loop: one warpgroup a CTA; thread 0 keeps STAGES TMA loads of (BM + BN) x 64 fp16 in flight
+// (128-byte swizzle, zero fill past M, N and K); the warpgroup waits each stage's transaction barrier,
+// issues its WGMMAs (BM / 64 of m64nBNk16 per 16 k), waits for them (or, SD_MMA_PIPE, for the previous stage's),
+// frees the stage. A slice is short (a few k-tiles), so the loads of a whole slice are mostly in flight at once.
+//
+// Swapped (SD_SWAP = 1), for decode shapes (M <= 32): the kernel computes C^T = B A^T, the WGMMA's 64-row side
+// running along N and its N (8-32) along M, so a few rows of A ride along with each stage of the weights; the tile
+// lands in shared memory transposed, as C lays it out, and is summed and stored like any other.
+//
+// Compile-time knobs (rendered above this file):
+//   SD_BM      tile rows (along M; swapped: along N), 64 or 128 (one warpgroup: 128 issues two m64 WGMMAs a step)
+//   SD_BN      tile columns (along N; swapped: along M), the WGMMA's N: a multiple of 8 up to 256
+//   SD_STAGES  shared-memory stages of the TMA pipeline
+//   SD_SWAP    1: C^T = B A^T (above)
+//   SD_MMA_PIPE 1: a stage's WGMMAs stay in flight while the previous stage is freed and refilled (0: each stage's
+//              WGMMAs are waited for before it is freed)
+// Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
+// slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
+// Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
+// aligned A and B (the family declines others).
+
+#include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
+#include "cutlass/cutlass.h"
+
+namespace sd {
+using namespace cute;
+
+constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
+constexpr bool SWAP = SD_SWAP;
+constexpr bool MMA_PIPE = SD_MMA_PIPE;
+constexpr int NTH = 128;
+// the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
+constexpr int PART_ROWS = SWAP ? BN : BM, PART_COLS = SWAP ? BM : BN;
+constexpr int PART_LD = PART_COLS + 4;
+using PartStride = std::conditional_t<SWAP, Stride<_1, Int<PART_LD>>, Stride<Int<PART_LD>, _1>>;  // of (BM, BN)
+static_assert(BM == 64 || BM == 128, "BM: 64 or 128");
+static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "BN: a WGMMA N");
+
+using TA = cute::half_t;
+using CtaTiler = Shape<Int<BM>, Int<BN>, Int<BK>>;
+using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<TA>{}, make_shape(Int<BM>{}, Int<BK>{}, Int<STAGES>{})));
+using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<TA>{}, make_shape(Int<BN>{}, Int<BK>{}, Int<STAGES>{})));
+using TiledMma = decltype(make_tiled_mma(
+    GMMA::ss_op_selector<TA, TA, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>()));
+static_assert(size(TiledMma{}) == NTH, "one warpgroup");
+
+struct SharedStorage {
+  alignas(1024) TA a[cosize_v<SmemLayoutA>];  // 128-byte swizzle: stages start on 1 KB
+  alignas(1024) TA b[cosize_v<SmemLayoutB>];
+  alignas(16) float part[PART_ROWS * PART_LD];
+  alignas(8) uint64_t full[STAGES];   // TMA bytes landed
+  alignas(8) uint64_t empty[STAGES];  // the warpgroup is done with the stage
+};
+constexpr size_t SMEM = sizeof(SharedStorage);
+constexpr int TX_BYTES = (BM + BN) * BK * (int)sizeof(TA);
+
+template <class TmaA, class TmaB>
+__global__ void __launch_bounds__(NTH, 1)
+    splitk_dsmem_kernel(CUTE_GRID_CONSTANT TmaA const tma_a, CUTE_GRID_CONSTANT TmaB const tma_b, half* __restrict__ C,
+                        int M, int N, int K, int per) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+  using FullBar = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBar = cutlass::arch::ClusterBarrier;
+
+  // the WGMMA's A side (BM rows) and B side (BN rows): A and B, or B and A when swapped
+  Tensor mA = tma_a.get_tma_tensor(make_shape(SWAP ? N : M, K));
+  Tensor mB = tma_b.get_tma_tensor(make_shape(SWAP ? M : N, K));
+  auto cta = make_coord(blockIdx.x, blockIdx.y, _);
+  Tensor gA = local_tile(mA, CtaTiler{}, cta, Step<_1, X, _1>{});  // (BM, BK, k-tiles)
+  Tensor gB = local_tile(mB, CtaTiler{}, cta, Step<X, _1, _1>{});  // (BN, BK, k-tiles)
+  Tensor sA = make_tensor(make_smem_ptr(smem.a), SmemLayoutA{});  // (BM, BK, STAGES)
+  Tensor sB = make_tensor(make_smem_ptr(smem.b), SmemLayoutB{});
+  auto [tAgA, tAsA] = tma_partition(tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
+  auto [tBgB, tBsB] = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
+
+  const int k_tiles = (K + BK - 1) / BK;
+  const int kt0 = blockIdx.z * per;
+  const int n_kt = min(kt0 + per, k_tiles) - kt0;  // >= 1: the plan never makes an empty slice
+  const int warp = threadIdx.x / 32;
+  const bool leader = warp == 0 && cute::elect_one_sync();
+
+  if (warp == 0 && threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      FullBar::init(&smem.full[s], 1);
+      EmptyBar::init(&smem.empty[s], NTH);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  int issued = 0;
+  if (leader) {
+    for (; issued < STAGES && issued < n_kt; ++issued) {
+      FullBar::arrive_and_expect_tx(&smem.full[issued], TX_BYTES);
+      copy(tma_a.with(smem.full[issued]), tAgA(_, kt0 + issued), tAsA(_, issued));
+      copy(tma_b.with(smem.full[issued]), tBgB(_, kt0 + issued), tBsB(_, issued));
+    }
+  }
+
+  TiledMma mma;
+  ThrMMA thr = mma.get_thread_slice(threadIdx.x);
+  Tensor sP = make_tensor(make_smem_ptr(smem.part), make_layout(make_shape(Int<BM>{}, Int<BN>{}), PartStride{}));
+  Tensor tCsA = thr.partition_A(sA);  // (MMA, MMA_M, MMA_K, STAGES)
+  Tensor tCsB = thr.partition_B(sB);
+  Tensor tCsP = thr.partition_C(sP);  // (MMA, MMA_M, MMA_N)
+  Tensor tCrA = thr.make_fragment_A(tCsA);
+  Tensor tCrB = thr.make_fragment_B(tCsB);
+  Tensor acc = thr.make_fragment_C(tCsP);
+  clear(acc);
+
+  // Stage j's MMAs done: free it, and the leader refills it with k-tile j + STAGES.
+  auto release = [&](int j) {
+    const int s = j % STAGES;
+    EmptyBar::arrive(&smem.empty[s]);
+    if (leader && issued < n_kt) {  // issued == j + STAGES: k-tiles are issued in order
+      EmptyBar::wait(&smem.empty[s], (j / STAGES) & 1);
+      FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
+      copy(tma_a.with(smem.full[s]), tAgA(_, kt0 + issued), tAsA(_, s));
+      copy(tma_b.with(smem.full[s]), tBgB(_, kt0 + issued), tBsB(_, s));
+      ++issued;
+    }
+  };
+  for (int i = 0; i < n_kt; ++i) {
+    const int s = i % STAGES;
+    FullBar::wait(&smem.full[s], (i / STAGES) & 1);
+    warpgroup_fence_operand(acc);
+    warpgroup_arrive();
+    gemm(mma, tCrA(_, _, _, s), tCrB(_, _, _, s), acc);
+    warpgroup_commit_batch();
+    if constexpr (MMA_PIPE) {  // stage i's MMAs run while stage i - 1 is freed and refilled
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      if (i > 0) release(i - 1);
+    } else {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      release(i);
+    }
+  }
+  if constexpr (MMA_PIPE) {
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+  }
+
+  // this CTA's fp32 tile into its own shared memory
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
+
+  if constexpr (SWAP)
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(smem.part, C, M, N, blockIdx.y * BN, blockIdx.x * BM);
+  else
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(smem.part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
+}
+
+struct Plan {
+  int tiles_x, tiles_y, k_tiles, want;  // tiles along the BM side and the BN side; want: opts[0]
+};
+
+static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p) {
+  p.want = hgemm_opt(opts, n_opts, 0, 0);
+  if (p.want < 0 || p.want > cs::MAX_CLUSTER) return false;
+  p.tiles_x = ((SWAP ? N : M) + BM - 1) / BM;
+  p.tiles_y = ((SWAP ? M : N) + BN - 1) / BN;
+  p.k_tiles = (K + BK - 1) / BK;
+  return true;
+}
+
+// Automatic slices (want 0): cs::auto_slices, a slice at least 2 k-tiles. Slices never outnumber k-tiles, and none
+// is left empty.
+static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
+  const half* x = SWAP ? B : A;  // the WGMMA's A side
+  const half* y = SWAP ? A : B;
+  Tensor mX = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)), make_shape(SWAP ? N : M, K), make_stride(K, Int<1>{}));
+  Tensor mY = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)), make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{}));
+  auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
+  auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mY, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
+  auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
+  int s = p.want != 0 ? p.want : cs::auto_slices(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
+  s = max(1, min(s, p.k_tiles));
+  const int per = (p.k_tiles + s - 1) / s;
+  return cs::launch_cluster(kernel, dim3(p.tiles_x, p.tiles_y, (p.k_tiles + per - 1) / per), NTH, SMEM, stream, tma_a,
+                            tma_b, C, M, N, K, per);
+}
+}  // namespace sd
+
+extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* opts, int n_opts) { return 0; }
+
+extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
+                         const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
+  if (int rc = cs::tn_call_status(A_, B_, C_, M, N, K, layout)) return rc;
+  sd::Plan p;
+  if (!sd::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
+  if (p.tiles_y > 65535) return HGEMM_ERR_UNSUPPORTED;  // the grid's y limit
+  return sd::launch(static_cast<const half*>(A_), static_cast<const half*>(B_), static_cast<half*>(C_), M, N, K, p,
+                    stream);
+}
