@@ -65,7 +65,10 @@ class SplitKDsmem(Family):
 
 FAMILY = SplitKDsmem(
     name="splitk_dsmem",
-    presets=("", "stages=8", "bn=128"),
+    # measured on the H200 (run 6dd4a42c7893, lab/fewtile/waves-plan.txt), automatic slices, geomean over the best
+    # baseline on the 15 few-tile K >= 2048 study shapes: mma_pipe=1 stages=8 0.944x (128_256_4096 1.22x, 64_512_4096
+    # 1.24x, 512_64_4096 1.22x), mma_pipe=1 0.901x, bn=32 stages=8 0.878x
+    presets=("mma_pipe=1,stages=8", "mma_pipe=1", "bn=32,stages=8"),
     knobs=(
         Knob("bm", (64, 128), 64, help="tile rows (one warpgroup: 128 issues two m64 WGMMAs a k-step)"),
         Knob("bn", (64, 128, 32, 16, 8), 64, help="tile columns (the WGMMA's N; swapped: along M)"),
@@ -73,6 +76,6 @@ FAMILY = SplitKDsmem(
         Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),
         Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
-             help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8)"),
+             help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
     ),
 )
