@@ -25,7 +25,7 @@ import pandas as pd
 
 from harness.shapes import parse_shape, parse_shapes
 from harness.timing.stats import geomean
-from lab.skinny.table import load_warm, speedup_table
+from lab.skinny.table import load_rows, speedup_table
 
 LIBRARY = "library"
 TILE_EDGES = (16, 64, 256)
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--chosen", help="write shape<TAB>method for the class shapes")
     ap.add_argument("--plan", help="write a compare plan: each class shape's choice beside the library")
     a = ap.parse_args(argv)
-    t = speedup_table(load_warm(a.runs)[1])
+    t = speedup_table(load_rows(a.runs)[1])
     if LIBRARY not in t.columns:
         print("class_rule: the study has no library rows to compare against", file=sys.stderr)
         return 2

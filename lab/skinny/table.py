@@ -1,12 +1,13 @@
 """Per-shape table of a skinny study run: the best cuBLAS-family baseline against each kernel-family config.
 
-    python3 lab/skinny/table.py RESULTS.parquet [--shapes FILE] [--chosen FILE]
+    python3 lab/skinny/table.py RESULTS.parquet [--chosen FILE] [--pivot] [--by-class] [--cache cold]
 
 For each shape: the best baseline (the fastest of torch, cublas, cublaslt, cublaslt-autotune over
 both layouts, rows that passed the gate), its efficiency against the physical floor
 (max(bytes / 4.8 TB/s, FLOPs / 990 TFLOP/s, 1 us) / time), and the best family config (best
 layout) with its speedup over that baseline, its bytes moved / time in TB/s, and its efficiency.
-Geomeans per shape class follow.
+Geomeans per shape class follow; --by-class adds each family config's geomean per class (over the
+class's shapes it was measured on, counted); --cache cold scores the run's cold rows instead of the warm.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ def klass(shape: str) -> str:
     return "132+ tiles"
 
 
-def load_warm(paths) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs' offline warm rows, and those of them that rank (passed the gate, timed)."""
+def load_rows(paths, cache: str = "warm") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs' offline rows of one cache state, and those of them that rank (passed the gate, timed)."""
     df = pd.concat([read_results(p).to_pandas() for p in paths], ignore_index=True)
-    df = df[(df["mode"] == "offline") & (df["cache"] == "warm")].reset_index(drop=True)
+    df = df[(df["mode"] == "offline") & (df["cache"] == cache)].reset_index(drop=True)
     return df, df[rankable(df)]
 
 
@@ -72,13 +73,28 @@ def pivot(ok: pd.DataFrame) -> None:
     print()
 
 
+def by_class(ok: pd.DataFrame) -> None:
+    """Each family config's geomean speedup per shape class, over the class's shapes it was measured on."""
+    t = speedup_table(ok)
+    for cls, shapes in t.groupby(t.index.map(klass)).groups.items():
+        sub = t.loc[shapes]
+        print(f"{cls} ({len(sub)} shapes):")
+        scores = sorted(((geo(sub[m].dropna()), m, sub[m].notna().sum()) for m in sub.columns if sub[m].notna().any()),
+                        reverse=True)
+        for g, m, n in scores:
+            print(f"  {g:.3f}x  {m}  ({n} shapes)")
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
     ap.add_argument("--chosen", help="file of 'shape<TAB>method' lines: report only that method per shape")
     ap.add_argument("--pivot", action="store_true", help="also each family config's speedup per shape, and its geomean")
+    ap.add_argument("--by-class", action="store_true", help="also each family config's geomean per shape class")
+    ap.add_argument("--cache", default="warm", choices=("warm", "cold"), help="which rows to score (default warm)")
     args = ap.parse_args()
-    df, ok = load_warm(args.results)
+    df, ok = load_rows(args.results, args.cache)
     chosen = None
     if args.chosen:
         chosen = dict(ln.split("\t")[:2] for ln in open(args.chosen).read().splitlines() if "\t" in ln)
@@ -114,6 +130,8 @@ def main() -> int:
               f"baseline eff {geo(g['base_eff']):.3f}, ours {geo(g['eff'].dropna()):.3f}")
     if args.pivot:
         pivot(ok)
+    if args.by_class:
+        by_class(ok)
     bad = df[~df["is_baseline"] & df["status"].isin(["gate_failed", "error"])]
     for _, r in bad.drop_duplicates(["method", "status_reason"]).head(15).iterrows():
         print(f"- FAILED {r['shape']} {r['layout']} {r['method']}: {r['status']}: {str(r['status_reason'])[:200]}")
