@@ -30,7 +30,8 @@
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
-#            to grid-walls.txt inside the tarball, so the calls' sum is the grid's wall time
+#            to grid-walls.txt inside the tarball, so the calls' sum is the grid's wall time; GRID_SHAPES: another
+#            --shapes (the part of the grid a state from another GPU had not reached: a run never mixes GPUs)
 #   families pytest -m gpu on the kernel families, the adversarial kernels and the extern loaders
 #   sweep    compare the curated family sweep (scripts/family_sweep.py --set SWEEP_SET, default
 #            all) against the baselines on SWEEP_SHAPES (default smoke), then the best family
@@ -251,7 +252,7 @@ for stage in $STAGES; do
       mkdir -p /tmp/hb/grid
       [ -f .hbstate/grid.tgz ] && tar xzf .hbstate/grid.tgz -C /tmp/hb/grid && echo "resumed: $(cat /tmp/hb/grid/grid-walls.txt)"
       start=$(date +%s.%N)
-      timeout -s INT "${GRID_LIMIT:-540}" $HB compare --shapes cuda-l2 --out /tmp/hb/grid/grid.parquet --seed 11 \
+      timeout -s INT "${GRID_LIMIT:-540}" $HB compare --shapes "${GRID_SHAPES:-cuda-l2}" --out /tmp/hb/grid/grid.parquet --seed 11 \
         --label "cuda-l2 grid, four baselines" > "$OUT/grid.txt" 2>&1
       end=$(date +%s.%N)
       wall=$(python3 -c "print(round($end - $start, 1))")
