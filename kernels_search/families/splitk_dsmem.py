@@ -67,8 +67,11 @@ FAMILY = SplitKDsmem(
     name="splitk_dsmem",
     # measured on the H200 (run 6dd4a42c7893, lab/fewtile/waves-plan.txt), automatic slices, geomean over the best
     # baseline on the 15 few-tile K >= 2048 study shapes: mma_pipe=1 stages=8 0.944x (128_256_4096 1.22x, 64_512_4096
-    # 1.24x, 512_64_4096 1.22x), mma_pipe=1 0.901x, bn=32 stages=8 0.878x
-    presets=("mma_pipe=1,stages=8", "mma_pipe=1", "bn=32,stages=8"),
+    # 1.24x, 512_64_4096 1.22x), mma_pipe=1 0.901x, bn=32 stages=8 0.878x; swapped, one per decode row count (M <= 8,
+    # <= 16, <= 32), warm against the best baseline: 8_6144_4096 1.07x, 1_3072_3072 1.19x, 16_4096_4096 1.10-1.12x,
+    # 32_5120_14336 1.03x (runs 6dd4a42c7893, c8cfb94efaa6)
+    presets=("mma_pipe=1,stages=8", "mma_pipe=1", "bn=32,stages=8", "swap=1,bn=8,mma_pipe=1,stages=8",
+             "swap=1,bn=16,mma_pipe=1,stages=8", "swap=1,bn=32,mma_pipe=1,stages=8"),
     knobs=(
         Knob("bm", (64, 128), 64, help="tile rows (one warpgroup: 128 issues two m64 WGMMAs a k-step)"),
         Knob("bn", (64, 128, 32, 16, 8), 64, help="tile columns (the WGMMA's N; swapped: along M)"),
