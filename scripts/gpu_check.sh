@@ -81,6 +81,7 @@
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
 #            then lab/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
+#   fetchprobe lab/fewtile/fetch_probe.py --cluster: the fetch floor of G CTAs, and clusters of 8 with the DSMEM slice sum
 #   hostprobe lab/throughput/host_probe.py: a graph capture through torch.cuda.graph against capture_begin/end, and the
 #            autotune's candidate validation with a host read per check against one read for all (issue 35, item 5)
 #   ray      issue 35's scale-out on this host's GPU: Ray (the cp312 site of ray and the three packages the GPU image
@@ -236,6 +237,11 @@ for stage in $STAGES; do
       $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$cheap" > "$OUT/autotuneab.txt" 2>&1
       python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md" ;;
+    fetchprobe)
+      log "fetchprobe: the few-tile fetch floor and the cluster split-K sum's cost (lab/fewtile/fetch_probe.py --cluster)"
+      mkdir -p /tmp/hb && nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/hb/fetch_probe.so \
+        lab/fewtile/fetch_probe.cu && python3 -m lab.fewtile.fetch_probe --lib /tmp/hb/fetch_probe.so --cluster \
+        --out "$OUT/fetch-probe.csv" 2>&1 | tee "$OUT/fetch-probe.txt" ;;
     hostprobe)
       log "hostprobe: capture and validation host costs (lab/throughput/host_probe.py)"
       python3 -m lab.throughput.host_probe 2>&1 | tee "$OUT/hostprobe.md" ;;

@@ -6,6 +6,10 @@
 //   variant 0  cp.async: 16-byte cp.async.cg by every thread, one commit group, wait_group 0
 //   variant 1  bulk: one thread issues cp.async.bulk copies of 16 KB on one mbarrier, every thread waits
 // X = 0 is the empty kernel of G CTAs (the launch alone).
+// hb_fetch_cluster: the bulk fetch launched in clusters of S CTAs, then what a cluster split-K sum costs on top of
+// it: a cluster barrier, each CTA reading its 1/S share of rows of a T-byte fp32 tile from each of the other S - 1
+// CTAs' shared memory (16-byte DSMEM loads, summed in registers), a second barrier (the peers' tiles stay alive
+// until every read is done). T = 0: the two barriers alone.
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o fetch_probe.so fetch_probe.cu
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -55,10 +59,64 @@ __global__ void __launch_bounds__(THREADS) fetch_bulk(const char* __restrict__ b
   if (*reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u) sink[blockIdx.x] = 1;
 }
 
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict__ buf, size_t buf_bytes, int x,
+                                                         int tile, unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t bar;
+  const char* src = buf + ((size_t)blockIdx.x * x) % buf_bytes;
+  const uint32_t b = smem_addr(&bar);
+  if (x > 0) {
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(x) : "memory");
+      for (int off = 0; off < x; off += BULK) {
+        const int n = x - off < BULK ? x - off : BULK;
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(smem_addr(smem + off)), "l"(src + off), "r"(n), "r"(b) : "memory");
+      }
+    }
+    uint32_t done = 0;
+    while (!done)
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done) : "r"(b) : "memory");
+  }
+  cluster_sync();
+  float acc = 0.f;
+  if (tile > 0) {
+    uint32_t rank, ranks;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ranks));
+    const int share = tile / (int)ranks;  // this CTA's rows of the tile, in bytes
+    const uint32_t mine = smem_addr(smem) + rank * share;
+    for (uint32_t peer = 1; peer < ranks; ++peer) {
+      uint32_t remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mine), "r"((rank + peer) % ranks));
+      for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
+        float v0, v1, v2, v3;
+        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3) : "r"(remote + off) : "memory");
+        acc += v0 + v1 + v2 + v3;
+      }
+    }
+  }
+  cluster_sync();
+  if (acc == 1.2345f || (x > 0 && *reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u))
+    sink[blockIdx.x] = 1;
+}
+
 }  // namespace
 
 extern "C" int hb_fetch_init(int max_bytes) {
   cudaFuncSetAttribute(fetch_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+  cudaFuncSetAttribute(fetch_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
   return (int)cudaFuncSetAttribute(fetch_cpasync, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
 }
 
@@ -71,4 +129,23 @@ extern "C" int hb_fetch(const void* buf, size_t buf_bytes, int ctas, int x, int 
   else
     fetch_cpasync<<<ctas, THREADS, x, st>>>(p, buf_bytes, x, sink);
   return (int)cudaGetLastError();
+}
+
+// ctas: a multiple of cluster; x: bytes a CTA fetches (a multiple of 16); tile: bytes of the fp32 tile summed across
+// the cluster (a multiple of 16 x cluster; 0: the barriers only)
+extern "C" int hb_fetch_cluster(const void* buf, size_t buf_bytes, int ctas, int x, int cluster, int tile, void* stream,
+                                unsigned* sink) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = x > tile ? x : tile;
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return (int)cudaLaunchKernelEx(&cfg, fetch_cluster, static_cast<const char*>(buf), buf_bytes, x, tile, sink);
 }

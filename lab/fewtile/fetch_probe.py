@@ -7,6 +7,9 @@ Why: split-K kernels on shapes such as 256_256_4096 (cuBLAS 6.5 us against a 1 u
 per CTA on about 128 CTAs and spend 4-6 us; Nsight Compute shows every unit nearly idle. If the fetch
 alone costs most of that, the room is not there; if it costs 1-2 us, the kernels are far from it.
 lab/fewtile/fetch_probe.cu: variant 0 cp.async by every thread, variant 1 cp.async.bulk of 16 KB pieces.
+``--cluster``: also the bulk fetch launched in clusters of 8 (kind ``cluster``), then the cluster split-K sum's
+cost on top: two cluster barriers around each CTA reading its eighth of a 16 KB (64x64) or 64 KB (128x128) fp32
+tile from the 7 peers through DSMEM (column ``tile_kb``; 0: the barriers only), against the same fetch unclustered.
 
     nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/fetch_probe.so lab/fewtile/fetch_probe.cu
     python3 -m lab.fewtile.fetch_probe --lib /tmp/fetch_probe.so [--out FILE.csv]
@@ -37,6 +40,7 @@ def main() -> None:
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default="")
     ap.add_argument("--budget", type=float, default=4.0)
+    ap.add_argument("--cluster", action="store_true", help="also the cluster launches and DSMEM sums")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.hb_fetch.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
@@ -65,8 +69,12 @@ def main() -> None:
                 if kb == 0 and v:
                     continue
                 entries.append(Entry((name if kb else "empty", "", ctas, kb), fetch(ctas, kb * 1024, v), dummy))
+    if args.cluster:
+        lib.hb_fetch_cluster.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        entries += cluster_entries(lib, buf, sink, dummy)
     got = measure_offline(entries, "cuda", OfflineSettings(budget_s=args.budget, seed=5))
-    rows = [dict(kind=k[0], shape=k[1], ctas=k[2], kb=k[3],
+    rows = [dict(kind=k[0], shape=k[1], ctas=k[2], kb=k[3], tile_kb=k[4] if len(k) > 4 else 0,
                  us=float(pd.Series(m.device_us).median()) if m.device_us else float("nan"),
                  rounds=len(m.device_us), error=m.error or "") for k, m in got.items()]
     df = pd.DataFrame(rows)
@@ -75,12 +83,51 @@ def main() -> None:
     summarize(df)
 
 
+CLUSTER = 8
+CLUSTER_CTAS = (16, 64, 112, 128)  # 112: 14 clusters of 8, all at once on the H200 (15 fit); 128: 16, two waves
+CLUSTER_KB = (0, 16, 64, 128)
+TILE_KB = (0, 16, 64)
+
+
+def cluster_entries(lib, buf, sink, dummy) -> list[Entry]:
+    """The fetch in clusters of CLUSTER, with and without the DSMEM tile sum, and the same fetch unclustered at
+    112 CTAs (the other CTA counts' unclustered fetch is in the main table)."""
+
+    def launch(ctas: int, x: int, tile: int):
+        def fn(a, b, c):
+            rc = lib.hb_fetch_cluster(buf.data_ptr(), BUF_BYTES, ctas, x, CLUSTER, tile,
+                                      torch.cuda.current_stream().cuda_stream, sink.data_ptr())
+            if rc:
+                raise RuntimeError(f"cluster fetch {ctas} CTAs x {x} B, tile {tile} B: CUDA error {rc}")
+        return fn
+
+    def plain(ctas: int, x: int):
+        def fn(a, b, c):
+            rc = lib.hb_fetch(buf.data_ptr(), BUF_BYTES, ctas, x, 1, torch.cuda.current_stream().cuda_stream,
+                              sink.data_ptr())
+            if rc:
+                raise RuntimeError(f"fetch {ctas} CTAs x {x} B: CUDA error {rc}")
+        return fn
+
+    out = [Entry(("bulk" if kb else "empty", "", 112, kb), plain(112, kb * 1024), dummy) for kb in CLUSTER_KB]
+    for ctas in CLUSTER_CTAS:
+        for kb in CLUSTER_KB:
+            for t in TILE_KB:
+                out.append(Entry(("cluster", "", ctas, kb, t), launch(ctas, kb * 1024, t * 1024), dummy))
+    return out
+
+
 def summarize(df: pd.DataFrame) -> None:
     pd.set_option("display.width", 200)
     print(df[df.kind == "torch.matmul"][["shape", "us"]].round(2).to_string(index=False))
-    t = df[df.kind != "torch.matmul"].pivot_table(index=["kind", "ctas"], columns="kb", values="us")
+    plain = df[(df.kind != "torch.matmul") & (df.kind != "cluster")]
+    t = plain.pivot_table(index=["kind", "ctas"], columns="kb", values="us")
     print("device us of a kernel of CTAS CTAs each fetching KB kilobytes (columns), warm L2:")
     print(t.round(2).to_string())
+    cl = df[df.kind == "cluster"]
+    if len(cl):
+        print(f"the bulk fetch in clusters of {CLUSTER}, then a DSMEM sum of a TILE_KB fp32 tile (0: two cluster barriers):")
+        print(cl.pivot_table(index=["ctas", "tile_kb"], columns="kb", values="us").round(2).to_string())
     bad = df[df.error.astype(str) != ""]
     if len(bad):
         print(bad.to_string(index=False))
