@@ -196,3 +196,31 @@ def test_the_packaged_evidence_measures_gemv_rows_first_on_a_batch_1_decode_shap
     assert any("gemv_rows:m=1" in ln for ln in first), got.output
     m8 = got.output.split("8_5120_5120:")[1]
     assert "gemv_rows" not in m8 and "gemv:" in m8
+
+
+def test_configs_measured_faster_on_the_shape_itself_are_measured_first(tmp_path, ranker, presets):
+    """tune keeps each shape's own rows (a held-out first pick leaves them out): the pool configs the ranker's
+    search measured faster than the baseline on this very shape come first, fastest first (the fake times:
+    pad=0,split=1 63 us, pad=0,split=2 66 us against 100 us), whatever their score."""
+    from kernels_search.search.tune import plan
+
+    shape = RANKER_SHAPES[0]
+    st = dataclasses.replace(settings(ranker, tmp_path / "library.json"), top=4, plugins=("test_search_plugin",))
+    ranked, _ = plan([shape], st, print_fn=lambda x: None)
+    got = ranked[shape.name]
+    here = [t for t in got if t.here is not None]
+    assert here and got[:len(here)] == here  # the shape's own winners lead
+    assert [t.here for t in here] == sorted((t.here for t in here), reverse=True)
+    assert here[0].spec == "cpuk:pad=0,split=1,bug=0,small=0" and here[0].here == pytest.approx(100 / 63)
+    assert "measured on this shape: 1.587x" in here[0].why()
+
+
+def test_the_packaged_evidence_measures_a_decode_shapes_own_winner_first(tmp_path):
+    """On the H200's pool and evidence: the swapped splitk_dsmem preset led the best baseline on 16_4096_4096 in
+    run 6dd4a42c7893 (1.097x, warm), so tune's first candidate there is it, said to be measured on this shape."""
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--shapes", "16_4096_4096", "--out", str(tmp_path / "t")])
+    assert got.exit_code == 0, got.output
+    lines = got.output.splitlines()
+    i = next(n for n, ln in enumerate(lines) if " #1 " in ln)
+    assert "splitk_dsmem:bm=64,bn=16,stages=8,swap=1" in lines[i], got.output
+    assert "measured on this shape: 1.09" in lines[i + 1]

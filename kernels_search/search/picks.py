@@ -91,10 +91,11 @@ class Ranked:
 
 
 def picker_for(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickSettings(), folder: Path | None = None,
-               device: str = "cuda", plugins: Sequence[str] = ()):
+               device: str = "cuda", plugins: Sequence[str] = (), keep_own: bool = False):
     """(the first pick, its KernelDB, the GPU model, what it learnt from in words) of the search in
     ``folder`` (default the packaged ``RECORD``) with what ``settings.prior`` adds, the rows of
-    ``shapes`` left out of the prior (each is ranked as a shape never measured). No GPU."""
+    ``shapes`` left out of the prior (each is ranked as a shape never measured) unless ``keep_own``
+    (``tune``: what was measured on the very shape is the best guide to it). No GPU."""
     from kernels_search.search import evidence
     from kernels_search.search.first_pick import FirstPick
     from kernels_search.search.prior import with_prior
@@ -105,8 +106,8 @@ def picker_for(shapes: Sequence[Shape], settings: FirstPickSettings = FirstPickS
     sources, label = evidence.resolve(settings.prior, gpu)
     what = f"the learner of {folder.name} ({len(learner.seen)} rows)"
     if sources:
-        learner, folded = with_prior(learner, sources, [s.name for s in shapes], gpu, label)
-        what += f" and {label} ({folded.rows} rows on {len(folded.shapes)} other shapes)"
+        learner, folded = with_prior(learner, sources, [] if keep_own else [s.name for s in shapes], gpu, label)
+        what += f" and {label} ({folded.rows} rows on {len(folded.shapes)} {'shapes' if keep_own else 'other shapes'})"
     return FirstPick(learner, settings), db, gpu, what
 
 

@@ -2,10 +2,12 @@
 
 For each shape: the pool's configs (``search.pool``) that support it are ranked by the search's first
 pick (``first_pick.FirstPick``, the learner of a search folder, by default the packaged record, with
-this GPU model's packaged evidence): first the configs its evidence rule admits, then the rest of the
-pool with evidence on at least one other shape, each group by the rule's score; the kernel the
-library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it in
-the same paired call. The top ``TuneSettings.top`` are then measured by the search's own loop
+this GPU model's packaged evidence, the tuned shapes' own rows included): first the configs measured
+faster than the strongest baseline on this very shape, by that speedup; then the configs the first
+pick's evidence rule admits; then the rest of the pool with evidence on at least one other shape,
+each of those groups by the rule's score (which never learns from the shape's own rows). The kernel
+the library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it
+in the same paired call. The top ``TuneSettings.top`` are then measured by the search's own loop
 (``loop.run_search``: ``batch`` candidates per call, paired with the baselines, builds on every core,
 the per-shape budget kept), and the shape's library entries (``library.library_entries``: the best
 verified kernel where it beat its paired baseline by ``min_speedup``, else the labelled fallback)
@@ -38,6 +40,7 @@ class TuneCandidate:
     evidence: dict
     admitted: bool  # the first pick's evidence rule admits it (else: pool, evidence elsewhere)
     incumbent: bool = False  # the library's kernel for this exact shape today
+    here: float | None = None  # its speedup over the strongest baseline measured on this very shape, if any
 
     @property
     def spec(self) -> str:
@@ -49,6 +52,7 @@ class TuneCandidate:
                 f"(distance {e['distance']:.2f}): {e['speedup']:.3f}x of the strongest baseline there"
                 if e.get("shapes") else "measured on no other shape")
         head = ("the library's kernel for this shape; " if self.incumbent else "") + (
+            f"measured on this shape: {self.here:.3f}x of the strongest baseline" if self.here is not None else
             "first-pick candidate" if self.admitted else "pool, below the first pick's evidence rule")
         return f"{head}; {seen}"
 
@@ -68,18 +72,29 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int,
         if group:
             vals = picker.values(shape, group)
             ordered += [(group[i], float(vals[i]), ok) for i in best_first(vals)]
+
+    def lift(specs: Sequence[str]) -> None:  # move ``specs`` to the front, in that order
+        nonlocal ordered
+        front = []
+        for spec in specs:
+            got = [o for o in ordered if o[0].spec == spec]
+            if not got:
+                cand = lr.candidate_for(spec)
+                if cand is not None and lr.supported(cand.family, cand.knobs, shape):
+                    got = [(cand, float(picker.values(shape, [cand])[0]), spec in taken)]
+            front += got
+        ordered = front + [o for o in ordered if o[0].spec not in set(specs)]
+
+    here = {spec: math.exp(r) for spec in pool_specs
+            if (r := lr.measured_on.get(spec, {}).get(shape.name)) is not None and r > 0}
+    lift(sorted(here, key=here.get, reverse=True))
     if incumbent is not None:
-        inc = [o for o in ordered if o[0].spec == incumbent]
-        if not inc:
-            cand = lr.candidate_for(incumbent)
-            if cand is not None and lr.supported(cand.family, cand.knobs, shape):
-                inc = [(cand, float(picker.values(shape, [cand])[0]), False)]
-        ordered = inc + [o for o in ordered if o[0].spec != incumbent]
+        lift([incumbent])
     out = []
     for r, (cand, score, ok) in enumerate(ordered[:top]):
         cand = Candidate(cand.family, dict(cand.knobs), cand.spec, ORIGIN)
         out.append(TuneCandidate(r + 1, cand, score, picker.evidence(shape, cand), ok,
-                                 incumbent=cand.spec == incumbent))
+                                 incumbent=cand.spec == incumbent, here=here.get(cand.spec)))
     return out
 
 
@@ -119,7 +134,7 @@ def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
     fams = default_families(settings.device)
     specs = pool.specs(settings.pool, families=fams)
     picker, _, gpu, what = picks.picker_for(shapes, settings.first_pick, settings.ranker, settings.device,
-                                            settings.plugins)
+                                            settings.plugins, keep_own=True)
     lib = load_entries(settings.library)
     print_fn(f"tune plan: {len(specs)} pool configs ranked per shape by {settings.first_pick.name} with {what}; "
              f"the top {settings.top} measured, {settings.batch} per paired call")
