@@ -106,7 +106,7 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl nvidia-cutlass==4.2.0.0 nvmath-python==1.0.0 \
 #     lightgbm==4.7.0
 # (the device copies at most 64 MiB with the tree: name the wheels one by one in carry, and LightGBM only
-# for stages that pick on the GPU host, search --holdout and pickrules; plans are picked here)
+# for stages that pick on the GPU host: tune20, search --holdout and pickrules; plans are picked here)
 # Rows record the code's commit: a tree copied to the GPU host may carry a stale .git, so start the call with
 # HGEMM_GIT_COMMIT=<git rev-parse HEAD here> (harness/provenance.py takes it first).
 # Logs and results go under $OUT (or ./gpu-out when $OUT is unset): at most 8 files come back,
