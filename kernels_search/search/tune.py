@@ -83,7 +83,8 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int,
                 if cand is not None and lr.supported(cand.family, cand.knobs, shape):
                     got = [(cand, float(picker.values(shape, [cand])[0]), spec in taken)]
             front += got
-        ordered = front + [o for o in ordered if o[0].spec not in set(specs)]
+        lifted = set(specs)
+        ordered = front + [o for o in ordered if o[0].spec not in lifted]
 
     here = {spec: math.exp(r) for spec in pool_specs
             if (r := lr.measured_on.get(spec, {}).get(shape.name)) is not None and r > 0}
