@@ -81,6 +81,8 @@
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
 #            then lab/study_table.py (PLAN_NEW: a file of specs set apart from the rest; PLAN_NEW_KNOB=KNOB=VALUE: every config with that knob value). What it built
 #            comes back as $OUT/cache-new-<plan>.tgz (PLAN_BUILD_ONLY=1: build and pack only, measure nothing)
+#   autotunegap lab/throughput/autotune_gap.py on AUTOTUNEGAP_CASES (SHAPE LAYOUT ...): autotune's kept call, the same algorithm
+#            with the tuning's workspace, the heuristic's first candidate, cublaslt, timed offline, by the tuning path, offline again
 #   fetchprobe lab/fewtile/fetch_probe.py --cluster: the fetch floor of G CTAs, and clusters of 8 with the DSMEM slice sum
 #   hostprobe lab/throughput/host_probe.py: a graph capture through torch.cuda.graph against capture_begin/end, and the
 #            autotune's candidate validation with a host read per check against one read for all (issue 35, item 5)
@@ -237,6 +239,10 @@ for stage in $STAGES; do
       $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$cheap" > "$OUT/autotuneab.txt" 2>&1
       python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md" ;;
+    autotunegap)
+      log "autotunegap: autotune's kept call against its own tuning (lab/throughput/autotune_gap.py)"
+      python3 -m lab.throughput.autotune_gap ${AUTOTUNEGAP_CASES:-1024_256_16384 nn 16384_1024_16384 tn 512_2048_4096 nn 256_4096_4096 tn} \
+        2>&1 | tee "$OUT/autotune-gap.txt" ;;
     fetchprobe)
       log "fetchprobe: the few-tile fetch floor and the cluster split-K sum's cost (lab/fewtile/fetch_probe.py --cluster)"
       mkdir -p /tmp/hb && nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/hb/fetch_probe.so \
