@@ -224,3 +224,20 @@ def test_the_packaged_evidence_measures_a_decode_shapes_own_winner_first(tmp_pat
     i = next(n for n, ln in enumerate(lines) if " #1 " in ln)
     assert "splitk_dsmem:bm=64,bn=16,stages=8,swap=1" in lines[i], got.output
     assert "measured on this shape: 1.09" in lines[i + 1]
+
+
+def test_without_a_top_the_budget_or_the_ranked_pool_ends_a_shape(tmp_path, ranker, presets):
+    """With no ``top`` every ranked pool config (the cpuk presets with evidence on some shape: at least three here)
+    is measured while the shape's budget lasts; with ``top=2``, two."""
+    from kernels_search.search.tune import plan
+
+    s = Shape(40, 48, 40)
+    st = dataclasses.replace(settings(ranker, tmp_path / "lib.json"), top=None, plugins=("test_search_plugin",))
+    ranked = len(plan([s], st, print_fn=lambda x: None)[0][s.name])
+    assert ranked >= 3
+    for top, want in ((None, ranked), (2, 2)):
+        ev = FakeEvaluator()
+        st = dataclasses.replace(settings(ranker, tmp_path / f"lib-{top}.json"), top=top)
+        tune_main([s], tmp_path / f"t-{top}", st, evaluator=ev, print_fn=lambda x: None)
+        measured = {spec for call in ev.calls for spec in call if spec.startswith("cpuk")}
+        assert len(measured) == want, (top, measured)

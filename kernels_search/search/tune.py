@@ -7,7 +7,8 @@ faster than the strongest baseline on this very shape, by that speedup; then the
 pick's evidence rule admits; then the rest of the pool with evidence on at least one other shape,
 each of those groups by the rule's score (which never learns from the shape's own rows). The kernel
 the library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it
-in the same paired call. The top ``TuneSettings.top`` are then measured by the search's own loop
+in the same paired call. The ranked configs (the top ``TuneSettings.top`` where set) are then measured, in
+that order until the shape's budget ends, by the search's own loop
 (``loop.run_search``: ``batch`` candidates per call, paired with the baselines, builds on every core,
 the per-shape budget kept), and the shape's library entries (``library.library_entries``: the best
 verified kernel where it beat its paired baseline by ``min_speedup``, else the labelled fallback)
@@ -57,9 +58,9 @@ class TuneCandidate:
         return f"{head}; {seen}"
 
 
-def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int,
+def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
               incumbent: str | None = None) -> list[TuneCandidate]:
-    """The ``top`` configs of ``pool_specs`` to measure on ``shape``, best first (module docstring)."""
+    """The ``top`` configs of ``pool_specs`` (all where None) to measure on ``shape``, best first (module docstring)."""
     from kernels_search.search.first_pick import FirstPick, best_first
 
     lr = picker.learner
@@ -138,7 +139,8 @@ def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
                                             settings.plugins, keep_own=True)
     lib = load_entries(settings.library)
     print_fn(f"tune plan: {len(specs)} pool configs ranked per shape by {settings.first_pick.name} with {what}; "
-             f"the top {settings.top} measured, {settings.batch} per paired call")
+             f"{'all' if settings.top is None else f'the top {settings.top}'} measured in order until a shape's "
+             f"budget ends, {settings.batch} per paired call")
     out = {}
     for shape in shapes:
         ranked = rank_pool(picker, shape, specs, settings.top, incumbent_spec(lib, shape, gpu))
@@ -187,7 +189,7 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
             t0 = time.perf_counter()
             summary = run_search([shape], per_shape, ev, db, None, [proposer], st.batch, None, settings=timing,
                                  baselines=st.baselines, search_id=f"tune-{shape.name}",
-                                 max_rounds=math.ceil(st.top / st.batch), log=print_fn)
+                                 max_rounds=None if st.top is None else math.ceil(st.top / st.batch), log=print_fn)
             new = library_entries(db, gpu, st.min_speedup, [shape])
             merged, decisions = user_library.merge(user_library.read(lib_path), new, st.min_speedup, behind,
                                                    remeasured=paired_speedups(db, gpu, [shape]))

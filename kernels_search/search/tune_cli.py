@@ -26,7 +26,8 @@ def tune(
     dry_run: bool = typer.Option(False, "--dry-run", help="Measure nothing, touch no GPU: per shape, the ranked "
                                                           "candidates it would measure, in which call, whether "
                                                           "their binary is built, and why each is there."),
-    top: int = typer.Option(TS.top, min=1, help="Ranked candidates per shape: the most one shape measures."),
+    top: Optional[int] = typer.Option(TS.top, min=1, help="Ranked candidates per shape: the most one shape measures "
+                                                          "(default: the whole ranked pool; the budget ends a shape)."),
     batch: int = typer.Option(TS.batch, min=1, help="Candidates per paired call with the baselines."),
     library: Optional[Path] = typer.Option(TS.library, help="The library to merge the winners into (default: "
                                                             "the user's, $XDG_DATA_HOME/hgemm-bench/library.json, "
