@@ -33,9 +33,9 @@ __global__ void __launch_bounds__(THREADS) fetch_cpasync(const char* __restrict_
   if (x > 0 && *reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u) sink[blockIdx.x] = 1;
 }
 
-__global__ void __launch_bounds__(THREADS) fetch_bulk(const char* __restrict__ buf, size_t buf_bytes, int x,
-                                                      unsigned* sink) {
-  extern __shared__ __align__(128) unsigned char smem[];
+// One thread issues cp.async.bulk copies of this CTA's x bytes of buf (16 KB pieces) into smem on one mbarrier;
+// every thread waits for them.
+__device__ __forceinline__ void bulk_fetch(unsigned char* smem, const char* __restrict__ buf, size_t buf_bytes, int x) {
   __shared__ __align__(8) uint64_t bar;
   const char* src = buf + ((size_t)blockIdx.x * x) % buf_bytes;
   const uint32_t b = smem_addr(&bar);
@@ -56,6 +56,12 @@ __global__ void __launch_bounds__(THREADS) fetch_bulk(const char* __restrict__ b
   while (!done)
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
                  : "=r"(done) : "r"(b) : "memory");
+}
+
+__global__ void __launch_bounds__(THREADS) fetch_bulk(const char* __restrict__ buf, size_t buf_bytes, int x,
+                                                      unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  bulk_fetch(smem, buf, buf_bytes, x);
   if (*reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u) sink[blockIdx.x] = 1;
 }
 
@@ -66,28 +72,7 @@ __device__ __forceinline__ void cluster_sync() {
 __global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict__ buf, size_t buf_bytes, int x,
                                                          int tile, unsigned* sink) {
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) uint64_t bar;
-  const char* src = buf + ((size_t)blockIdx.x * x) % buf_bytes;
-  const uint32_t b = smem_addr(&bar);
-  if (x > 0) {
-    if (threadIdx.x == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(x) : "memory");
-      for (int off = 0; off < x; off += BULK) {
-        const int n = x - off < BULK ? x - off : BULK;
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(smem_addr(smem + off)), "l"(src + off), "r"(n), "r"(b) : "memory");
-      }
-    }
-    uint32_t done = 0;
-    while (!done)
-      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                   : "=r"(done) : "r"(b) : "memory");
-  }
+  if (x > 0) bulk_fetch(smem, buf, buf_bytes, x);
   cluster_sync();
   float acc = 0.f;
   if (tile > 0) {
