@@ -72,7 +72,7 @@ def main() -> None:
     if args.cluster:
         lib.hb_fetch_cluster.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                          ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-        entries += cluster_entries(lib, buf, sink, dummy)
+        entries += cluster_entries(lib, buf, sink, dummy, fetch)
     got = measure_offline(entries, "cuda", OfflineSettings(budget_s=args.budget, seed=5))
     rows = [dict(kind=k[0], shape=k[1], ctas=k[2], kb=k[3], tile_kb=k[4] if len(k) > 4 else 0,
                  us=float(pd.Series(m.device_us).median()) if m.device_us else float("nan"),
@@ -89,9 +89,10 @@ CLUSTER_KB = (0, 16, 64, 128)
 TILE_KB = (0, 16, 64)
 
 
-def cluster_entries(lib, buf, sink, dummy) -> list[Entry]:
+def cluster_entries(lib, buf, sink, dummy, fetch) -> list[Entry]:
     """The fetch in clusters of CLUSTER, with and without the DSMEM tile sum, and the same fetch unclustered at
-    112 CTAs (the other CTA counts' unclustered fetch is in the main table)."""
+    112 CTAs (``fetch(ctas, bytes, variant)``: main's launcher; the other CTA counts' unclustered fetch is in the
+    main table)."""
 
     def launch(ctas: int, x: int, tile: int):
         def fn(a, b, c):
@@ -101,15 +102,7 @@ def cluster_entries(lib, buf, sink, dummy) -> list[Entry]:
                 raise RuntimeError(f"cluster fetch {ctas} CTAs x {x} B, tile {tile} B: CUDA error {rc}")
         return fn
 
-    def plain(ctas: int, x: int):
-        def fn(a, b, c):
-            rc = lib.hb_fetch(buf.data_ptr(), BUF_BYTES, ctas, x, 1, torch.cuda.current_stream().cuda_stream,
-                              sink.data_ptr())
-            if rc:
-                raise RuntimeError(f"fetch {ctas} CTAs x {x} B: CUDA error {rc}")
-        return fn
-
-    out = [Entry(("bulk" if kb else "empty", "", 112, kb), plain(112, kb * 1024), dummy) for kb in CLUSTER_KB]
+    out = [Entry(("bulk" if kb else "empty", "", 112, kb), fetch(112, kb * 1024, 1), dummy) for kb in CLUSTER_KB]
     for ctas in CLUSTER_CTAS:
         for kb in CLUSTER_KB:
             for t in TILE_KB:
