@@ -521,7 +521,9 @@ SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:sp
                       "splitk_dsmem:stages=8,splits=4", "splitk_dsmem:bn=128", "splitk_dsmem:bn=32,stages=8,splits=8",
                       "splitk_dsmem:bm=128,bn=128,splits=2", "splitk_dsmem:swap=1,bn=8",
                       "splitk_dsmem:swap=1,bn=16,stages=12,splits=4", "splitk_dsmem:swap=1,bm=128,bn=32,splits=16",
-                      "splitk_dsmem:mma_pipe=1,stages=4", "splitk_dsmem:mma_pipe=1,swap=1,bn=16,splits=2"]
+                      "splitk_dsmem:mma_pipe=1,stages=4", "splitk_dsmem:mma_pipe=1,swap=1,bn=16,splits=2",
+                      "splitk_dsmem:chains=4,mma_pipe=1,stages=8", "splitk_dsmem:chains=2,bn=32,splits=8",
+                      "splitk_dsmem:chains=4,swap=1,bn=16,mma_pipe=1,stages=8"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)

@@ -20,6 +20,7 @@ FAM = FAMILIES["splitk_dsmem"]
     ("bm=128,bn=128,stages=8", "shared memory"),
     ("bm=32", "not in"),
     ("splits=32", "not in"),
+    ("bm=128,bn=128,chains=2", "accumulator registers"),
 ])
 def test_rules_refuse_with_a_reason(spec, why):
     with pytest.raises(KnobError, match=why):
@@ -54,7 +55,8 @@ def test_source_carries_the_shared_cluster_header_verbatim():
 
 @needs_nvcc
 @pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128", "swap=1,bn=8,stages=12",
-                                  "mma_pipe=1,stages=6"])
+                                  "mma_pipe=1,stages=6", "chains=4,mma_pipe=1,stages=8",
+                                  "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)
@@ -102,3 +104,17 @@ def test_automatic_slices_fit_the_clusters_the_gpu_holds(held8, want, tmp_path):
     subprocess.run([toolchain.find_nvcc(), "-std=c++17", f"-DHELD8={held8}", f"-I{templates}", str(src), "-o", str(exe)],
                    check=True, capture_output=True)
     assert subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split() == want.split()
+
+
+@needs_nvcc
+@pytest.mark.parametrize("spec, chains", [("mma_pipe=1,stages=8", 1), ("chains=2,mma_pipe=1,stages=8", 2),
+                                          ("swap=1,bn=16,chains=4,mma_pipe=1,stages=8", 4)])
+def test_chains_give_the_wgmmas_independent_accumulators(spec, chains, cache):
+    """``chains``: a stage's k16 WGMMAs alternate over that many accumulator sets, so as many distinct accumulator
+    registers head the main loop's HGMMAs (one set: every HGMMA reads and writes the same registers)."""
+    import re
+
+    res = build_config(FAM, FAM.parse(spec))
+    assert res.ok and res.spill_bytes == 0, res.log[-3000:]
+    accs = set(re.findall(r"HGMMA\.64x\d+x16\.F32 (R\d+),", sass_of(res.lib_path)))
+    assert len(accs) == chains, accs

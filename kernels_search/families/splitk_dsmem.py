@@ -31,15 +31,25 @@ def smem_bytes(k: Mapping) -> int:
     return stages + rows * (cols + 4) * 4 + 16 * k["stages"] + 1024
 
 
+MAX_ACC_REGISTERS = 128  # fp32 accumulators a thread; more would spill with the main loop's own registers
+
+
+def acc_registers(k: Mapping) -> int:
+    """fp32 accumulator registers a thread of the one warpgroup holds: every chain's (bm x bn) tile over 128 threads."""
+    return k["chains"] * k["bm"] * k["bn"] // 128
+
+
 class SplitKDsmem(Family):
     def check(self, k: Mapping) -> str:
         if smem_bytes(k) > SMEM_LIMIT:
             return f"{smem_bytes(k)} bytes of shared memory > {SMEM_LIMIT}"
+        if acc_registers(k) > MAX_ACC_REGISTERS:
+            return f"{acc_registers(k)} accumulator registers a thread > {MAX_ACC_REGISTERS} (chains x bm x bn / 128)"
         return ""
 
     def render(self, k: Mapping) -> str:
         defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
-                   "SD_MMA_PIPE": k["mma_pipe"]}
+                   "SD_MMA_PIPE": k["mma_pipe"], "SD_CHAINS": k["chains"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
@@ -78,6 +88,8 @@ FAMILY = SplitKDsmem(
         Knob("stages", (4, 6, 8, 12), 4, help="TMA pipeline stages of (bm + bn) x 64 fp16"),
         Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),
         Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
+        Knob("chains", (1, 2, 4), 1,
+             help="independent accumulator sets a stage's k16 WGMMAs alternate over (1: each waits for the one before)"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
     ),

@@ -27,6 +27,11 @@
 //   SD_SWAP    1: C^T = B A^T (above)
 //   SD_MMA_PIPE 1: a stage's WGMMAs stay in flight while the previous stage is freed and refilled (0: each stage's
 //              WGMMAs are waited for before it is freed)
+//   SD_CHAINS  independent accumulator sets (1, 2 or 4): a stage's four k16 WGMMAs go to k-block % CHAINS, summed
+//              after the main loop. One set makes every WGMMA wait for the one before it (the same accumulator
+//              registers); on 256_256_16384 30 % of the warps' stall samples sat at the HGMMAs
+//              (lab/fewtile/ncu-source-dsmem-h200.md), and a swapped decode CTA, whose WGMMAs are short (N 8-32),
+//              streamed its weights at about 20 GB/s whatever its stage count
 // Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
 // slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
@@ -42,6 +47,8 @@ using namespace cute;
 constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
+constexpr int CHAINS = SD_CHAINS;
+static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "CHAINS: 1, 2 or 4");
 constexpr int NTH = 128;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
 constexpr int PART_ROWS = SWAP ? BN : BM, PART_COLS = SWAP ? BM : BN;
@@ -121,7 +128,34 @@ __global__ void __launch_bounds__(NTH, 1)
   Tensor tCrA = thr.make_fragment_A(tCsA);
   Tensor tCrB = thr.make_fragment_B(tCsB);
   Tensor acc = thr.make_fragment_C(tCsP);
+  Tensor acc1 = make_fragment_like(acc);  // the other chains' accumulators (unused ones compile away)
+  Tensor acc2 = make_fragment_like(acc);
+  Tensor acc3 = make_fragment_like(acc);
   clear(acc);
+  if constexpr (CHAINS > 1) clear(acc1);
+  if constexpr (CHAINS > 2) {
+    clear(acc2);
+    clear(acc3);
+  }
+  auto fence_acc = [&] {
+    warpgroup_fence_operand(acc);
+    if constexpr (CHAINS > 1) warpgroup_fence_operand(acc1);
+    if constexpr (CHAINS > 2) {
+      warpgroup_fence_operand(acc2);
+      warpgroup_fence_operand(acc3);
+    }
+  };
+  // stage s's k16 WGMMAs, k-block kb into chain kb % CHAINS
+  auto mma_stage = [&](int s) {
+    constexpr int KB = decltype(size<2>(tCrA))::value;
+    cute::for_each(make_int_sequence<KB>{}, [&](auto kb) {
+      constexpr int c = decltype(kb)::value % CHAINS;
+      if constexpr (c == 0) cute::gemm(mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc);
+      else if constexpr (c == 1) cute::gemm(mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc1);
+      else if constexpr (c == 2) cute::gemm(mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc2);
+      else cute::gemm(mma, tCrA(_, _, kb, s), tCrB(_, _, kb, s), acc3);
+    });
+  };
 
   // Stage j's MMAs done: free it, and the leader refills it with k-tile j + STAGES.
   auto release = [&](int j) {
@@ -138,23 +172,30 @@ __global__ void __launch_bounds__(NTH, 1)
   for (int i = 0; i < n_kt; ++i) {
     const int s = i % STAGES;
     FullBar::wait(&smem.full[s], (i / STAGES) & 1);
-    warpgroup_fence_operand(acc);
+    fence_acc();
     warpgroup_arrive();
-    gemm(mma, tCrA(_, _, _, s), tCrB(_, _, _, s), acc);
+    mma_stage(s);
     warpgroup_commit_batch();
     if constexpr (MMA_PIPE) {  // stage i's MMAs run while stage i - 1 is freed and refilled
       warpgroup_wait<1>();
-      warpgroup_fence_operand(acc);
+      fence_acc();
       if (i > 0) release(i - 1);
     } else {
       warpgroup_wait<0>();
-      warpgroup_fence_operand(acc);
+      fence_acc();
       release(i);
     }
   }
   if constexpr (MMA_PIPE) {
     warpgroup_wait<0>();
-    warpgroup_fence_operand(acc);
+    fence_acc();
+  }
+  if constexpr (CHAINS > 1) {  // the chains' sum, in a fixed order
+    CUTE_UNROLL
+    for (int e = 0; e < size(acc); ++e) {
+      if constexpr (CHAINS > 2) acc(e) = (acc(e) + acc1(e)) + (acc2(e) + acc3(e));
+      else acc(e) += acc1(e);
+    }
   }
 
   // this CTA's fp32 tile into its own shared memory
