@@ -9,7 +9,13 @@
 // hb_fetch_cluster: the bulk fetch launched in clusters of S CTAs, then what a cluster split-K sum costs on top of
 // it: a cluster barrier, each CTA reading its 1/S share of rows of a T-byte fp32 tile from each of the other S - 1
 // CTAs' shared memory (16-byte DSMEM loads, summed in registers), a second barrier (the peers' tiles stay alive
-// until every read is done). T = 0: the two barriers alone.
+// until every read is done). T = 0: the two barriers alone. How the sum reads the peers (`mode`):
+//   0  peer after peer, one 16-byte DSMEM load a thread at a time (on the H100: about 2 us for a 16 KB tile, 8 CTAs)
+//   1  every peer's 16-byte load of a piece issued before any is summed (up to 8 peers in flight a thread)
+//   2  pushed by the copy engine: after the first barrier each CTA's thread 0 bulk-copies (cp.async.bulk
+//      shared::cluster.shared::cta) the rows each peer owns into that peer's inbox, completing on the peer's
+//      mbarrier; each CTA waits for its inbox and sums it from its own shared memory. The second barrier stays (a
+//      CTA must not leave while its outgoing copies may still read its shared memory).
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o fetch_probe.so fetch_probe.cu
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -69,26 +75,79 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+constexpr int MAX_PEERS = 8;  // mode 1's loads in flight a thread (the probe's clusters are 8)
+
+__device__ __forceinline__ float4 ld_dsmem(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint32_t peer_addr(uint32_t local, uint32_t peer) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(peer));
+  return remote;
+}
+
 __global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict__ buf, size_t buf_bytes, int x,
-                                                         int tile, unsigned* sink) {
+                                                         int tile, int mode, unsigned* sink) {
   extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t inbox_bar;  // mode 2: the peers' pushed rows landed
+  uint32_t rank, ranks;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ranks));
+  const int share = tile / (int)ranks;  // this CTA's rows of the tile, in bytes
+  // the tile is the first `tile` bytes of shared memory; mode 2's inbox (a share from each rank) follows the larger
+  // of the fetch and the tile
+  const uint32_t inbox = smem_addr(smem) + (x > tile ? x : tile);
+  const uint32_t bar = smem_addr(&inbox_bar);
+  if (mode == 2 && tile > 0 && threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((int)(ranks - 1) * share)
+                 : "memory");
+  }
   if (x > 0) bulk_fetch(smem, buf, buf_bytes, x);
-  cluster_sync();
+  cluster_sync();  // every CTA's tile written and (mode 2) its inbox barrier armed
   float acc = 0.f;
-  if (tile > 0) {
-    uint32_t rank, ranks;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ranks));
-    const int share = tile / (int)ranks;  // this CTA's rows of the tile, in bytes
-    const uint32_t mine = smem_addr(smem) + rank * share;
+  const uint32_t mine = smem_addr(smem) + rank * share;
+  if (tile > 0 && mode == 0) {
     for (uint32_t peer = 1; peer < ranks; ++peer) {
-      uint32_t remote;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(mine), "r"((rank + peer) % ranks));
+      const uint32_t remote = peer_addr(mine, (rank + peer) % ranks);
       for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
-        float v0, v1, v2, v3;
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v0), "=f"(v1), "=f"(v2), "=f"(v3) : "r"(remote + off) : "memory");
-        acc += v0 + v1 + v2 + v3;
+        const float4 v = ld_dsmem(remote + off);
+        acc += v.x + v.y + v.z + v.w;
+      }
+    }
+  } else if (tile > 0 && mode == 1) {
+    for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
+      float4 v[MAX_PEERS];
+#pragma unroll
+      for (int p = 1; p < MAX_PEERS; ++p)
+        if (p < (int)ranks) v[p] = ld_dsmem(peer_addr(mine, (rank + p) % ranks) + off);
+#pragma unroll
+      for (int p = 1; p < MAX_PEERS; ++p)
+        if (p < (int)ranks) acc += v[p].x + v[p].y + v[p].z + v[p].w;
+    }
+  } else if (tile > 0 && mode == 2) {
+    if (threadIdx.x == 0) {
+      for (uint32_t p = 1; p < ranks; ++p) {
+        const uint32_t peer = (rank + p) % ranks;
+        asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(peer_addr(inbox + rank * share, peer)), "r"(smem_addr(smem) + peer * share), "r"(share),
+                     "r"(peer_addr(bar, peer)) : "memory");
+      }
+    }
+    uint32_t done = 0;
+    while (!done)
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done) : "r"(bar) : "memory");
+    for (uint32_t p = 0; p < ranks; ++p) {
+      if (p == rank) continue;
+      for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
+        const float4 v = *reinterpret_cast<const float4*>(smem + (inbox - smem_addr(smem)) + p * share + off);
+        acc += v.x + v.y + v.z + v.w;
       }
     }
   }
@@ -117,9 +176,9 @@ extern "C" int hb_fetch(const void* buf, size_t buf_bytes, int ctas, int x, int 
 }
 
 // ctas: a multiple of cluster; x: bytes a CTA fetches (a multiple of 16); tile: bytes of the fp32 tile summed across
-// the cluster (a multiple of 16 x cluster; 0: the barriers only)
-extern "C" int hb_fetch_cluster(const void* buf, size_t buf_bytes, int ctas, int x, int cluster, int tile, void* stream,
-                                unsigned* sink) {
+// the cluster (a multiple of 16 x cluster; 0: the barriers only); mode: how the sum reads the peers (see the top)
+extern "C" int hb_fetch_cluster(const void* buf, size_t buf_bytes, int ctas, int x, int cluster, int tile, int mode,
+                                void* stream, unsigned* sink) {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -128,9 +187,9 @@ extern "C" int hb_fetch_cluster(const void* buf, size_t buf_bytes, int ctas, int
   attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(ctas);
   cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = x > tile ? x : tile;
+  cfg.dynamicSmemBytes = (x > tile ? x : tile) + (mode == 2 ? tile : 0);
   cfg.stream = static_cast<cudaStream_t>(stream);
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return (int)cudaLaunchKernelEx(&cfg, fetch_cluster, static_cast<const char*>(buf), buf_bytes, x, tile, sink);
+  return (int)cudaLaunchKernelEx(&cfg, fetch_cluster, static_cast<const char*>(buf), buf_bytes, x, tile, mode, sink);
 }

@@ -9,7 +9,8 @@ alone costs most of that, the room is not there; if it costs 1-2 us, the kernels
 lab/fewtile/fetch_probe.cu: variant 0 cp.async by every thread, variant 1 cp.async.bulk of 16 KB pieces.
 ``--cluster``: also the bulk fetch launched in clusters of 8 (kind ``cluster``), then the cluster split-K sum's
 cost on top: two cluster barriers around each CTA reading its eighth of a 16 KB (64x64) or 64 KB (128x128) fp32
-tile from the 7 peers through DSMEM (column ``tile_kb``; 0: the barriers only), against the same fetch unclustered.
+tile from the 7 peers through DSMEM (column ``tile_kb``; 0: the barriers only; ``sum_mode``: peer by peer, all
+peers' loads in flight, or pushed by bulk copies into each owner's shared memory), against the same fetch unclustered.
 
     nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/fetch_probe.so lab/fewtile/fetch_probe.cu
     python3 -m lab.fewtile.fetch_probe --lib /tmp/fetch_probe.so [--out FILE.csv]
@@ -45,7 +46,8 @@ def main() -> None:
     lib = ctypes.CDLL(args.lib)
     lib.hb_fetch.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                              ctypes.c_void_p, ctypes.c_void_p]
-    assert lib.hb_fetch_init(max(KB) * 1024) == 0
+    # the cluster probe's pushed sum (mode 2) needs the fetch, the tile and an inbox of the tile's size
+    assert lib.hb_fetch_init(max(max(KB), max(CLUSTER_KB) + max(TILE_KB)) * 1024) == 0
     buf = torch.randint(0, 255, (BUF_BYTES,), dtype=torch.uint8, device="cuda")
     sink = torch.zeros(max(CTAS), dtype=torch.int32, device="cuda")
     sets = {s: timing_sets(Problem(parse_shape(s), "tn"), "cuda", 1, seed=7) for s in SHAPES}
@@ -71,10 +73,11 @@ def main() -> None:
                 entries.append(Entry((name if kb else "empty", "", ctas, kb), fetch(ctas, kb * 1024, v), dummy))
     if args.cluster:
         lib.hb_fetch_cluster.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+                                         ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         entries += cluster_entries(lib, buf, sink, dummy, fetch)
     got = measure_offline(entries, "cuda", OfflineSettings(budget_s=args.budget, seed=5))
     rows = [dict(kind=k[0], shape=k[1], ctas=k[2], kb=k[3], tile_kb=k[4] if len(k) > 4 else 0,
+                 sum_mode=k[5] if len(k) > 5 else 0,
                  us=float(pd.Series(m.device_us).median()) if m.device_us else float("nan"),
                  rounds=len(m.device_us), error=m.error or "") for k, m in got.items()]
     df = pd.DataFrame(rows)
@@ -87,6 +90,7 @@ CLUSTER = 8
 CLUSTER_CTAS = (16, 64, 112, 128)  # 112: 14 clusters of 8, all at once on the H200 (15 fit); 128: 16, two waves
 CLUSTER_KB = (0, 16, 64, 128)
 TILE_KB = (0, 16, 64)
+SUM_MODES = {0: "peer by peer", 1: "all peers in flight", 2: "pushed by bulk copy"}  # fetch_probe.cu's `mode`
 
 
 def cluster_entries(lib, buf, sink, dummy, fetch) -> list[Entry]:
@@ -94,19 +98,20 @@ def cluster_entries(lib, buf, sink, dummy, fetch) -> list[Entry]:
     112 CTAs (``fetch(ctas, bytes, variant)``: main's launcher; the other CTA counts' unclustered fetch is in the
     main table)."""
 
-    def launch(ctas: int, x: int, tile: int):
+    def launch(ctas: int, x: int, tile: int, mode: int):
         def fn(a, b, c):
-            rc = lib.hb_fetch_cluster(buf.data_ptr(), BUF_BYTES, ctas, x, CLUSTER, tile,
+            rc = lib.hb_fetch_cluster(buf.data_ptr(), BUF_BYTES, ctas, x, CLUSTER, tile, mode,
                                       torch.cuda.current_stream().cuda_stream, sink.data_ptr())
             if rc:
-                raise RuntimeError(f"cluster fetch {ctas} CTAs x {x} B, tile {tile} B: CUDA error {rc}")
+                raise RuntimeError(f"cluster fetch {ctas} CTAs x {x} B, tile {tile} B, mode {mode}: CUDA error {rc}")
         return fn
 
     out = [Entry(("bulk" if kb else "empty", "", 112, kb), fetch(112, kb * 1024, 1), dummy) for kb in CLUSTER_KB]
     for ctas in CLUSTER_CTAS:
         for kb in CLUSTER_KB:
             for t in TILE_KB:
-                out.append(Entry(("cluster", "", ctas, kb, t), launch(ctas, kb * 1024, t * 1024), dummy))
+                for mode in SUM_MODES if t else (0,):
+                    out.append(Entry(("cluster", "", ctas, kb, t, mode), launch(ctas, kb * 1024, t * 1024, mode), dummy))
     return out
 
 
@@ -120,7 +125,8 @@ def summarize(df: pd.DataFrame) -> None:
     cl = df[df.kind == "cluster"]
     if len(cl):
         print(f"the bulk fetch in clusters of {CLUSTER}, then a DSMEM sum of a TILE_KB fp32 tile (0: two cluster barriers):")
-        print(cl.pivot_table(index=["ctas", "tile_kb"], columns="kb", values="us").round(2).to_string())
+        print(cl.pivot_table(index=["ctas", "tile_kb", "sum_mode"], columns="kb", values="us").round(2).to_string())
+        print("sum_mode: " + "; ".join(f"{k} {v}" for k, v in SUM_MODES.items()))
     bad = df[df.error.astype(str) != ""]
     if len(bad):
         print(bad.to_string(index=False))
