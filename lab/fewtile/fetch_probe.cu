@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict_
   const int share = tile / (int)ranks;  // this CTA's rows of the tile, in bytes
   // the tile is the first `tile` bytes of shared memory; mode 2's inbox (a share from each rank) follows the larger
   // of the fetch and the tile
-  const uint32_t inbox = smem_addr(smem) + (x > tile ? x : tile);
+  const int inbox_off = x > tile ? x : tile;
+  const uint32_t inbox = smem_addr(smem) + inbox_off;
   const uint32_t bar = smem_addr(&inbox_bar);
   if (mode == 2 && tile > 0 && threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
@@ -146,7 +147,7 @@ __global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict_
     for (uint32_t p = 0; p < ranks; ++p) {
       if (p == rank) continue;
       for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
-        const float4 v = *reinterpret_cast<const float4*>(smem + (inbox - smem_addr(smem)) + p * share + off);
+        const float4 v = *reinterpret_cast<const float4*>(smem + inbox_off + p * share + off);
         acc += v.x + v.y + v.z + v.w;
       }
     }
