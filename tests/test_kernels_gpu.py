@@ -535,6 +535,21 @@ def test_splitk_dsmem_matches_reference(spec, shape):
     assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
 
 
+# bm 256 (the fp32 tile reuses the stages' memory): swapped with automatic and explicit slices, and unswapped
+SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
+                          "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=5",
+                          "splitk_dsmem:swap=1,bm=256,bn=8,mma_pipe=1,stages=4,splits=3",
+                          "splitk_dsmem:bm=256,bn=64,splits=4"]
+
+
+@pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
+@pytest.mark.parametrize("spec", SPLITK_DSMEM_FAT_SPECS)
+def test_splitk_dsmem_fat_tiles_match_reference(spec, shape):
+    """256-row tiles, whose fp32 tile is written over the stages once the main loop is done: the same answer, every
+    element of C written, nothing outside it."""
+    assert _run_case(spec, Problem(_shape(shape), "tn"))
+
+
 @pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
                                          ("splitk_dsmem:swap=1,bn=8,stages=8", "1_4096_4096")])
 def test_splitk_dsmem_graph_capture_tracks_new_inputs(spec, shape):

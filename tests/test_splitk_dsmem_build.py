@@ -40,6 +40,11 @@ def test_serves_tn_with_k_a_multiple_of_8_and_passes_the_slice_count():
     assert smem_bytes(swapped) == 4 * (64 + 8) * 64 * 2 + 8 * 68 * 4 + 16 * 4 + 1024
     # 4 stages of (64 + 64) x 64 fp16, the 64 x 68 fp32 tile, barriers and the 1 KB alignment
     assert smem_bytes(k) == 4 * 128 * 64 * 2 + 64 * 68 * 4 + 16 * 4 + 1024
+    # bm 256: the fp32 tile reuses the stages, so six stages of 256 weight rows and 32 columns fit, and seven do not
+    fat = FAM.parse("swap=1,bm=256,bn=32,stages=6")
+    assert smem_bytes(fat) == 6 * (256 + 32) * 64 * 2 + 16 + 16 * 6 + 1024
+    with pytest.raises(KnobError, match="shared memory"):
+        FAM.parse("swap=1,bm=256,bn=32,stages=8")
 
 
 def test_source_carries_the_shared_cluster_header_verbatim():
@@ -56,7 +61,8 @@ def test_source_carries_the_shared_cluster_header_verbatim():
 @needs_nvcc
 @pytest.mark.parametrize("spec", ["", "stages=8", "bn=128", "bn=32,stages=8", "bm=128,bn=128", "swap=1,bn=8,stages=12",
                                   "mma_pipe=1,stages=6", "chains=4,mma_pipe=1,stages=8",
-                                  "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2"])
+                                  "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2",
+                                  "swap=1,bm=256,bn=32,mma_pipe=1,stages=6", "bm=256,bn=64,stages=4"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)

@@ -24,11 +24,12 @@ BK = 64  # k of a TMA stage (128-byte swizzled fp16 rows)
 
 
 def smem_bytes(k: Mapping) -> int:
-    """Dynamic shared memory: the A and B stages, the CTA's fp32 tile as C lays it out (row stride: its columns + 4),
-    the barriers."""
+    """Dynamic shared memory: the A and B stages, the CTA's fp32 tile as C lays it out (row stride: its columns + 4;
+    at bm 256 it reuses the stages' memory, so 16 bytes of its own), the barriers."""
     stages = k["stages"] * (k["bm"] + k["bn"]) * BK * 2
     rows, cols = (k["bn"], k["bm"]) if k["swap"] else (k["bm"], k["bn"])
-    return stages + rows * (cols + 4) * 4 + 16 * k["stages"] + 1024
+    part = 16 if k["bm"] == 256 else rows * (cols + 4) * 4
+    return stages + part + 16 * k["stages"] + 1024
 
 
 MAX_ACC_REGISTERS = 128  # fp32 accumulators a thread; more would spill with the main loop's own registers
@@ -83,7 +84,8 @@ FAMILY = SplitKDsmem(
     presets=("mma_pipe=1,stages=8", "mma_pipe=1", "bn=32,stages=8", "swap=1,bn=8,mma_pipe=1,stages=8",
              "swap=1,bn=16,mma_pipe=1,stages=8", "swap=1,bn=32,mma_pipe=1,stages=8"),
     knobs=(
-        Knob("bm", (64, 128), 64, help="tile rows (one warpgroup: 128 issues two m64 WGMMAs a k-step)"),
+        Knob("bm", (64, 128, 256), 64,
+             help="tile rows (one warpgroup issues bm / 64 m64 WGMMAs a k-step; swapped: weight rows a CTA)"),
         Knob("bn", (64, 128, 32, 16, 8), 64, help="tile columns (the WGMMA's N; swapped: along M)"),
         Knob("stages", (4, 6, 8, 12), 4, help="TMA pipeline stages of (bm + bn) x 64 fp16"),
         Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),

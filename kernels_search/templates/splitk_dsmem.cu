@@ -21,7 +21,10 @@
 // lands in shared memory transposed, as C lays it out, and is summed and stored like any other.
 //
 // Compile-time knobs (rendered above this file):
-//   SD_BM      tile rows (along M; swapped: along N), 64 or 128 (one warpgroup: 128 issues two m64 WGMMAs a step)
+//   SD_BM      tile rows (along M; swapped: along N), 64, 128 or 256 (one warpgroup issues BM / 64 m64 WGMMAs a
+//              k16 step). At 256 the fp32 tile of the slice sum reuses the stages' shared memory (free once the main
+//              loop's loads and WGMMAs are done), so a swapped decode CTA can stream 256 weight rows with deep stages:
+//              fewer, fatter CTAs, one wave (cuBLAS's decode kernels run 512 weight rows a CTA)
 //   SD_BN      tile columns (along N; swapped: along M), the WGMMA's N: a multiple of 8 up to 256
 //   SD_STAGES  shared-memory stages of the TMA pipeline
 //   SD_SWAP    1: C^T = B A^T (above)
@@ -54,7 +57,10 @@ constexpr int NTH = 128;
 constexpr int PART_ROWS = SWAP ? BN : BM, PART_COLS = SWAP ? BM : BN;
 constexpr int PART_LD = PART_COLS + 4;
 using PartStride = std::conditional_t<SWAP, Stride<_1, Int<PART_LD>>, Stride<Int<PART_LD>, _1>>;  // of (BM, BN)
-static_assert(BM == 64 || BM == 128, "BM: 64 or 128");
+static_assert(BM == 64 || BM == 128 || BM == 256, "BM: 64, 128 or 256 (a TMA box is at most 256 rows)");
+// BM 256: the fp32 tile lives in the stages' memory after the main loop (128 and 64 keep their own, as measured)
+constexpr bool PART_ALIAS = BM == 256;
+constexpr int PART_FLOATS = PART_ROWS * PART_LD;
 static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "BN: a WGMMA N");
 
 using TA = cute::half_t;
@@ -68,11 +74,13 @@ static_assert(size(TiledMma{}) == NTH, "one warpgroup");
 struct SharedStorage {
   alignas(1024) TA a[cosize_v<SmemLayoutA>];  // 128-byte swizzle: stages start on 1 KB
   alignas(1024) TA b[cosize_v<SmemLayoutB>];
-  alignas(16) float part[PART_ROWS * PART_LD];
+  alignas(16) float part[PART_ALIAS ? 4 : PART_FLOATS];  // PART_ALIAS: the tile starts at `a` instead
   alignas(8) uint64_t full[STAGES];   // TMA bytes landed
   alignas(8) uint64_t empty[STAGES];  // the warpgroup is done with the stage
 };
 constexpr size_t SMEM = sizeof(SharedStorage);
+static_assert(!PART_ALIAS || PART_FLOATS * sizeof(float) <= (cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>) * sizeof(TA),
+              "the aliased fp32 tile fits in the stages");
 constexpr int TX_BYTES = (BM + BN) * BK * (int)sizeof(TA);
 
 template <class TmaA, class TmaB>
@@ -121,7 +129,8 @@ __global__ void __launch_bounds__(NTH, 1)
 
   TiledMma mma;
   ThrMMA thr = mma.get_thread_slice(threadIdx.x);
-  Tensor sP = make_tensor(make_smem_ptr(smem.part), make_layout(make_shape(Int<BM>{}, Int<BN>{}), PartStride{}));
+  float* part = PART_ALIAS ? reinterpret_cast<float*>(smem.a) : smem.part;
+  Tensor sP = make_tensor(make_smem_ptr(part), make_layout(make_shape(Int<BM>{}, Int<BN>{}), PartStride{}));
   Tensor tCsA = thr.partition_A(sA);  // (MMA, MMA_M, MMA_K, STAGES)
   Tensor tCsB = thr.partition_B(sB);
   Tensor tCsP = thr.partition_C(sP);  // (MMA, MMA_M, MMA_N)
@@ -198,14 +207,15 @@ __global__ void __launch_bounds__(NTH, 1)
     }
   }
 
-  // this CTA's fp32 tile into its own shared memory
+  // this CTA's fp32 tile into its own shared memory; aliased, only once every warp's WGMMAs have read their stages
+  if constexpr (PART_ALIAS) __syncthreads();
   CUTE_UNROLL
   for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
   if constexpr (SWAP)
-    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(smem.part, C, M, N, blockIdx.y * BN, blockIdx.x * BM);
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, blockIdx.y * BN, blockIdx.x * BM);
   else
-    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(smem.part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
 }
 
 struct Plan {
