@@ -84,6 +84,9 @@
 #   autotunegap lab/throughput/autotune_gap.py on AUTOTUNEGAP_CASES (SHAPE LAYOUT ...): autotune's kept call, the same algorithm
 #            with the tuning's workspace, the heuristic's first candidate, cublaslt, timed offline, by the tuning path, offline again
 #   fetchprobe lab/fewtile/fetch_probe.py --cluster: the fetch floor of G CTAs, and clusters of 8 with the DSMEM slice sum
+#   timeline lab/fewtile/dsmem_timeline.py: splitk_dsmem's phases CTA by CTA (clock stamps patched into its source;
+#            TIMELINE_CASES names SPEC@SHAPE cases, default the script's; stamped binaries prebuilt with --build-only
+#            into a cache carried as .hbstate/cache-*.tar.xz)
 #   hostprobe lab/throughput/host_probe.py: a graph capture through torch.cuda.graph against capture_begin/end, and the
 #            autotune's candidate validation with a host read per check against one read for all (issue 35, item 5)
 #   ray      issue 35's scale-out on this host's GPU: Ray (the cp312 site of ray and the three packages the GPU image
@@ -248,6 +251,10 @@ for stage in $STAGES; do
       mkdir -p /tmp/hb && nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/hb/fetch_probe.so \
         lab/fewtile/fetch_probe.cu && python3 -m lab.fewtile.fetch_probe --lib /tmp/hb/fetch_probe.so --cluster \
         --out "$OUT/fetch-probe.csv" 2>&1 | tee "$OUT/fetch-probe.txt" ;;
+    timeline)
+      log "timeline: splitk_dsmem CTA by CTA, clock stamps patched into its source (lab/fewtile/dsmem_timeline.py)"
+      timeout -k 10 "${TIMELINE_LIMIT:-240}" python3 -m lab.fewtile.dsmem_timeline ${TIMELINE_CASES:-} --out "$OUT/timeline.jsonl" \
+        2>&1 | tee "$OUT/timeline.txt" ;;
     hostprobe)
       log "hostprobe: capture and validation host costs (lab/throughput/host_probe.py)"
       python3 -m lab.throughput.host_probe 2>&1 | tee "$OUT/hostprobe.md" ;;
