@@ -523,7 +523,10 @@ SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:sp
                       "splitk_dsmem:swap=1,bn=16,stages=12,splits=4", "splitk_dsmem:swap=1,bm=128,bn=32,splits=16",
                       "splitk_dsmem:mma_pipe=1,stages=4", "splitk_dsmem:mma_pipe=1,swap=1,bn=16,splits=2",
                       "splitk_dsmem:chains=4,mma_pipe=1,stages=8", "splitk_dsmem:chains=2,bn=32,splits=8",
-                      "splitk_dsmem:chains=4,swap=1,bn=16,mma_pipe=1,stages=8"]
+                      "splitk_dsmem:chains=4,swap=1,bn=16,mma_pipe=1,stages=8",
+                      "splitk_dsmem:sum=1,prefetch=1,mma_pipe=1,stages=8", "splitk_dsmem:sum=1,splits=16",
+                      "splitk_dsmem:sum=1,prefetch=1,swap=1,bn=16,mma_pipe=1,stages=8,splits=4",
+                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
@@ -537,8 +540,8 @@ def test_splitk_dsmem_matches_reference(spec, shape):
 
 # bm 256 (the fp32 tile reuses the stages' memory): swapped with automatic and explicit slices, and unswapped
 SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
-                          "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=5",
-                          "splitk_dsmem:swap=1,bm=256,bn=8,mma_pipe=1,stages=4,splits=3",
+                          "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=4",
+                          "splitk_dsmem:swap=1,bm=256,bn=8,mma_pipe=1,stages=4,splits=2",
                           "splitk_dsmem:bm=256,bn=64,splits=4"]
 
 

@@ -50,7 +50,8 @@ class SplitKDsmem(Family):
 
     def render(self, k: Mapping) -> str:
         defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
-                   "SD_MMA_PIPE": k["mma_pipe"], "SD_CHAINS": k["chains"]}
+                   "SD_MMA_PIPE": k["mma_pipe"], "SD_CHAINS": k["chains"], "SD_SUM": k["sum"],
+                   "SD_PREFETCH": k["prefetch"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
@@ -92,6 +93,9 @@ FAMILY = SplitKDsmem(
         Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
         Knob("chains", (1, 2, 4), 1,
              help="independent accumulator sets a stage's k16 WGMMAs alternate over (1: each waits for the one before)"),
+        Knob("sum", (0, 1), 0,
+             help="1: the slice sum with every rank's DSMEM load in flight, 4 columns a thread (0: 8 columns, two ranks at a time)"),
+        Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
     ),

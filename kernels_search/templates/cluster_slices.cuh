@@ -77,6 +77,55 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
   if (splits > 1) cluster.sync();
 }
 
+// sum_slices_store with every rank's load in flight before any add: 4 columns a thread (one 16-byte DSMEM load a
+// rank, up to 8 ranks issued together), so a 64 x 64 tile over 8 slices keeps all 128 threads busy with 8 loads each
+// where sum_slices_store keeps 64 busy with two ranks at a time. Same rank order, so the same sums bit for bit. Why: on
+// splitk_dsmem's 128_256_4096 (8 slices) the sum took 2,584 cycles a CTA, a quarter of the CTA's time
+// (lab/fewtile/dsmem_timeline.py, H100), about four DSMEM round trips.
+template <int TM, int TN, int LD, int NTH>
+__device__ __forceinline__ void sum_slices_store_wide(const float* part, half* __restrict__ C, int M, int N, int m0,
+                                                      int n0) {
+  namespace cg = cooperative_groups;
+  const int splits = gridDim.z;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (splits > 1) cluster.sync();
+  else __syncthreads();
+  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
+  const int rows = (TM + splits - 1) / splits;
+  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
+  constexpr int CPR = TN / 4;  // 4-column pieces a row
+  static_assert(TN % 4 == 0 && LD % 4 == 0, "16-byte pieces");
+  const bool vec = (N % 4 == 0) && (reinterpret_cast<uintptr_t>(C) & 7u) == 0;
+  for (int i = threadIdx.x; i < (r1 - r0) * CPR; i += NTH) {
+    const int row = r0 + i / CPR, col = (i % CPR) * 4;
+    const int gm = m0 + row, gn = n0 + col;
+    if (gm >= M || gn >= N) continue;
+    const float* mine = part + row * LD + col;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int z0 = 0; z0 < splits; z0 += 8) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (z0 + u < splits)
+          v[u] = *reinterpret_cast<const float4*>(splits > 1 ? cluster.map_shared_rank(mine, z0 + u) : mine);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (z0 + u < splits) {
+          acc.x += v[u].x; acc.y += v[u].y; acc.z += v[u].z; acc.w += v[u].w;
+        }
+    }
+    half* p = C + (size_t)gm * N + gn;
+    if (vec && gn + 4 <= N) {
+      __half2 h2[2] = {__floats2half2_rn(acc.x, acc.y), __floats2half2_rn(acc.z, acc.w)};
+      *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h2);
+    } else {
+      const float f[4] = {acc.x, acc.y, acc.z, acc.w};
+      for (int e = 0; e < 4 && gn + e < N; ++e) p[e] = __float2half_rn(f[e]);
+    }
+  }
+  if (splits > 1) cluster.sync();
+}
+
 // The calls both families serve: layout tn (A and B K-contiguous), K a multiple of 8 and 16-byte aligned A and B (the
 // 16-byte loads or TMA row strides); HGEMM_OK, or the ABI's error for the first check that fails.
 static int tn_call_status(const void* A, const void* B, const void* C, int M, int N, int K, int layout) {

@@ -35,6 +35,8 @@
 //              registers); on 256_256_16384 30 % of the warps' stall samples sat at the HGMMAs
 //              (lab/fewtile/ncu-source-dsmem-h200.md), and a swapped decode CTA, whose WGMMAs are short (N 8-32),
 //              streamed its weights at about 20 GB/s whatever its stage count
+//   SD_SUM     1: the slice sum with every rank's load in flight, 4 columns a thread (cs::sum_slices_store_wide)
+//   SD_PREFETCH 1: thread 0 prefetches both TMA descriptors on entry, so the first loads need not fetch them
 // Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
 // slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
@@ -51,6 +53,7 @@ constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int CHAINS = SD_CHAINS;
+constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH;
 static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "CHAINS: 1, 2 or 4");
 constexpr int NTH = 128;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
@@ -89,6 +92,12 @@ __global__ void __launch_bounds__(NTH, 1)
                         int M, int N, int K, int per) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);
+  if constexpr (PREFETCH) {
+    if (threadIdx.x == 0) {
+      cute::prefetch_tma_descriptor(tma_a.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(tma_b.get_tma_descriptor());
+    }
+  }
   using FullBar = cutlass::arch::ClusterTransactionBarrier;
   using EmptyBar = cutlass::arch::ClusterBarrier;
 
@@ -212,10 +221,11 @@ __global__ void __launch_bounds__(NTH, 1)
   CUTE_UNROLL
   for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
-  if constexpr (SWAP)
-    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, blockIdx.y * BN, blockIdx.x * BM);
+  const int m0 = SWAP ? blockIdx.y * BN : blockIdx.x * BM, n0 = SWAP ? blockIdx.x * BM : blockIdx.y * BN;
+  if constexpr (WIDE_SUM)
+    cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
   else
-    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, blockIdx.x * BM, blockIdx.y * BN);
+    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
 struct Plan {
