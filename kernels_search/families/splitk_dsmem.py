@@ -82,7 +82,9 @@ FAMILY = SplitKDsmem(
     # 1.24x, 512_64_4096 1.22x), mma_pipe=1 0.901x, bn=32 stages=8 0.878x; swapped, one per decode row count (M <= 8,
     # <= 16, <= 32), warm against the best baseline: 8_6144_4096 1.07x, 1_3072_3072 1.19x, 16_4096_4096 1.10-1.12x,
     # 32_5120_14336 1.03x (runs 6dd4a42c7893, c8cfb94efaa6)
-    presets=("mma_pipe=1,stages=8", "mma_pipe=1", "bn=32,stages=8", "swap=1,bn=8,mma_pipe=1,stages=8",
+    # sum=1 on the unswapped presets: 0.925x against 0.864x on those 15 shapes, side by side on an H100 (run in
+    # lab/fewtile/sum-h100.md)
+    presets=("mma_pipe=1,stages=8,sum=1", "mma_pipe=1,sum=1", "bn=32,stages=8,sum=1", "swap=1,bn=8,mma_pipe=1,stages=8",
              "swap=1,bn=16,mma_pipe=1,stages=8", "swap=1,bn=32,mma_pipe=1,stages=8"),
     knobs=(
         Knob("bm", (64, 128, 256), 64,
@@ -94,7 +96,8 @@ FAMILY = SplitKDsmem(
         Knob("chains", (1, 2, 4), 1,
              help="independent accumulator sets a stage's k16 WGMMAs alternate over (1: each waits for the one before)"),
         Knob("sum", (0, 1), 0,
-             help="1: the slice sum with every rank's DSMEM load in flight, 4 columns a thread (0: 8 columns, two ranks at a time)"),
+             help="1: with >= 4 slices, the slice sum with every rank's DSMEM load in flight, 4 columns a thread "
+                  "(0: 8 columns, two ranks at a time)"),
         Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),

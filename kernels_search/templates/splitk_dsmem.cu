@@ -35,7 +35,9 @@
 //              registers); on 256_256_16384 30 % of the warps' stall samples sat at the HGMMAs
 //              (lab/fewtile/ncu-source-dsmem-h200.md), and a swapped decode CTA, whose WGMMAs are short (N 8-32),
 //              streamed its weights at about 20 GB/s whatever its stage count
-//   SD_SUM     1: the slice sum with every rank's load in flight, 4 columns a thread (cs::sum_slices_store_wide)
+//   SD_SUM     1: with 4 or more slices, the slice sum with every rank's load in flight, 4 columns a thread
+//              (cs::sum_slices_store_wide); side by side on an H100 (lab/fewtile/sum-h100.md) 7 % faster on the 15
+//              deep-K study shapes, and 8-14 % slower where a tile had 1-2 slices, hence the slice threshold
 //   SD_PREFETCH 1: thread 0 prefetches both TMA descriptors on entry, so the first loads need not fetch them
 // Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
 // slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
@@ -222,10 +224,13 @@ __global__ void __launch_bounds__(NTH, 1)
   for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
   const int m0 = SWAP ? blockIdx.y * BN : blockIdx.x * BM, n0 = SWAP ? blockIdx.x * BM : blockIdx.y * BN;
-  if constexpr (WIDE_SUM)
-    cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
-  else
-    cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
+  if constexpr (WIDE_SUM) {
+    if (gridDim.z >= 4) {  // with 1-2 slices the wide sum's extra items and 8-byte stores cost more than they save
+      cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
+      return;
+    }
+  }
+  cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
 struct Plan {
