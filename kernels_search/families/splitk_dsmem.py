@@ -84,7 +84,10 @@ FAMILY = SplitKDsmem(
     # 32_5120_14336 1.03x (runs 6dd4a42c7893, c8cfb94efaa6)
     # sum=1 on the unswapped presets: 0.925x against 0.864x on those 15 shapes, side by side on an H100 (run in
     # lab/fewtile/sum-h100.md)
-    presets=("mma_pipe=1,stages=8,sum=1", "mma_pipe=1,sum=1", "bn=32,stages=8,sum=1", "swap=1,bn=8,mma_pipe=1,stages=8",
+    # 64 x 128 tiles on deep K with both sides >= 256: 1.18-1.41x the 64 x 64 preset on 256_256_16384, 256_512_8192,
+    # 512_512_16384, 128_1024_16384, 256_2048_12288 (H100, lab/fewtile/widen-plan.txt)
+    presets=("mma_pipe=1,stages=8,sum=1", "mma_pipe=1,sum=1", "bn=32,stages=8,sum=1", "bn=128,mma_pipe=1,stages=6,sum=1",
+             "swap=1,bn=8,mma_pipe=1,stages=8",
              "swap=1,bn=16,mma_pipe=1,stages=8", "swap=1,bn=32,mma_pipe=1,stages=8"),
     knobs=(
         Knob("bm", (64, 128, 256), 64,
