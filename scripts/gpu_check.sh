@@ -15,6 +15,8 @@
 #            .hbstate/cache*.tar.xz built from lab/fewtile/few120-library-plan.txt)
 #   grid100  the packaged library against the four baselines on 100 seeded grid shapes (lab/library/grid-sample100-seed3401.txt),
 #            scored by lab/skinny/table.py and lab.library_check (needs the CUTLASS wheel and the library's binaries, as fewtile)
+#   fewtilelib the split-K cluster families' presets on the 120 few-tile class shapes, a library rebuilt from the packaged
+#            sources plus that run for this GPU model, then that library beside the packaged one, measured apart
 #   tune20   issue 34's tune check: `hgemm-bench build` (all cores; a carried .hbstate/cache-pool.tar.xz, unpacked into
 #            .hbcache, makes it a no-op), then `tune --per-shape TUNE_PER_SHAPE (60s)` on the 10 model-config shapes and 10
 #            seeded grid shapes of lab/tune/shapes20.txt, the GPU's utilization sampled every 0.5 s meanwhile, then a separate
@@ -191,6 +193,26 @@ for stage in $STAGES; do
         --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
       grep -i "warning" "$OUT/fewtile.txt"
       python3 lab/skinny/table.py /tmp/hb/fewtile.parquet 2>&1 | tail -4 | tee -a "$OUT/fewtile.txt" ;;
+    fewtilelib)
+      # issue 33's classes through an automatic procedure after a kernel change: (1) the split-K cluster families'
+      # presets with the four baselines on the 120 class shapes; (2) a library rebuilt from the packaged sources plus
+      # (1), for this GPU model (lab/library/h200-sources.txt's runs count only on an H200); (3) a separate compare of
+      # that library beside the packaged one and the four baselines, scored per class
+      log "fewtilelib: split-K cluster presets on the 120 few-tile class shapes, a library rebuilt with them, measured apart"
+      gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+      presets=$(python3 -c "from kernels_search.families import ALL
+print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[f].presets if 'swap=1' not in p))")
+      $HB compare --shapes lab/fewtile/deepk-60-seed3301.txt --shapes lab/fewtile/shallowk-60-seed3301.txt \
+        --methods "$presets,torch,cublas,cublaslt,cublaslt-autotune" --budget 1 --seed 7 --out /tmp/hb/fewtile-presets.parquet \
+        --fresh --label "few-tile classes, split-K cluster presets" > "$OUT/fewtile-presets.txt" 2>&1
+      tail -3 "$OUT/fewtile-presets.txt"; cp /tmp/hb/fewtile-presets.parquet "$OUT/"
+      python3 -m kernels_search.search.library_build --gpu "$gpu" --out "$OUT/library-fewtile.json" \
+        lab/library/h200-sources.txt /tmp/hb/fewtile-presets.parquet 2>&1 | tail -3
+      $HB compare --shapes lab/fewtile/deepk-60-seed3301.txt --shapes lab/fewtile/shallowk-60-seed3301.txt \
+        --methods "library,library:path=$OUT/library-fewtile.json,torch,cublas,cublaslt,cublaslt-autotune" --budget 1 --seed 6 \
+        --out /tmp/hb/fewtile-lib.parquet --fresh --label "few-tile classes, library rebuilt" > "$OUT/fewtile-lib.txt" 2>&1
+      tail -3 "$OUT/fewtile-lib.txt"; cp /tmp/hb/fewtile-lib.parquet "$OUT/"
+      python3 lab/skinny/table.py /tmp/hb/fewtile-lib.parquet --by-class 2>&1 | tail -14 | tee -a "$OUT/fewtile-lib.txt" ;;
     grid100)
       log "grid100: library vs the four baselines, 100 seeded grid shapes"
       $HB compare --shapes lab/library/grid-sample100-seed3401.txt \
