@@ -182,3 +182,18 @@ def test_an_exact_entry_wins_over_a_nearer_kernel_also_when_it_is_a_fallback(tmp
     near = lib.served_by(16, 16, 48, "nn", library=path)  # no entry of its own: the nearest rule, as before
     assert near["library_match"] == "nearest" and near["library_spec"] == K_FAST
     lib.clear_cache()
+
+
+def test_a_run_with_timestamped_rows_joins_the_sources_and_is_recorded_as_iso_text(tmp_path):
+    """compare writes measured_at as a UTC timestamp: a winning kernel from such a run makes an entry whose
+    measured_at (and the file's "created") is the same ISO text a text-stamped run gives."""
+    rows = [*bases("r9", "32_32_64", 10.0, 10.0), row("r9", "32_32_64", K_FAST, "tn", 5.0)]
+    df = pd.DataFrame(rows)
+    df["measured_at"] = pd.to_datetime(["2026-12-05T15:30:00.123456+00:00"] * len(df), utc=True)
+    src = tmp_path / "stamped.parquet"
+    df.to_parquet(src)
+    assert lb.main(["--gpu", GPU, "--out", str(tmp_path / "lib.json"), "--shapes", "32_32_64", str(src)]) == 0
+    doc = json.loads((tmp_path / "lib.json").read_text())
+    (e,) = [e for e in doc["entries"] if e["kind"] == "kernel"]
+    assert e["spec"] == K_FAST and e["measured_at"] == "2026-12-05T15:30:00+00:00" == doc["created"]
+

@@ -84,6 +84,9 @@ def read_source(path: Path):
     if missing:
         raise LibraryBuildError(f"library source {path}: not measured rows (missing columns {', '.join(missing)})")
     df = df[[c for c in (*NEEDED, *OPTIONAL) if c in df.columns]].copy()
+    # compare's Parquets store measured_at as a UTC timestamp (older ones, and search DBs, as ISO text): the library
+    # records ISO text either way, so a run of either kind can join its sources
+    df["measured_at"] = df["measured_at"].map(_iso_time)
     for col in OPTIONAL:
         if col not in df.columns:
             df[col] = None
@@ -93,6 +96,19 @@ def read_source(path: Path):
     df["pair"] = str(path) + "|" + pair.astype(str) + "|" + df["shape"].astype(str)
     df["source"] = str(path)
     return df
+
+
+def _iso_time(v):
+    """``2026-12-05T15:30:00+00:00`` for a timestamp, the text as stored for text, None when missing."""
+    import pandas as pd
+
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NaT:
+        return None
+    if isinstance(v, str):
+        return v
+    t = pd.Timestamp(v)
+    t = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+    return t.floor("s").isoformat()
 
 
 def _verified(df):
