@@ -82,8 +82,8 @@ FAMILY = SplitKDsmem(
     # 1.24x, 512_64_4096 1.22x), mma_pipe=1 0.901x, bn=32 stages=8 0.878x; swapped, one per decode row count (M <= 8,
     # <= 16, <= 32), warm against the best baseline: 8_6144_4096 1.07x, 1_3072_3072 1.19x, 16_4096_4096 1.10-1.12x,
     # 32_5120_14336 1.03x (runs 6dd4a42c7893, c8cfb94efaa6)
-    # sum=1 on the unswapped presets: 0.925x against 0.864x on those 15 shapes, side by side on an H100 (run in
-    # lab/fewtile/sum-h100.md)
+    # sum=1 on the unswapped presets: mma_pipe=1,stages=8 0.916x against 0.861x on those 15 shapes, side by side on an
+    # H100 (run 043fc85248c6, lab/fewtile/sum-h100.md)
     # 64 x 128 tiles on deep K with both sides >= 256: 1.18-1.41x the 64 x 64 preset on 256_256_16384, 256_512_8192,
     # 512_512_16384, 128_1024_16384, 256_2048_12288 (H100, lab/fewtile/widen-plan.txt)
     presets=("mma_pipe=1,stages=8,sum=1", "mma_pipe=1,sum=1", "bn=32,stages=8,sum=1", "bn=128,mma_pipe=1,stages=6,sum=1",
