@@ -54,14 +54,14 @@ extern "C" int sd_write_stamps(const void* src, size_t bytes) { return (int)cuda
 # (anchor in the rendered source, text inserted after it); each anchor must occur exactly once
 PATCHES = (
     ("SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);\n", "  sd_stamp(0);\n"),
-    ("  __syncthreads();\n\n  int issued = 0;\n", "  sd_stamp(1);\n"),
+    ("  else __syncthreads();\n\n", "  sd_stamp(1);\n"),
     ("    FullBar::wait(&smem.full[s], (i / STAGES) & 1);\n", "    if (i == 0) sd_stamp(2);\n    if (i == n_kt - 1) sd_stamp(3);\n"),
     ("  if constexpr (MMA_PIPE) {\n    warpgroup_wait<0>();\n    fence_acc();\n  }\n", "  sd_stamp(4);\n"),
     ("  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);\n", "  sd_stamp(5);\n"),
-    ("  if (splits > 1) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
+    ("  if (clustered) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
 )
-END_ANCHOR = "  if (splits > 1) cluster.sync();\n}\n"
-END_PATCH = "  sd_stamp(7);\n  if (splits > 1) cluster.sync();\n  sd_stamp(8);\n}\n"
+END_ANCHOR = "  if (clustered) cluster.sync();\n}\n"
+END_PATCH = "  sd_stamp(7);\n  if (clustered) cluster.sync();\n  sd_stamp(8);\n}\n"
 
 
 def stamped_source(source: str) -> str:
