@@ -19,6 +19,31 @@ static int device_sms() {
   return sms;
 }
 
+// What both slice sums share: the first barrier (every slice's tile written before any is read), this CTA's rows of
+// the tile, and whether the last barrier (none leaves shared memory while a peer reads it) takes the cluster. CY > 1:
+// the cluster also spans CY tiles along y (their A multicast); the slices of this tile are ranks slot + CY x z, and the
+// barriers take the whole cluster.
+struct SliceRows {
+  int splits, slot, r0, r1;
+  bool clustered;
+};
+
+template <int TM, int CY>
+__device__ __forceinline__ SliceRows slice_sum_begin() {
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  SliceRows s;
+  s.splits = gridDim.z;
+  s.slot = CY > 1 ? (int)(blockIdx.y % CY) : 0;
+  s.clustered = s.splits * CY > 1;
+  if (s.clustered) cluster.sync();
+  else __syncthreads();
+  const int rank = s.splits > 1 ? (CY > 1 ? (int)blockIdx.z : (int)cluster.block_rank()) : 0;
+  const int rows = (TM + s.splits - 1) / s.splits;
+  s.r0 = rank * rows;
+  s.r1 = min(TM, s.r0 + rows);
+  return s;
+}
+
 // Called by every thread of every CTA of the grid (gridDim.z = S slices, the S CTAs of a tile one cluster) once its
 // fp32 tile is in `part` (TM x TN, row stride LD, this CTA's shared memory): CTA r sums rows [r x ceil(TM / S), ...)
 // over the S CTAs' tiles in rank order (the same sum on every call), two ranks' loads in flight at a time (four raised the
@@ -27,18 +52,9 @@ static int device_sms() {
 // tile is written before any is read, and none leaves shared memory while a peer reads it.
 template <int TM, int TN, int LD, int NTH, int CY = 1>
 __device__ __forceinline__ void sum_slices_store(const float* part, half* __restrict__ C, int M, int N, int m0, int n0) {
-  namespace cg = cooperative_groups;
-  const int splits = gridDim.z;
-  cg::cluster_group cluster = cg::this_cluster();
-  // CY > 1: the cluster also spans CY tiles along y (their A multicast); the slices of this tile are ranks
-  // slot + CY x z, and the barriers take the whole cluster
-  const int slot = CY > 1 ? (int)(blockIdx.y % CY) : 0;
-  const bool clustered = splits * CY > 1;
-  if (clustered) cluster.sync();
-  else __syncthreads();
-  const int rank = splits > 1 ? (CY > 1 ? (int)blockIdx.z : (int)cluster.block_rank()) : 0;
-  const int rows = (TM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
+  const SliceRows sum = slice_sum_begin<TM, CY>();
+  const int splits = sum.splits, slot = sum.slot, r0 = sum.r0, r1 = sum.r1;
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   constexpr int CPR = TN / 8;  // 8-column pieces a row
   static_assert(TN % 8 == 0, "tile columns a multiple of 8");
   const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
@@ -78,7 +94,7 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
       for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
     }
   }
-  if (clustered) cluster.sync();
+  if (sum.clustered) cluster.sync();
 }
 
 // sum_slices_store with every rank's load in flight before any add: 4 columns a thread (one 16-byte DSMEM load a
@@ -89,18 +105,9 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
 template <int TM, int TN, int LD, int NTH, int CY = 1>
 __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* __restrict__ C, int M, int N, int m0,
                                                       int n0) {
-  namespace cg = cooperative_groups;
-  const int splits = gridDim.z;
-  cg::cluster_group cluster = cg::this_cluster();
-  // CY > 1: the cluster also spans CY tiles along y (their A multicast); the slices of this tile are ranks
-  // slot + CY x z, and the barriers take the whole cluster
-  const int slot = CY > 1 ? (int)(blockIdx.y % CY) : 0;
-  const bool clustered = splits * CY > 1;
-  if (clustered) cluster.sync();
-  else __syncthreads();
-  const int rank = splits > 1 ? (CY > 1 ? (int)blockIdx.z : (int)cluster.block_rank()) : 0;
-  const int rows = (TM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
+  const SliceRows sum = slice_sum_begin<TM, CY>();
+  const int splits = sum.splits, slot = sum.slot, r0 = sum.r0, r1 = sum.r1;
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
   constexpr int CPR = TN / 4;  // 4-column pieces a row
   static_assert(TN % 4 == 0 && LD % 4 == 0, "16-byte pieces");
   const bool vec = (N % 4 == 0) && (reinterpret_cast<uintptr_t>(C) & 7u) == 0;
@@ -131,7 +138,7 @@ __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* _
       for (int e = 0; e < 4 && gn + e < N; ++e) p[e] = __float2half_rn(f[e]);
     }
   }
-  if (clustered) cluster.sync();
+  if (sum.clustered) cluster.sync();
 }
 
 // The calls both families serve: layout tn (A and B K-contiguous), K a multiple of 8 and 16-byte aligned A and B (the

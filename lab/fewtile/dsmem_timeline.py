@@ -58,10 +58,10 @@ PATCHES = (
     ("    FullBar::wait(&smem.full[s], (i / STAGES) & 1);\n", "    if (i == 0) sd_stamp(2);\n    if (i == n_kt - 1) sd_stamp(3);\n"),
     ("  if constexpr (MMA_PIPE) {\n    warpgroup_wait<0>();\n    fence_acc();\n  }\n", "  sd_stamp(4);\n"),
     ("  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);\n", "  sd_stamp(5);\n"),
-    ("  if (clustered) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
+    ("  if (s.clustered) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
 )
-END_ANCHOR = "  if (clustered) cluster.sync();\n}\n"
-END_PATCH = "  sd_stamp(7);\n  if (clustered) cluster.sync();\n  sd_stamp(8);\n}\n"
+END_ANCHOR = "  if (sum.clustered) cluster.sync();\n}\n"
+END_PATCH = "  sd_stamp(7);\n  if (sum.clustered) cluster.sync();\n  sd_stamp(8);\n}\n"
 
 
 def stamped_source(source: str) -> str:
@@ -69,10 +69,10 @@ def stamped_source(source: str) -> str:
     head = "namespace cs {"
     assert source.count(head) == 1, "the cluster header's namespace"
     out = source.replace(head, STAMP_DEFS + head, 1)
-    for anchor, text in PATCHES:  # the sum's anchors occur once in each of the header's two sums
+    for anchor, text in PATCHES:
         assert out.count(anchor) >= 1, f"anchor not found: {anchor!r}"
         out = out.replace(anchor, anchor + text)
-    assert out.count(END_ANCHOR) >= 1, "end of sum_slices_store"
+    assert out.count(END_ANCHOR) >= 1, "end of the slice sums"
     return out.replace(END_ANCHOR, END_PATCH)
 
 
