@@ -526,9 +526,7 @@ SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:sp
                       "splitk_dsmem:chains=4,swap=1,bn=16,mma_pipe=1,stages=8",
                       "splitk_dsmem:sum=1,prefetch=1,mma_pipe=1,stages=8", "splitk_dsmem:sum=1,splits=16",
                       "splitk_dsmem:sum=1,prefetch=1,swap=1,bn=16,mma_pipe=1,stages=8,splits=4",
-                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2",
-                      "splitk_dsmem:mcast=1,mma_pipe=1,stages=8,sum=1", "splitk_dsmem:mcast=1,splits=1",
-                      "splitk_dsmem:mcast=1,bn=128,stages=6,sum=1,splits=4", "splitk_dsmem:mcast=1,stages=8,splits=8"]
+                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)

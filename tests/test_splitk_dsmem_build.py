@@ -21,8 +21,6 @@ FAM = FAMILIES["splitk_dsmem"]
     ("bm=32", "not in"),
     ("splits=32", "not in"),
     ("bm=128,bn=128,chains=2", "accumulator registers"),
-    ("mcast=1,swap=1,bn=8", "unswapped"),
-    ("mcast=1,splits=16", "> 16"),
 ])
 def test_rules_refuse_with_a_reason(spec, why):
     with pytest.raises(KnobError, match=why):
@@ -65,8 +63,7 @@ def test_source_carries_the_shared_cluster_header_verbatim():
                                   "mma_pipe=1,stages=6", "chains=4,mma_pipe=1,stages=8",
                                   "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2",
                                   "swap=1,bm=256,bn=32,mma_pipe=1,stages=6", "bm=256,bn=64,stages=4",
-                                  "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8",
-                                  "mcast=1,mma_pipe=1,stages=8,sum=1", "mcast=1,bn=128,stages=6,sum=1"])
+                                  "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)
@@ -79,8 +76,6 @@ def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barriers around the DSMEM reduction
     # mma_pipe: one stage's WGMMAs left in flight while the previous stage is freed
     assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass) == bool(k["mma_pipe"])
-    # mcast: A's stages arrive by multicast TMA, and a stage's release reaches the peer CTA's barrier
-    assert (".MULTICAST" in sass) == bool(k["mcast"]), [l for l in sass.splitlines() if "UTMALDG" in l][:4]
 
 
 PICK_SLICES_MAIN = r"""

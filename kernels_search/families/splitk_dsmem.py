@@ -44,10 +44,6 @@ class SplitKDsmem(Family):
     def check(self, k: Mapping) -> str:
         if smem_bytes(k) > SMEM_LIMIT:
             return f"{smem_bytes(k)} bytes of shared memory > {SMEM_LIMIT}"
-        if k["mcast"] and k["swap"]:
-            return "mcast=1 serves unswapped tiles only (swap=0)"
-        if k["mcast"] and k["splits"] > 8:
-            return f"mcast=1 with {k['splits']} slices: clusters of 2 x {k['splits']} CTAs > 16"
         if acc_registers(k) > MAX_ACC_REGISTERS:
             return f"{acc_registers(k)} accumulator registers a thread > {MAX_ACC_REGISTERS} (chains x bm x bn / 128)"
         return ""
@@ -55,7 +51,7 @@ class SplitKDsmem(Family):
     def render(self, k: Mapping) -> str:
         defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
                    "SD_MMA_PIPE": k["mma_pipe"], "SD_CHAINS": k["chains"], "SD_SUM": k["sum"],
-                   "SD_PREFETCH": k["prefetch"], "SD_MCAST": k["mcast"]}
+                   "SD_PREFETCH": k["prefetch"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
@@ -106,9 +102,6 @@ FAMILY = SplitKDsmem(
              help="1: with >= 4 slices, the slice sum with every rank's DSMEM load in flight, 4 columns a thread "
                   "(0: 8 columns, two ranks at a time)"),
         Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
-        Knob("mcast", (0, 1), 0,
-             help="1 (unswapped): clusters of 2 tiles along N x the slices, each tile's A stage loaded once for both by "
-                  "TMA multicast (slices at most 4 automatic, 8 explicit)"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
     ),

@@ -19,42 +19,22 @@ static int device_sms() {
   return sms;
 }
 
-// What both slice sums share: the first barrier (every slice's tile written before any is read), this CTA's rows of
-// the tile, and whether the last barrier (none leaves shared memory while a peer reads it) takes the cluster. CY > 1:
-// the cluster also spans CY tiles along y (their A multicast); the slices of this tile are ranks slot + CY x z, and the
-// barriers take the whole cluster.
-struct SliceRows {
-  int splits, slot, r0, r1;
-  bool clustered;
-};
-
-template <int TM, int CY>
-__device__ __forceinline__ SliceRows slice_sum_begin() {
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  SliceRows s;
-  s.splits = gridDim.z;
-  s.slot = CY > 1 ? (int)(blockIdx.y % CY) : 0;
-  s.clustered = s.splits * CY > 1;
-  if (s.clustered) cluster.sync();
-  else __syncthreads();
-  const int rank = s.splits > 1 ? (CY > 1 ? (int)blockIdx.z : (int)cluster.block_rank()) : 0;
-  const int rows = (TM + s.splits - 1) / s.splits;
-  s.r0 = rank * rows;
-  s.r1 = min(TM, s.r0 + rows);
-  return s;
-}
-
 // Called by every thread of every CTA of the grid (gridDim.z = S slices, the S CTAs of a tile one cluster) once its
 // fp32 tile is in `part` (TM x TN, row stride LD, this CTA's shared memory): CTA r sums rows [r x ceil(TM / S), ...)
 // over the S CTAs' tiles in rank order (the same sum on every call), two ranks' loads in flight at a time (four raised the
 // kernels' register counts by 40-60, costing splitk_regs its second CTA a SM), and
 // stores them as fp16 at (m0, n0) of C (row-major, N columns), within M x N. Between two cluster barriers: every
 // tile is written before any is read, and none leaves shared memory while a peer reads it.
-template <int TM, int TN, int LD, int NTH, int CY = 1>
+template <int TM, int TN, int LD, int NTH>
 __device__ __forceinline__ void sum_slices_store(const float* part, half* __restrict__ C, int M, int N, int m0, int n0) {
-  const SliceRows sum = slice_sum_begin<TM, CY>();
-  const int splits = sum.splits, slot = sum.slot, r0 = sum.r0, r1 = sum.r1;
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  namespace cg = cooperative_groups;
+  const int splits = gridDim.z;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (splits > 1) cluster.sync();
+  else __syncthreads();
+  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
+  const int rows = (TM + splits - 1) / splits;
+  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
   constexpr int CPR = TN / 8;  // 8-column pieces a row
   static_assert(TN % 8 == 0, "tile columns a multiple of 8");
   const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
@@ -69,7 +49,7 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
       float4 lo[2], hi[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        const float* q = cluster.map_shared_rank(mine, slot + CY * (z + u));
+        const float* q = cluster.map_shared_rank(mine, z + u);
         lo[u] = *reinterpret_cast<const float4*>(q);
         hi[u] = *reinterpret_cast<const float4*>(q + 4);
       }
@@ -80,7 +60,7 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
       }
     }
     for (; z < splits; ++z) {
-      const float* q = splits > 1 ? cluster.map_shared_rank(mine, slot + CY * z) : mine;
+      const float* q = splits > 1 ? cluster.map_shared_rank(mine, z) : mine;
       const float4 lo = *reinterpret_cast<const float4*>(q), hi = *reinterpret_cast<const float4*>(q + 4);
       v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
       v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
@@ -94,7 +74,7 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
       for (int e = 0; e < 8 && gn + e < N; ++e) p[e] = __float2half_rn(v[e]);
     }
   }
-  if (sum.clustered) cluster.sync();
+  if (splits > 1) cluster.sync();
 }
 
 // sum_slices_store with every rank's load in flight before any add: 4 columns a thread (one 16-byte DSMEM load a
@@ -102,12 +82,17 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
 // where sum_slices_store keeps 64 busy with two ranks at a time. Same rank order, so the same sums bit for bit. Why: on
 // splitk_dsmem's 128_256_4096 (8 slices) the sum took 2,584 cycles a CTA, a quarter of the CTA's time
 // (lab/fewtile/dsmem_timeline.py, H100), about four DSMEM round trips.
-template <int TM, int TN, int LD, int NTH, int CY = 1>
+template <int TM, int TN, int LD, int NTH>
 __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* __restrict__ C, int M, int N, int m0,
                                                       int n0) {
-  const SliceRows sum = slice_sum_begin<TM, CY>();
-  const int splits = sum.splits, slot = sum.slot, r0 = sum.r0, r1 = sum.r1;
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  namespace cg = cooperative_groups;
+  const int splits = gridDim.z;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (splits > 1) cluster.sync();
+  else __syncthreads();
+  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
+  const int rows = (TM + splits - 1) / splits;
+  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
   constexpr int CPR = TN / 4;  // 4-column pieces a row
   static_assert(TN % 4 == 0 && LD % 4 == 0, "16-byte pieces");
   const bool vec = (N % 4 == 0) && (reinterpret_cast<uintptr_t>(C) & 7u) == 0;
@@ -122,7 +107,7 @@ __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* _
 #pragma unroll
       for (int u = 0; u < 8; ++u)
         if (z0 + u < splits)
-          v[u] = *reinterpret_cast<const float4*>(splits > 1 ? cluster.map_shared_rank(mine, slot + CY * (z0 + u)) : mine);
+          v[u] = *reinterpret_cast<const float4*>(splits > 1 ? cluster.map_shared_rank(mine, z0 + u) : mine);
 #pragma unroll
       for (int u = 0; u < 8; ++u)
         if (z0 + u < splits) {
@@ -138,7 +123,7 @@ __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* _
       for (int e = 0; e < 4 && gn + e < N; ++e) p[e] = __float2half_rn(f[e]);
     }
   }
-  if (sum.clustered) cluster.sync();
+  if (splits > 1) cluster.sync();
 }
 
 // The calls both families serve: layout tn (A and B K-contiguous), K a multiple of 8 and 16-byte aligned A and B (the
@@ -163,8 +148,7 @@ static bool prepare(Kernel kernel, size_t smem) {
   return state > 0;
 }
 
-static cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem, cudaStream_t stream, cudaLaunchAttribute* attr,
-                                         int cy = 1) {
+static cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem, cudaStream_t stream, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads, 1, 1);
@@ -172,7 +156,7 @@ static cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem, cu
   cfg.stream = stream;
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = cy;
+  attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = grid.z;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
@@ -182,16 +166,15 @@ static cudaLaunchConfig_t cluster_config(dim3 grid, int threads, size_t smem, cu
 // Clusters of `s` CTAs of `kernel` (at `threads`, `smem`) the GPU holds at once (cudaOccupancyMaxActiveClusters),
 // asked once per size: 0 when none fits. A cluster's CTAs sit in one GPC, so this is below SMs / s: on the H200,
 // 15 clusters of 8 one-CTA-a-SM CTAs, not 16.
-// CY > 1: clusters of CY x s CTAs (CY tiles along y, s slices each).
-template <int CY = 1, class Kernel>
+template <class Kernel>
 static int max_clusters(Kernel kernel, int threads, size_t smem, int s) {
   static int held[MAX_CLUSTER + 1];
   static bool asked[MAX_CLUSTER + 1] = {};
-  if (s < 1 || s * CY > MAX_CLUSTER) return 0;
+  if (s < 1 || s > MAX_CLUSTER) return 0;
   if (!asked[s]) {
     int n = 0;
     cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = cluster_config(dim3(1, CY, s), threads, smem, 0, attr, CY);
+    cudaLaunchConfig_t cfg = cluster_config(dim3(1, 1, s), threads, smem, 0, attr);
     if (!prepare(kernel, smem) || cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
       cudaGetLastError();
       n = 0;
@@ -218,26 +201,21 @@ static int pick_slices(int tiles, int units, int least, int sms, Held held) {
 }
 
 // pick_slices for `kernel` at (threads, smem) on this GPU.
-// CY > 1: each cluster holds CY tiles (of s slices each), and only portable clusters (CY x s <= 8) are taken.
-template <int CY = 1, class Kernel>
+template <class Kernel>
 static int auto_slices(Kernel kernel, int threads, size_t smem, int tiles, int units, int least) {
-  return pick_slices(tiles, units, least, device_sms(), [&](int s) {
-    if (CY > 1 && s * CY > 8) return 0;
-    return max_clusters<CY>(kernel, threads, smem, s) * CY;
-  });
+  return pick_slices(tiles, units, least, device_sms(), [&](int s) { return max_clusters(kernel, threads, smem, s); });
 }
 
 // Launches `kernel` on `grid` (grid.z = the slices, one cluster along z) with `smem` bytes of dynamic shared memory.
 // A cluster size the GPU cannot co-schedule is refused as unsupported rather than failing at launch; a failed
 // launch's error is consumed here so it cannot surface at a later launch.
-// CY > 1: the cluster also spans CY CTAs along y (grid.y a multiple of CY).
-template <int CY = 1, class Kernel, class... Args>
+template <class Kernel, class... Args>
 static int launch_cluster(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, Args... args) {
-  if ((int)grid.z < 1 || (int)grid.z * CY > MAX_CLUSTER || grid.y % CY) return HGEMM_ERR_UNSUPPORTED;
+  if ((int)grid.z < 1 || (int)grid.z > MAX_CLUSTER) return HGEMM_ERR_UNSUPPORTED;
   if (!prepare(kernel, smem)) return HGEMM_ERR_LAUNCH;
-  if (max_clusters<CY>(kernel, threads, smem, (int)grid.z) < 1) return HGEMM_ERR_UNSUPPORTED;
+  if (max_clusters(kernel, threads, smem, (int)grid.z) < 1) return HGEMM_ERR_UNSUPPORTED;
   cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t cfg = cluster_config(grid, threads, smem, stream, attr, CY);
+  cudaLaunchConfig_t cfg = cluster_config(grid, threads, smem, stream, attr);
   if (cudaLaunchKernelEx(&cfg, kernel, args...) != cudaSuccess) {
     cudaGetLastError();
     return HGEMM_ERR_LAUNCH;

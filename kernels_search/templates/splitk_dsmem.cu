@@ -39,11 +39,6 @@
 //              (cs::sum_slices_store_wide); side by side on an H100 (lab/fewtile/sum-h100.md) 7 % faster on the 15
 //              deep-K study shapes, and 8-14 % slower where a tile had 1-2 slices, hence the slice threshold
 //   SD_PREFETCH 1: thread 0 prefetches both TMA descriptors on entry, so the first loads need not fetch them
-//   SD_MCAST   1 (unswapped): the cluster spans two tiles along N as well as their K slices (1 x 2 x S), and each
-//              tile's A stage is loaded once for both: each CTA of the pair loads half of it by TMA multicast into
-//              both CTAs' shared memory, and a stage is refilled only once both CTAs are done with it. Why: on deep K
-//              a stage's loads run at the L2's rate (510-560 cycles a 64-k stage whatever its bytes, 4.9-5.4 TB/s
-//              out of L2 on an H100; lab/fewtile/widen-plan.txt), and 64 x 64 tiles read A and B four times over
 // Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
 // slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
@@ -60,9 +55,7 @@ constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int CHAINS = SD_CHAINS;
-constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH, MCAST = SD_MCAST;
-constexpr int CY = MCAST ? 2 : 1;  // tiles along y in one cluster (A multicast between them)
-static_assert(!(MCAST && SD_SWAP), "MCAST: unswapped only");
+constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH;
 static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "CHAINS: 1, 2 or 4");
 constexpr int NTH = 128;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
@@ -118,11 +111,7 @@ __global__ void __launch_bounds__(NTH, 1)
   Tensor gB = local_tile(mB, CtaTiler{}, cta, Step<X, _1, _1>{});  // (BN, BK, k-tiles)
   Tensor sA = make_tensor(make_smem_ptr(smem.a), SmemLayoutA{});  // (BM, BK, STAGES)
   Tensor sB = make_tensor(make_smem_ptr(smem.b), SmemLayoutB{});
-  // MCAST: this CTA's place in its pair; it loads its half of A's stage into both CTAs (cluster ranks slot + 2 z)
-  const int slot = MCAST ? (int)(blockIdx.y % CY) : 0;
-  const uint32_t peer = MCAST ? (uint32_t)((slot ^ 1) + CY * blockIdx.z) : 0u;
-  const uint16_t mcast_mask = MCAST ? (uint16_t)(3u << (CY * blockIdx.z)) : (uint16_t)0;
-  auto [tAgA, tAsA] = tma_partition(tma_a, slot, Layout<Int<CY>>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
+  auto [tAgA, tAsA] = tma_partition(tma_a, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sA), group_modes<0, 2>(gA));
   auto [tBgB, tBsB] = tma_partition(tma_b, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sB), group_modes<0, 2>(gB));
 
   const int k_tiles = (K + BK - 1) / BK;
@@ -134,24 +123,19 @@ __global__ void __launch_bounds__(NTH, 1)
   if (warp == 0 && threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       FullBar::init(&smem.full[s], 1);
-      EmptyBar::init(&smem.empty[s], MCAST ? 2 * NTH / 32 : NTH);  // MCAST: each warp of both CTAs once
+      EmptyBar::init(&smem.empty[s], NTH);
     }
     cutlass::arch::fence_barrier_init();
   }
-  if constexpr (MCAST) cute::cluster_sync();  // the peer's barriers exist before any multicast or remote arrive
-  else __syncthreads();
+  __syncthreads();
 
-  // k-tile kt into stage s: A (MCAST: this CTA's half, into both CTAs of the pair) and B; the stage's barrier expects
-  // the whole A and B either way
-  auto load_stage = [&](int s, int kt) {
-    FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
-    if constexpr (MCAST) copy(tma_a.with(smem.full[s], mcast_mask), tAgA(_, kt), tAsA(_, s));
-    else copy(tma_a.with(smem.full[s]), tAgA(_, kt), tAsA(_, s));
-    copy(tma_b.with(smem.full[s]), tBgB(_, kt), tBsB(_, s));
-  };
   int issued = 0;
   if (leader) {
-    for (; issued < STAGES && issued < n_kt; ++issued) load_stage(issued, kt0 + issued);
+    for (; issued < STAGES && issued < n_kt; ++issued) {
+      FullBar::arrive_and_expect_tx(&smem.full[issued], TX_BYTES);
+      copy(tma_a.with(smem.full[issued]), tAgA(_, kt0 + issued), tAsA(_, issued));
+      copy(tma_b.with(smem.full[issued]), tBgB(_, kt0 + issued), tBsB(_, issued));
+    }
   }
 
   TiledMma mma;
@@ -196,18 +180,12 @@ __global__ void __launch_bounds__(NTH, 1)
   // Stage j's MMAs done: free it, and the leader refills it with k-tile j + STAGES.
   auto release = [&](int j) {
     const int s = j % STAGES;
-    if constexpr (MCAST) {  // a warp's WGMMAs are done with the stage: tell both CTAs of the pair
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) {
-        EmptyBar::arrive(&smem.empty[s]);
-        EmptyBar::arrive(&smem.empty[s], peer, 1u);
-      }
-    } else {
-      EmptyBar::arrive(&smem.empty[s]);
-    }
+    EmptyBar::arrive(&smem.empty[s]);
     if (leader && issued < n_kt) {  // issued == j + STAGES: k-tiles are issued in order
       EmptyBar::wait(&smem.empty[s], (j / STAGES) & 1);
-      load_stage(s, kt0 + issued);
+      FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
+      copy(tma_a.with(smem.full[s]), tAgA(_, kt0 + issued), tAsA(_, s));
+      copy(tma_b.with(smem.full[s]), tBgB(_, kt0 + issued), tBsB(_, s));
       ++issued;
     }
   };
@@ -248,11 +226,11 @@ __global__ void __launch_bounds__(NTH, 1)
   const int m0 = SWAP ? blockIdx.y * BN : blockIdx.x * BM, n0 = SWAP ? blockIdx.x * BM : blockIdx.y * BN;
   if constexpr (WIDE_SUM) {
     if (gridDim.z >= 4) {  // with 1-2 slices the wide sum's extra items and 8-byte stores cost more than they save
-      cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH, CY>(part, C, M, N, m0, n0);
+      cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
       return;
     }
   }
-  cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH, CY>(part, C, M, N, m0, n0);
+  cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
 struct Plan {
@@ -264,7 +242,6 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   if (p.want < 0 || p.want > cs::MAX_CLUSTER) return false;
   p.tiles_x = ((SWAP ? N : M) + BM - 1) / BM;
   p.tiles_y = ((SWAP ? M : N) + BN - 1) / BN;
-  p.tiles_y = (p.tiles_y + CY - 1) / CY * CY;  // MCAST: whole pairs (a tile past N loads zeros and stores nothing)
   p.k_tiles = (K + BK - 1) / BK;
   return true;
 }
@@ -276,14 +253,13 @@ static int launch(const half* A, const half* B, half* C, int M, int N, int K, co
   const half* y = SWAP ? A : B;
   Tensor mX = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)), make_shape(SWAP ? N : M, K), make_stride(K, Int<1>{}));
   Tensor mY = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)), make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{}));
-  using LoadA = std::conditional_t<MCAST, SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
-  auto tma_a = make_tma_atom(LoadA{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}), Int<CY>{});
+  auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
   auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mY, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
   auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
-  int s = p.want != 0 ? p.want : cs::auto_slices<CY>(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
+  int s = p.want != 0 ? p.want : cs::auto_slices(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
   s = max(1, min(s, p.k_tiles));
   const int per = (p.k_tiles + s - 1) / s;
-  return cs::launch_cluster<CY>(kernel, dim3(p.tiles_x, p.tiles_y, (p.k_tiles + per - 1) / per), NTH, SMEM, stream, tma_a,
+  return cs::launch_cluster(kernel, dim3(p.tiles_x, p.tiles_y, (p.k_tiles + per - 1) / per), NTH, SMEM, stream, tma_a,
                             tma_b, C, M, N, K, per);
 }
 }  // namespace sd

@@ -54,14 +54,14 @@ extern "C" int sd_write_stamps(const void* src, size_t bytes) { return (int)cuda
 # (anchor in the rendered source, text inserted after it); each anchor must occur exactly once
 PATCHES = (
     ("SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);\n", "  sd_stamp(0);\n"),
-    ("  else __syncthreads();\n\n", "  sd_stamp(1);\n"),
+    ("  __syncthreads();\n\n  int issued = 0;\n", "  sd_stamp(1);\n"),
     ("    FullBar::wait(&smem.full[s], (i / STAGES) & 1);\n", "    if (i == 0) sd_stamp(2);\n    if (i == n_kt - 1) sd_stamp(3);\n"),
     ("  if constexpr (MMA_PIPE) {\n    warpgroup_wait<0>();\n    fence_acc();\n  }\n", "  sd_stamp(4);\n"),
     ("  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);\n", "  sd_stamp(5);\n"),
-    ("  if (s.clustered) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
+    ("  if (splits > 1) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
 )
-END_ANCHOR = "  if (sum.clustered) cluster.sync();\n}\n"
-END_PATCH = "  sd_stamp(7);\n  if (sum.clustered) cluster.sync();\n  sd_stamp(8);\n}\n"
+END_ANCHOR = "  if (splits > 1) cluster.sync();\n}\n"
+END_PATCH = "  sd_stamp(7);\n  if (splits > 1) cluster.sync();\n  sd_stamp(8);\n}\n"
 
 
 def stamped_source(source: str) -> str:
@@ -69,10 +69,10 @@ def stamped_source(source: str) -> str:
     head = "namespace cs {"
     assert source.count(head) == 1, "the cluster header's namespace"
     out = source.replace(head, STAMP_DEFS + head, 1)
-    for anchor, text in PATCHES:
+    for anchor, text in PATCHES:  # the sum's anchors occur once in each of the header's two sums
         assert out.count(anchor) >= 1, f"anchor not found: {anchor!r}"
         out = out.replace(anchor, anchor + text)
-    assert out.count(END_ANCHOR) >= 1, "end of the slice sums"
+    assert out.count(END_ANCHOR) >= 1, "end of sum_slices_store"
     return out.replace(END_ANCHOR, END_PATCH)
 
 
@@ -165,7 +165,8 @@ def run_case(case: str, lib_path: str, k: dict) -> dict:
             "start_spread_us": float((glob[:, 0].max() - t0) / 1e3), "end_first_us": float((glob[:, 8].min() - t0) / 1e3),
             "end_last_us": float((glob[:, 8].max() - t0) / 1e3),
             "last_stage_landed_us": [float(np.percentile((glob[:, 3] - t0) / 1e3, q)) for q in (0, 50, 100)],
-            "mhz": mhz}
+            "mhz": mhz,
+            "landed_by_cta": [[int(m), float((g - t0) / 1e3)] for m, g in zip(sm, glob[:, 3])]}
 
 
 def main(argv=None) -> int:
@@ -193,6 +194,9 @@ def main(argv=None) -> int:
               f"  across CTAs (globaltimer, us from the first CTA's entry): starts spread {r['start_spread_us']:.2f}, "
               f"last stage landed min/median/max {'/'.join(f'{x:.2f}' for x in r['last_stage_landed_us'])}, "
               f"exits {r['end_first_us']:.2f}-{r['end_last_us']:.2f}", flush=True)
+        landed = sorted(t for _, t in r["landed_by_cta"])
+        print("  last stage landed, deciles over CTAs (us): " + " ".join(f"{landed[int(q * (len(landed) - 1))]:.1f}"
+                                                                   for q in (0, .1, .25, .5, .75, .9, 1)), flush=True)
     if a.out:
         Path(a.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
     return 0
