@@ -526,11 +526,7 @@ SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:sp
                       "splitk_dsmem:chains=4,swap=1,bn=16,mma_pipe=1,stages=8",
                       "splitk_dsmem:sum=1,prefetch=1,mma_pipe=1,stages=8", "splitk_dsmem:sum=1,splits=16",
                       "splitk_dsmem:sum=1,prefetch=1,swap=1,bn=16,mma_pipe=1,stages=8,splits=4",
-                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2",
-                      # ws: a producer warp issues the loads (the slice sum over 160 threads)
-                      "splitk_dsmem:ws=1,mma_pipe=1,stages=8,sum=1,splits=8", "splitk_dsmem:ws=1,splits=1",
-                      "splitk_dsmem:ws=1,swap=1,bn=16,mma_pipe=1,stages=8", "splitk_dsmem:ws=1,stages=4,splits=16",
-                      "splitk_dsmem:ws=1,swap=1,bm=128,bn=128,mma_pipe=1,stages=4,sum=1"]
+                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
@@ -546,7 +542,7 @@ def test_splitk_dsmem_matches_reference(spec, shape):
 SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
                           "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=4",
                           "splitk_dsmem:swap=1,bm=256,bn=8,mma_pipe=1,stages=4,splits=2",
-                          "splitk_dsmem:bm=256,bn=64,splits=4", "splitk_dsmem:ws=1,swap=1,bm=256,bn=32,mma_pipe=1,stages=6"]
+                          "splitk_dsmem:bm=256,bn=64,splits=4"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)

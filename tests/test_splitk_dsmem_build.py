@@ -63,8 +63,7 @@ def test_source_carries_the_shared_cluster_header_verbatim():
                                   "mma_pipe=1,stages=6", "chains=4,mma_pipe=1,stages=8",
                                   "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2",
                                   "swap=1,bm=256,bn=32,mma_pipe=1,stages=6", "bm=256,bn=64,stages=4",
-                                  "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8",
-                                  "ws=1,mma_pipe=1,stages=8,sum=1", "ws=1,swap=1,bm=256,bn=32,mma_pipe=1,stages=6"])
+                                  "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)

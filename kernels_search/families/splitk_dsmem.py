@@ -51,7 +51,7 @@ class SplitKDsmem(Family):
     def render(self, k: Mapping) -> str:
         defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
                    "SD_MMA_PIPE": k["mma_pipe"], "SD_CHAINS": k["chains"], "SD_SUM": k["sum"],
-                   "SD_PREFETCH": k["prefetch"], "SD_WS": k["ws"]}
+                   "SD_PREFETCH": k["prefetch"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
@@ -102,7 +102,6 @@ FAMILY = SplitKDsmem(
              help="1: with >= 4 slices, the slice sum with every rank's DSMEM load in flight, 4 columns a thread "
                   "(0: 8 columns, two ranks at a time)"),
         Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
-        Knob("ws", (0, 1), 0, help="1: a fifth warp issues every TMA load (0: one warpgroup thread, between its WGMMAs)"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
     ),

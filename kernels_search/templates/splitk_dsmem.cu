@@ -39,10 +39,6 @@
 //              (cs::sum_slices_store_wide); side by side on an H100 (lab/fewtile/sum-h100.md) 7 % faster on the 15
 //              deep-K study shapes, and 8-14 % slower where a tile had 1-2 slices, hence the slice threshold
 //   SD_PREFETCH 1: thread 0 prefetches both TMA descriptors on entry, so the first loads need not fetch them
-//   SD_WS      1: a fifth warp only issues the TMA loads, refilling each stage as soon as the warpgroup frees it (0: one
-//              thread of the warpgroup refills a stage after its own WGMMAs, between its waits). Why: on skinny
-//              shapes the stream runs at 86 % of DRAM peak in every CTA where cuBLAS's warp-specialized kernels reach
-//              91 % (lab/fewtile/skinny-h100.md), and deeper stages did not close it
 // Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
 // slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
 // Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
@@ -59,10 +55,9 @@ constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int CHAINS = SD_CHAINS;
-constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH, WS = SD_WS;
+constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH;
 static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "CHAINS: 1, 2 or 4");
-constexpr int NTH = 128;                     // the warpgroup's threads (the WGMMAs)
-constexpr int THREADS = NTH + (WS ? 32 : 0);  // WS: and the producer warp
+constexpr int NTH = 128;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
 constexpr int PART_ROWS = SWAP ? BN : BM, PART_COLS = SWAP ? BM : BN;
 constexpr int PART_LD = PART_COLS + 4;
@@ -94,7 +89,7 @@ static_assert(!PART_ALIAS || PART_FLOATS * sizeof(float) <= (cosize_v<SmemLayout
 constexpr int TX_BYTES = (BM + BN) * BK * (int)sizeof(TA);
 
 template <class TmaA, class TmaB>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(NTH, 1)
     splitk_dsmem_kernel(CUTE_GRID_CONSTANT TmaA const tma_a, CUTE_GRID_CONSTANT TmaB const tma_b, half* __restrict__ C,
                         int M, int N, int K, int per) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -123,9 +118,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int kt0 = blockIdx.z * per;
   const int n_kt = min(kt0 + per, k_tiles) - kt0;  // >= 1: the plan never makes an empty slice
   const int warp = threadIdx.x / 32;
-  const bool leader = !WS && warp == 0 && cute::elect_one_sync();  // refills stages between its WGMMAs
-  const bool producer = WS && threadIdx.x == NTH;                    // WS: issues every load, nothing else
-  const bool consumer = !WS || threadIdx.x < NTH;
+  const bool leader = warp == 0 && cute::elect_one_sync();
 
   if (warp == 0 && threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -146,7 +139,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 
   TiledMma mma;
-  ThrMMA thr = mma.get_thread_slice(threadIdx.x % NTH);
+  ThrMMA thr = mma.get_thread_slice(threadIdx.x);
   float* part = PART_ALIAS ? reinterpret_cast<float*>(smem.a) : smem.part;
   Tensor sP = make_tensor(make_smem_ptr(part), make_layout(make_shape(Int<BM>{}, Int<BN>{}), PartStride{}));
   Tensor tCsA = thr.partition_A(sA);  // (MMA, MMA_M, MMA_K, STAGES)
@@ -196,18 +189,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       ++issued;
     }
   };
-  if constexpr (WS) {
-    if (producer) {  // k-tile i into stage i % STAGES once the warpgroup has freed that stage's k-tile i - STAGES
-      for (int i = 0; i < n_kt; ++i) {
-        const int s = i % STAGES;
-        if (i >= STAGES) EmptyBar::wait(&smem.empty[s], (i / STAGES - 1) & 1);
-        FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
-        copy(tma_a.with(smem.full[s]), tAgA(_, kt0 + i), tAsA(_, s));
-        copy(tma_b.with(smem.full[s]), tBgB(_, kt0 + i), tBsB(_, s));
-      }
-    }
-  }
-  for (int i = 0; i < (consumer ? n_kt : 0); ++i) {
+  for (int i = 0; i < n_kt; ++i) {
     const int s = i % STAGES;
     FullBar::wait(&smem.full[s], (i / STAGES) & 1);
     fence_acc();
@@ -225,10 +207,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   if constexpr (MMA_PIPE) {
-    if (consumer) {
-      warpgroup_wait<0>();
-      fence_acc();
-    }
+    warpgroup_wait<0>();
+    fence_acc();
   }
   if constexpr (CHAINS > 1) {  // the chains' sum, in a fixed order
     CUTE_UNROLL
@@ -240,19 +220,17 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   // this CTA's fp32 tile into its own shared memory; aliased, only once every warp's WGMMAs have read their stages
   if constexpr (PART_ALIAS) __syncthreads();
-  if (consumer) {
-    CUTE_UNROLL
-    for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
-  }
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
   const int m0 = SWAP ? blockIdx.y * BN : blockIdx.x * BM, n0 = SWAP ? blockIdx.x * BM : blockIdx.y * BN;
   if constexpr (WIDE_SUM) {
     if (gridDim.z >= 4) {  // with 1-2 slices the wide sum's extra items and 8-byte stores cost more than they save
-      cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, THREADS>(part, C, M, N, m0, n0);
+      cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
       return;
     }
   }
-  cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, THREADS>(part, C, M, N, m0, n0);
+  cs::sum_slices_store<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
 }
 
 struct Plan {
@@ -278,10 +256,10 @@ static int launch(const half* A, const half* B, half* C, int M, int N, int K, co
   auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
   auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mY, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
   auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
-  int s = p.want != 0 ? p.want : cs::auto_slices(kernel, THREADS, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
+  int s = p.want != 0 ? p.want : cs::auto_slices(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
   s = max(1, min(s, p.k_tiles));
   const int per = (p.k_tiles + s - 1) / s;
-  return cs::launch_cluster(kernel, dim3(p.tiles_x, p.tiles_y, (p.k_tiles + per - 1) / per), THREADS, SMEM, stream, tma_a,
+  return cs::launch_cluster(kernel, dim3(p.tiles_x, p.tiles_y, (p.k_tiles + per - 1) / per), NTH, SMEM, stream, tma_a,
                             tma_b, C, M, N, K, per);
 }
 }  // namespace sd

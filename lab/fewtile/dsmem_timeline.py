@@ -56,9 +56,8 @@ PATCHES = (
     ("SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);\n", "  sd_stamp(0);\n"),
     ("  __syncthreads();\n\n  int issued = 0;\n", "  sd_stamp(1);\n"),
     ("    FullBar::wait(&smem.full[s], (i / STAGES) & 1);\n", "    if (i == 0) sd_stamp(2);\n    if (i == n_kt - 1) sd_stamp(3);\n"),
-    ("  if constexpr (MMA_PIPE) {\n    if (consumer) {\n      warpgroup_wait<0>();\n      fence_acc();\n    }\n  }\n",
-     "  sd_stamp(4);\n"),
-    ("    for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);\n  }\n", "  sd_stamp(5);\n"),
+    ("  if constexpr (MMA_PIPE) {\n    warpgroup_wait<0>();\n    fence_acc();\n  }\n", "  sd_stamp(4);\n"),
+    ("  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);\n", "  sd_stamp(5);\n"),
     ("  if (splits > 1) cluster.sync();\n  else __syncthreads();\n", "  sd_stamp(6);\n"),
 )
 END_ANCHOR = "  if (splits > 1) cluster.sync();\n}\n"
