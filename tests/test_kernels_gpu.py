@@ -538,6 +538,24 @@ def test_splitk_dsmem_matches_reference(spec, shape):
     assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
 
 
+# nn=1: B stored K x N (N-contiguous), an MN-major WGMMA operand: swapped (B the WGMMA's A) and unswapped (its B),
+# automatic and explicit slices, the wide sum, a 128 x 128 tile; on shapes whose N is not a multiple of 8, declined
+SPLITK_DSMEM_NN_SPECS = ["splitk_dsmem:nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "splitk_dsmem:nn=1,bn=64,splits=4",
+                         "splitk_dsmem:nn=1,swap=1,bm=128,bn=32,mma_pipe=1,stages=8,splits=8",
+                         "splitk_dsmem:nn=1,bn=128,mma_pipe=1,stages=6,sum=1",
+                         "splitk_dsmem:nn=1,swap=1,bm=128,bn=128,mma_pipe=1,stages=4,sum=1,splits=2"]
+
+
+@pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
+@pytest.mark.parametrize("spec", SPLITK_DSMEM_NN_SPECS)
+def test_splitk_dsmem_nn_matches_reference(spec, shape):
+    """Layout nn: the same answer as the fp32 reference, every element of C written, nothing outside it; tn declined."""
+    p = Problem(_shape(shape), "nn")
+    sup = _run_case(spec, p)
+    assert sup or (p.n % 8 and "multiple of 8" in sup.reason), sup.reason
+    assert "layout nn" in _run_case(spec, Problem(_shape(shape), "tn")).reason
+
+
 # bm 256 (the fp32 tile reuses the stages' memory): swapped with automatic and explicit slices, and unswapped
 SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
                           "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=4",

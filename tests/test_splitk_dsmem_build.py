@@ -63,7 +63,8 @@ def test_source_carries_the_shared_cluster_header_verbatim():
                                   "mma_pipe=1,stages=6", "chains=4,mma_pipe=1,stages=8",
                                   "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2",
                                   "swap=1,bm=256,bn=32,mma_pipe=1,stages=6", "bm=256,bn=64,stages=4",
-                                  "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8"])
+                                  "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8",
+                                  "nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "nn=1,bn=128,mma_pipe=1,stages=6,sum=1"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)
@@ -132,6 +133,6 @@ def test_the_gpu_tests_specs_are_valid_configs():
     the knob's values did): every one parses here."""
     import test_kernels_gpu as gpu
 
-    for spec in gpu.SPLITK_DSMEM_SPECS + gpu.SPLITK_DSMEM_FAT_SPECS:
+    for spec in gpu.SPLITK_DSMEM_SPECS + gpu.SPLITK_DSMEM_FAT_SPECS + gpu.SPLITK_DSMEM_NN_SPECS:
         family, _, args = spec.partition(":")
         FAMILIES[family].parse(args)

@@ -6,8 +6,8 @@ sums (on 256_256_4096 the reduce kernel is 1.2 us of a 5.5 us call, lab/fewtile/
 summing through global memory inside the GEMM lost (lab/fewtile/fused-reduce-h200.md), and CUTLASS's sm90
 schedulers cannot put a tile's slices in one cluster. templates/splitk_dsmem.cu does: grid (tiles along M, tiles
 along N, slices), a tile's slices one cluster, one warpgroup a CTA with a TMA ring of STAGES stages, the slices'
-fp32 tiles summed in rank order through DSMEM. Serves layout tn only (A and B both K-contiguous), K a multiple
-of 8 (TMA row strides). ``swap=1`` computes C^T = B A^T (the weights along the WGMMA's 64-row side, M <= 32 along
+fp32 tiles summed in rank order through DSMEM. Serves layout tn (A and B both K-contiguous), or with ``nn=1`` layout
+nn (B N-contiguous, N a multiple of 8), K a multiple of 8 (TMA row strides). ``swap=1`` computes C^T = B A^T (the weights along the WGMMA's 64-row side, M <= 32 along
 its N) for decode shapes.
 """
 
@@ -44,6 +44,8 @@ class SplitKDsmem(Family):
     def check(self, k: Mapping) -> str:
         if smem_bytes(k) > SMEM_LIMIT:
             return f"{smem_bytes(k)} bytes of shared memory > {SMEM_LIMIT}"
+        if k["nn"] and not k["swap"] and k["bn"] % 64:
+            return f"nn=1 with bn {k['bn']}: B's MN-major tile is a multiple of 64 columns"
         if acc_registers(k) > MAX_ACC_REGISTERS:
             return f"{acc_registers(k)} accumulator registers a thread > {MAX_ACC_REGISTERS} (chains x bm x bn / 128)"
         return ""
@@ -51,7 +53,7 @@ class SplitKDsmem(Family):
     def render(self, k: Mapping) -> str:
         defines = {"SD_BM": k["bm"], "SD_BN": k["bn"], "SD_STAGES": k["stages"], "SD_SWAP": k["swap"],
                    "SD_MMA_PIPE": k["mma_pipe"], "SD_CHAINS": k["chains"], "SD_SUM": k["sum"],
-                   "SD_PREFETCH": k["prefetch"]}
+                   "SD_PREFETCH": k["prefetch"], "SD_NN": k["nn"]}
         return cuda_source(f"hgemm-bench family {self.name}", defines, "splitk_dsmem.cu", parts=("cluster_slices.cuh",))
 
     def extra_flags(self, k: Mapping) -> tuple[str, ...]:
@@ -62,10 +64,13 @@ class SplitKDsmem(Family):
         return f"cutlass {toolchain.cutlass_version()}"
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
-        if problem.layout != "tn":
-            return unsupported("splitk_dsmem serves layout tn only (A and B both K-contiguous)")
+        served = "nn" if k["nn"] else "tn"
+        if problem.layout != served:
+            return unsupported(f"this splitk_dsmem config serves layout {served} only (nn=1: nn, nn=0: tn)")
         if problem.k % 8:
             return unsupported("splitk_dsmem needs K a multiple of 8 (TMA row strides of 16 bytes)")
+        if served == "nn" and problem.n % 8:
+            return unsupported("splitk_dsmem nn=1 needs N a multiple of 8 (TMA row strides of 16 bytes)")
         along, name = (problem.m, "M") if k["swap"] else (problem.n, "N")
         if -(-along // k["bn"]) > 65535:
             return unsupported(f"more than 65535 tiles along {name}")
@@ -102,6 +107,7 @@ FAMILY = SplitKDsmem(
              help="1: with >= 4 slices, the slice sum with every rank's DSMEM load in flight, 4 columns a thread "
                   "(0: 8 columns, two ranks at a time)"),
         Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
+        Knob("nn", (0, 1), 0, help="1: serves layout nn (B K x N, N-contiguous, an MN-major WGMMA operand) instead of tn"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
              help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
     ),

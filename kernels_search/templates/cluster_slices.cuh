@@ -126,12 +126,15 @@ __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* _
   if (splits > 1) cluster.sync();
 }
 
-// The calls both families serve: layout tn (A and B K-contiguous), K a multiple of 8 and 16-byte aligned A and B (the
-// 16-byte loads or TMA row strides); HGEMM_OK, or the ABI's error for the first check that fails.
-static int tn_call_status(const void* A, const void* B, const void* C, int M, int N, int K, int layout) {
+// The calls both families serve: layout `served` (tn: A and B K-contiguous; nn, splitk_dsmem only: B N-contiguous, N
+// a multiple of 8), K a multiple of 8 and 16-byte aligned A and B (the 16-byte loads or TMA row strides); HGEMM_OK, or
+// the ABI's error for the first check that fails.
+static int call_status(const void* A, const void* B, const void* C, int M, int N, int K, int layout,
+                       int served = HGEMM_LAYOUT_TN) {
   if (M < 1 || N < 1 || K < 1 || !A || !B || !C) return HGEMM_ERR_ARGS;
   if (layout != HGEMM_LAYOUT_NN && layout != HGEMM_LAYOUT_TN) return HGEMM_ERR_LAYOUT;
-  if (layout != HGEMM_LAYOUT_TN || K % 8 != 0 || !hgemm_aligned16(A) || !hgemm_aligned16(B)) return HGEMM_ERR_UNSUPPORTED;
+  if (layout != served || K % 8 != 0 || !hgemm_aligned16(A) || !hgemm_aligned16(B)) return HGEMM_ERR_UNSUPPORTED;
+  if (layout == HGEMM_LAYOUT_NN && N % 8 != 0) return HGEMM_ERR_UNSUPPORTED;
   return HGEMM_OK;
 }
 

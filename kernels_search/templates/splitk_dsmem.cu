@@ -39,10 +39,15 @@
 //              (cs::sum_slices_store_wide); side by side on an H100 (lab/fewtile/sum-h100.md) 7 % faster on the 15
 //              deep-K study shapes, and 8-14 % slower where a tile had 1-2 slices, hence the slice threshold
 //   SD_PREFETCH 1: thread 0 prefetches both TMA descriptors on entry, so the first loads need not fetch them
+//   SD_NN      1: serves layout nn instead of tn: B stored K x N (N-contiguous), loaded by TMA into an MN-major
+//              128-byte-swizzled stage and fed to the WGMMA as an MN-major operand (the WGMMA's A when swapped, its B
+//              otherwise; 64-row atoms, so that side's tile is a multiple of 64). Why: on the M <= 128 streaming
+//              shapes cuBLAS reads the weights 3-9 % faster from nn storage than from tn (H100, runs bcd2ec2dfbe7 and
+//              26a40cf6e3cf, lab/fewtile/skinny-h100.md), where this kernel in tn is at 0.95-1.03x of cuBLAS's tn
 // Runtime option: opts[0] splits: 0 = automatic (cs::auto_slices: tiles x slices about the SM count, at most 8, a
 // slice at least 2 k-tiles, and only as many slices as let the GPU hold all the tiles' clusters at once), s >= 1 = s slices (at most 16, at most one a 64-k tile).
-// Serves layout tn (A M x K and B N x K, both K-contiguous); TMA needs K a multiple of 8 and 16-byte
-// aligned A and B (the family declines others).
+// Serves layout tn (A M x K and B N x K, both K-contiguous), or with SD_NN layout nn (B K x N); TMA needs K (and under
+// nn N) a multiple of 8 and 16-byte aligned A and B (the family declines others).
 
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
@@ -55,7 +60,7 @@ constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int CHAINS = SD_CHAINS;
-constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH;
+constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH, NN = SD_NN;
 static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "CHAINS: 1, 2 or 4");
 constexpr int NTH = 128;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
@@ -70,10 +75,17 @@ static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "BN: a WGMMA N");
 
 using TA = cute::half_t;
 using CtaTiler = Shape<Int<BM>, Int<BN>, Int<BK>>;
-using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<TA>{}, make_shape(Int<BM>{}, Int<BK>{}, Int<STAGES>{})));
-using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<TA>{}, make_shape(Int<BN>{}, Int<BK>{}, Int<STAGES>{})));
+// NN: matrix B's side of the WGMMA (A when swapped, B otherwise) is MN-major in shared memory, as B lies in memory
+constexpr bool MN_A = NN && SWAP, MN_B = NN && !SWAP;
+static_assert(!MN_A || BM % 64 == 0, "NN swapped: BM a multiple of the 64-row MN-major atom");
+static_assert(!MN_B || BN % 64 == 0, "NN: BN a multiple of the 64-row MN-major atom");
+using AtomA = std::conditional_t<MN_A, GMMA::Layout_MN_SW128_Atom<TA>, GMMA::Layout_K_SW128_Atom<TA>>;
+using AtomB = std::conditional_t<MN_B, GMMA::Layout_MN_SW128_Atom<TA>, GMMA::Layout_K_SW128_Atom<TA>>;
+using SmemLayoutA = decltype(tile_to_shape(AtomA{}, make_shape(Int<BM>{}, Int<BK>{}, Int<STAGES>{})));
+using SmemLayoutB = decltype(tile_to_shape(AtomB{}, make_shape(Int<BN>{}, Int<BK>{}, Int<STAGES>{})));
 using TiledMma = decltype(make_tiled_mma(
-    GMMA::ss_op_selector<TA, TA, float, Shape<_64, Int<BN>, Int<BK>>, GMMA::Major::K, GMMA::Major::K>()));
+    GMMA::ss_op_selector<TA, TA, float, Shape<_64, Int<BN>, Int<BK>>, MN_A ? GMMA::Major::MN : GMMA::Major::K,
+                         MN_B ? GMMA::Major::MN : GMMA::Major::K>()));
 static_assert(size(TiledMma{}) == NTH, "one warpgroup");
 
 struct SharedStorage {
@@ -251,10 +263,23 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
   const half* x = SWAP ? B : A;  // the WGMMA's A side
   const half* y = SWAP ? A : B;
-  Tensor mX = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)), make_shape(SWAP ? N : M, K), make_stride(K, Int<1>{}));
-  Tensor mY = make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)), make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{}));
-  auto tma_a = make_tma_atom(SM90_TMA_LOAD{}, mX, SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
-  auto tma_b = make_tma_atom(SM90_TMA_LOAD{}, mY, SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
+  // (rows, K) views of A and B: K-contiguous, or for matrix B under NN (K x N storage) N-contiguous
+  auto tma_a = [&] {
+    if constexpr (MN_A) return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)),
+                                             make_shape(SWAP ? N : M, K), make_stride(Int<1>{}, SWAP ? N : M)),
+                                             SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
+    else return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)),
+                              make_shape(SWAP ? N : M, K), make_stride(K, Int<1>{})),
+                              SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
+  }();
+  auto tma_b = [&] {
+    if constexpr (MN_B) return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)),
+                                             make_shape(SWAP ? M : N, K), make_stride(Int<1>{}, SWAP ? M : N)),
+                                             SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
+    else return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)),
+                              make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{})),
+                              SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
+  }();
   auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
   int s = p.want != 0 ? p.want : cs::auto_slices(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
   s = max(1, min(s, p.k_tiles));
@@ -268,7 +293,7 @@ extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* op
 
 extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
                          const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
-  if (int rc = cs::tn_call_status(A_, B_, C_, M, N, K, layout)) return rc;
+  if (int rc = cs::call_status(A_, B_, C_, M, N, K, layout, sd::NN ? HGEMM_LAYOUT_NN : HGEMM_LAYOUT_TN)) return rc;
   sd::Plan p;
   if (!sd::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
   if (p.tiles_y > 65535) return HGEMM_ERR_UNSUPPORTED;  // the grid's y limit

@@ -178,7 +178,7 @@ extern "C" size_t hgemm_workspace(int M, int N, int K, int layout, const int* op
 
 extern "C" int hgemm_run(const void* A_, const void* B_, void* C_, int M, int N, int K, int layout,
                          const int* opts, int n_opts, void* workspace, size_t ws_bytes, cudaStream_t stream) {
-  if (int rc = cs::tn_call_status(A_, B_, C_, M, N, K, layout)) return rc;
+  if (int rc = cs::call_status(A_, B_, C_, M, N, K, layout)) return rc;
   sr::Plan p;
   if (!sr::make_plan(M, N, K, opts, n_opts, p)) return HGEMM_ERR_OPTS;
   if (p.tiles_m > 65535) return HGEMM_ERR_UNSUPPORTED;  // the grid's y limit
