@@ -263,28 +263,27 @@ static bool make_plan(int M, int N, int K, const int* opts, int n_opts, Plan& p)
   return true;
 }
 
+// The TMA load of one operand's (box_rows, BK) stage from its (rows, K) view: K-contiguous, or (MN, matrix B stored
+// K x N under NN) rows-contiguous.
+template <bool MN, class Smem, class Rows>
+static auto tma_load(const half* p, int rows, int K, Smem smem, Rows box_rows) {
+  auto ptr = make_gmem_ptr(reinterpret_cast<const TA*>(p));
+  auto box = make_shape(box_rows, Int<BK>{});
+  if constexpr (MN)
+    return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(ptr, make_shape(rows, K), make_stride(Int<1>{}, rows)), smem(_, _, 0),
+                         box);
+  else
+    return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(ptr, make_shape(rows, K), make_stride(K, Int<1>{})), smem(_, _, 0),
+                         box);
+}
+
 // Automatic slices (want 0): cs::auto_slices, a slice at least 2 k-tiles. Slices never outnumber k-tiles, and none
 // is left empty.
 static int launch(const half* A, const half* B, half* C, int M, int N, int K, const Plan& p, cudaStream_t stream) {
   const half* x = SWAP ? B : A;  // the WGMMA's A side
   const half* y = SWAP ? A : B;
-  // (rows, K) views of A and B: K-contiguous, or for matrix B under NN (K x N storage) N-contiguous
-  auto tma_a = [&] {
-    if constexpr (MN_A) return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)),
-                                             make_shape(SWAP ? N : M, K), make_stride(Int<1>{}, SWAP ? N : M)),
-                                             SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
-    else return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(x)),
-                              make_shape(SWAP ? N : M, K), make_stride(K, Int<1>{})),
-                              SmemLayoutA{}(_, _, 0), make_shape(Int<BM>{}, Int<BK>{}));
-  }();
-  auto tma_b = [&] {
-    if constexpr (MN_B) return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)),
-                                             make_shape(SWAP ? M : N, K), make_stride(Int<1>{}, SWAP ? M : N)),
-                                             SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
-    else return make_tma_atom(SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(reinterpret_cast<const TA*>(y)),
-                              make_shape(SWAP ? M : N, K), make_stride(K, Int<1>{})),
-                              SmemLayoutB{}(_, _, 0), make_shape(Int<BN>{}, Int<BK>{}));
-  }();
+  auto tma_a = tma_load<MN_A>(x, SWAP ? N : M, K, SmemLayoutA{}, Int<BM>{});
+  auto tma_b = tma_load<MN_B>(y, SWAP ? M : N, K, SmemLayoutB{}, Int<BN>{});
   auto kernel = &splitk_dsmem_kernel<decltype(tma_a), decltype(tma_b)>;
   int s = p.want != 0 ? p.want : cs::auto_slices(kernel, NTH, SMEM, p.tiles_x * p.tiles_y, p.k_tiles, 2);
   s = max(1, min(s, p.k_tiles));
