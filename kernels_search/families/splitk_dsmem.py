@@ -7,8 +7,8 @@ summing through global memory inside the GEMM lost (lab/fewtile/fused-reduce-h20
 schedulers cannot put a tile's slices in one cluster. templates/splitk_dsmem.cu does: grid (tiles along M, tiles
 along N, slices), a tile's slices one cluster, one warpgroup a CTA with a TMA ring of STAGES stages, the slices'
 fp32 tiles summed in rank order through DSMEM. Serves layout tn (A and B both K-contiguous), or with ``nn=1`` layout
-nn (B N-contiguous, N a multiple of 8), K a multiple of 8 (TMA row strides). ``swap=1`` computes C^T = B A^T (the weights along the WGMMA's 64-row side, M <= 32 along
-its N) for decode shapes.
+nn (B N-contiguous, N a multiple of 8), K a multiple of 8 (TMA row strides). ``swap=1`` computes C^T = B A^T (the
+weights along the WGMMA's 64-row side, M <= 32 along its N) for decode shapes.
 """
 
 from __future__ import annotations
