@@ -19,6 +19,19 @@ static int device_sms() {
   return sms;
 }
 
+// What both slice sums share: the first barrier (every slice's tile written before any is read), then this CTA's rows
+// [x, y) of the tile's TM rows: rank r of S takes rows [r x ceil(TM / S), ...).
+template <int TM>
+__device__ __forceinline__ int2 slice_sum_begin() {
+  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  const int splits = gridDim.z;
+  if (splits > 1) cluster.sync();
+  else __syncthreads();
+  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
+  const int rows = (TM + splits - 1) / splits;
+  return make_int2(rank * rows, min(TM, rank * rows + rows));
+}
+
 // Called by every thread of every CTA of the grid (gridDim.z = S slices, the S CTAs of a tile one cluster) once its
 // fp32 tile is in `part` (TM x TN, row stride LD, this CTA's shared memory): CTA r sums rows [r x ceil(TM / S), ...)
 // over the S CTAs' tiles in rank order (the same sum on every call), two ranks' loads in flight at a time (four raised the
@@ -30,11 +43,8 @@ __device__ __forceinline__ void sum_slices_store(const float* part, half* __rest
   namespace cg = cooperative_groups;
   const int splits = gridDim.z;
   cg::cluster_group cluster = cg::this_cluster();
-  if (splits > 1) cluster.sync();
-  else __syncthreads();
-  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
-  const int rows = (TM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
+  const int2 rows = slice_sum_begin<TM>();
+  const int r0 = rows.x, r1 = rows.y;
   constexpr int CPR = TN / 8;  // 8-column pieces a row
   static_assert(TN % 8 == 0, "tile columns a multiple of 8");
   const bool vec = (N % 8 == 0) && (reinterpret_cast<uintptr_t>(C) & 15u) == 0;
@@ -88,11 +98,8 @@ __device__ __forceinline__ void sum_slices_store_wide(const float* part, half* _
   namespace cg = cooperative_groups;
   const int splits = gridDim.z;
   cg::cluster_group cluster = cg::this_cluster();
-  if (splits > 1) cluster.sync();
-  else __syncthreads();
-  const int rank = splits > 1 ? (int)cluster.block_rank() : 0;
-  const int rows = (TM + splits - 1) / splits;
-  const int r0 = rank * rows, r1 = min(TM, r0 + rows);
+  const int2 rows = slice_sum_begin<TM>();
+  const int r0 = rows.x, r1 = rows.y;
   constexpr int CPR = TN / 4;  // 4-column pieces a row
   static_assert(TN % 4 == 0 && LD % 4 == 0, "16-byte pieces");
   const bool vec = (N % 4 == 0) && (reinterpret_cast<uintptr_t>(C) & 7u) == 0;
