@@ -146,13 +146,15 @@ __global__ void __launch_bounds__(NTH, 1)
   }
   __syncthreads();
 
+  // k-tile kt of A and B into stage s; the stage's barrier expects both
+  auto load_stage = [&](int s, int kt) {
+    FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
+    copy(tma_a.with(smem.full[s]), tAgA(_, kt), tAsA(_, s));
+    copy(tma_b.with(smem.full[s]), tBgB(_, kt), tBsB(_, s));
+  };
   int issued = 0;
   if (leader) {
-    for (; issued < STAGES && issued < n_kt; ++issued) {
-      FullBar::arrive_and_expect_tx(&smem.full[issued], TX_BYTES);
-      copy(tma_a.with(smem.full[issued]), tAgA(_, kt0 + issued), tAsA(_, issued));
-      copy(tma_b.with(smem.full[issued]), tBgB(_, kt0 + issued), tBsB(_, issued));
-    }
+    for (; issued < STAGES && issued < n_kt; ++issued) load_stage(issued, kt0 + issued);
   }
 
   TiledMma mma;
@@ -200,9 +202,7 @@ __global__ void __launch_bounds__(NTH, 1)
     EmptyBar::arrive(&smem.empty[s]);
     if (leader && issued < n_kt) {  // issued == j + STAGES: k-tiles are issued in order
       EmptyBar::wait(&smem.empty[s], (j / STAGES) & 1);
-      FullBar::arrive_and_expect_tx(&smem.full[s], TX_BYTES);
-      copy(tma_a.with(smem.full[s]), tAgA(_, kt0 + issued), tAsA(_, s));
-      copy(tma_b.with(smem.full[s]), tBgB(_, kt0 + issued), tBsB(_, s));
+      load_stage(s, kt0 + issued);
       ++issued;
     }
   };

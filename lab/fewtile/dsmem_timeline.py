@@ -54,7 +54,7 @@ extern "C" int sd_write_stamps(const void* src, size_t bytes) { return (int)cuda
 # (anchor in the rendered source, text inserted after it); each anchor must occur exactly once
 PATCHES = (
     ("SharedStorage& smem = *reinterpret_cast<SharedStorage*>(smem_raw);\n", "  sd_stamp(0);\n"),
-    ("  __syncthreads();\n\n  int issued = 0;\n", "  sd_stamp(1);\n"),
+    ("  __syncthreads();\n\n  // k-tile kt of A and B into stage s; the stage's barrier expects both\n", "  sd_stamp(1);\n"),
     ("    FullBar::wait(&smem.full[s], (i / STAGES) & 1);\n", "    if (i == 0) sd_stamp(2);\n    if (i == n_kt - 1) sd_stamp(3);\n"),
     ("  if constexpr (MMA_PIPE) {\n    warpgroup_wait<0>();\n    fence_acc();\n  }\n", "  sd_stamp(4);\n"),
     ("  for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);\n", "  sd_stamp(5);\n"),
