@@ -21,7 +21,8 @@
 #            .hbcache, makes it a no-op), then `tune --per-shape TUNE_PER_SHAPE (60s)` on the 10 model-config shapes and 10
 #            seeded grid shapes of lab/tune/shapes20.txt, the GPU's utilization sampled every 0.5 s meanwhile, then a separate
 #            compare of the library against the four baselines, scored by lab/skinny/table.py; stopped by SIGINT at
-#            TUNE_LIMIT (480 s) after the stage began (tune resumes from $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz);
+#            TUNE_LIMIT (480 s) after the stage began, or at TUNE_END (epoch seconds) when set (tune resumes from
+#            $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz);
 #            TUNE_SHAPES replaces the shape file, TUNE_NO_COMPARE=1 skips the compare
 #   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
 #            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
@@ -230,7 +231,9 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       export XDG_DATA_HOME=/tmp/hb/tune/data  # the user's library (what tune writes and compare's library reads first)
       $HB build 2>&1 | tail -1 | tee "$OUT/tune20-build.txt"
       nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 > /tmp/hb/tune/gpu-util.txt & util=$!
-      left=$(( ${TUNE_LIMIT:-480} - ($(date +%s) - t0) )); [ "$left" -lt 30 ] && left=30  # timeout 0 would mean none
+      left=$(( ${TUNE_LIMIT:-480} - ($(date +%s) - t0) ))
+      [ -n "${TUNE_END:-}" ] && left=$(( TUNE_END - $(date +%s) ))  # an absolute end (epoch s) after earlier stages
+      [ "$left" -lt 30 ] && left=30  # timeout 0 would mean none
       timeout -s INT "$left" $HB tune --shapes "$shapes" --per-shape "${TUNE_PER_SHAPE:-60s}" \
         --out /tmp/hb/tune/run > "$OUT/tune20.txt" 2>&1
       rc=$?; echo "tune rc=$rc after $(( $(date +%s) - t0 )) s"
