@@ -132,6 +132,11 @@ def main() -> int:
         pivot(ok)
     if args.by_class:
         by_class(ok)
+    left_out = sorted(set(df["shape"]) - set(t["shape"] if len(t) else []))
+    if left_out:  # no rankable baseline row: e.g. every row flagged below the physical floor (operands in L2)
+        why = {s: ("below the floor" if df[df["shape"] == s]["below_floor"].fillna(False).astype(bool).all() else
+                   "no rankable baseline row") for s in left_out}
+        print("left out (" + str(len(left_out)) + "): " + ", ".join(f"{s} ({w})" for s, w in why.items()))
     bad = df[~df["is_baseline"] & df["status"].isin(["gate_failed", "error"])]
     for _, r in bad.drop_duplicates(["method", "status_reason"]).head(15).iterrows():
         print(f"- FAILED {r['shape']} {r['layout']} {r['method']}: {r['status']}: {str(r['status_reason'])[:200]}")
