@@ -172,3 +172,40 @@ def test_a_cli_search_keeps_its_budget_and_prints_each_round_to_a_pipe(tmp_path)
     assert wall <= 30, text
     doc = json.loads((out / "summary.json").read_text())
     assert doc["budget_used_s"] <= 20 + max(0.05 * 20, 10) and doc["stop_reason"] == "budget"
+
+
+class LayoutDecliningEvaluator(SleepyEvaluator):
+    """Rows as SleepyEvaluator's, except that pad=1 configs decline layout nn (one ``unsupported`` row, as a
+    tn-only kernel does) and pad=2 configs fail the gate in every layout."""
+
+    def evaluate_shape(self, shape, specs, settings, groups, run_id):
+        ((rows, extra),) = super().evaluate_shape(shape, specs, settings, groups, run_id)
+        for r in rows:
+            if "pad=1" in r["method"] and r["layout"] == "nn":
+                r.update(status="unsupported", status_reason="serves layout tn only", gate_passed=None,
+                         device_us_median=None)
+            elif "pad=2" in r["method"]:
+                r.update(status="gate_failed", status_reason="max error 1.0", gate_passed=False)
+        return [(rows, extra)]
+
+
+def test_progress_counts_a_declined_layout_apart_from_failures(tmp_path):
+    """A config that declines one layout has not failed: each round's line counts failures (here the gate's) and
+    declined layouts separately, from the rows the DB holds."""
+    ev, lines = LayoutDecliningEvaluator(), []
+    db = KernelDB(tmp_path / "db")
+    run_search(SHAPES, 30.0, ev, db, learner(), batch_per_shape=8, max_rounds=2,
+               settings=search_settings(["nn", "tn"], timing_budget_s=0.2), search_id="d", prebuild=None,
+               log=lines.append, run_t0=time.perf_counter())
+    cand = db.candidates()
+    by_round = {}
+    for rnd, g in cand.groupby("round"):
+        wrong = set(g[g.failure == "wrong"].method)
+        declined = set(g[g.failure == "unsupported"].method) - wrong
+        by_round[int(rnd)] = (len(wrong), len(declined))
+    assert any(d for _, d in by_round.values()) and any(w for w, _ in by_round.values())  # both kinds occurred
+    rounds = [ln for ln in lines if ln.startswith("round ")]
+    for rnd, (wrong, declined) in by_round.items():
+        line = next(ln for ln in rounds if ln.startswith(f"round {rnd}:") or ln.startswith(f"round {rnd} "))
+        assert f", {wrong} failed" in line
+        assert (f"({declined} declined a layout)" in line) if declined else "declined" not in line

@@ -172,6 +172,11 @@ def _summary_rows(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> lis
     return sorted(out, key=lambda d: (d["shape"], d["layout"]))
 
 
+def _failed_methods(rows: Sequence[Mapping]) -> set[str]:
+    """Candidates of one call with a failure other than declining a layout (compile, wrong, crash, timeout, error)."""
+    return {r["method"] for r in rows if not r["is_baseline"] and r.get("failure") not in ("", None, "unsupported")}
+
+
 def _shape_stats(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> tuple[int, int, float | None, float | None]:
     """(measured, beating, max speedup, geomean speedup) of each shape's best candidate."""
     names = {s.name for s in shapes}
@@ -451,7 +456,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     call_s: list[float] = []  # seconds per call, this run: what it was charged less its wait for builds
     planned: dict[str, tuple] = {}
     deferred: dict[str, tuple[list[Candidate], dict]] = {}  # shape -> candidates still compiling, their owners
-    rnd_cands = rnd_failed = 0
+    rnd_cands = rnd_failed = rnd_declined = 0
 
     def budget_left() -> float:
         """Budget seconds left now (the time since the last call's rows is charged to the next)."""
@@ -465,7 +470,9 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
     def round_line(final: str = "") -> str:
         measured, _, best, _ = _shape_stats(db, gpu, shapes)
         bs = f"{best:.3f}x" if best else "-"
-        return (f"round {rnd}{' ' + final if final else ''}: {rnd_cands} candidates measured, {rnd_failed} failed; "
+        declined = f" ({rnd_declined} declined a layout)" if rnd_declined else ""
+        return (f"round {rnd}{' ' + final if final else ''}: {rnd_cands} candidates measured, {rnd_failed} failed"
+                f"{declined}; "
                 f"shapes measured {measured}/{len(shapes)}; best {bs}; {max(0.0, budget_left()):.0f}s of the "
                 f"{budget_s:.0f}s budget left" + (f"; {pool.pending()} builds running" if pool and pool.pending() else ""))
 
@@ -547,7 +554,11 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 shape_walls.append(time.perf_counter() - t0)
                 n_cand += len(cands)
                 rnd_cands += len(cands)
-                rnd_failed += len({r["method"] for r in db_rows if not r["is_baseline"] and r.get("failure")})
+                # a config that declines a layout (one ``unsupported`` row, e.g. a tn-only kernel asked for nn) has
+                # not failed: counted apart, so "failed" means compile errors, wrong results, crashes and timeouts
+                rnd_failed += len(_failed_methods(db_rows))
+                rnd_declined += len({r["method"] for r in db_rows if not r["is_baseline"]
+                                     and r.get("failure") == "unsupported"} - _failed_methods(db_rows))
                 compile_s += pre_s + cand_setup
                 measure_s += max(0.0, eval_s - setup)
                 outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["config"]),
@@ -582,7 +593,7 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 break
             log(round_line() if not cut else round_line("cut by the run limit"))
             rounds_run += 1
-            rnd_cands = rnd_failed = 0
+            rnd_cands = rnd_failed = rnd_declined = 0
             if cut:  # mid-round: the next run finishes this round (the DB says which shapes are left)
                 stop = "run-limit"
                 break

@@ -134,12 +134,13 @@ def search_main(shapes: Sequence[Shape], out: str | Path, settings: SearchSettin
         last["p"] = p
         bs = f"{p.best_speedup:.3f}x" if p.best_speedup else "-"
         gm = f"{p.geomean_best_speedup:.3f}x" if p.geomean_best_speedup else "-"
-        fails = sum(1 for o in p.last if o.failure)
+        fails = sum(1 for o in p.last if o.failure and o.failure != "unsupported")
+        declined = sum(1 for o in p.last if o.failure == "unsupported")  # a config that serves the other layout
         print_fn(f"[round {p.round}] {p.shape:>17} | shapes {p.shapes_measured}/{p.shapes_total} "
                  f"(beating baseline {p.shapes_beating_baseline}) | best {bs} geomean {gm} | "
                  f"{p.candidates} cand ({p.candidates_per_s * 60:.1f}/min) | compile {p.compile_s:.0f}s "
                  f"measure {p.measure_s:.0f}s | {p.elapsed_s:.0f}/{p.budget_s:.0f}s"
-                 + (f" | {fails} failed rows" if fails else ""))
+                 + (f" | {fails} failed rows" if fails else "") + (f" | {declined} declined a layout" if declined else ""))
 
     lookahead = (CUDA_LOOKAHEAD if cuda else 0) if st.lookahead is None else st.lookahead
     with Evaluator(st.device, env, plugins=list(st.plugins)) as ev:
