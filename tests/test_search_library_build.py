@@ -197,3 +197,17 @@ def test_a_run_with_timestamped_rows_joins_the_sources_and_is_recorded_as_iso_te
     (e,) = [e for e in doc["entries"] if e["kind"] == "kernel"]
     assert e["spec"] == K_FAST and e["measured_at"] == "2026-12-05T15:30:00+00:00" == doc["created"]
 
+
+
+def test_peers_and_external_kernels_are_no_candidates(tmp_path):
+    """A shape measured only with a peer (``inductor``, family peer) or an external kernel (family ext) beside the
+    baselines got no candidate of ours: no entry, not even a fallback, however fast they ran."""
+    rows = [*bases("r1", "16_16_32", 10.0, 10.0),
+            dict(row("r1", "16_16_32", K_FAST, "nn", 1.0), method="inductor", family="peer", config="{}"),
+            *bases("r1", "32_32_64", 10.0, 10.0),
+            dict(row("r1", "32_32_64", K_FAST, "tn", 1.0), method="ext:32_32_64", family="ext", config="{}"),
+            *bases("r1", "64_64_64", 10.0, 10.0), row("r1", "64_64_64", K_FAST, "nn", 5.0)]
+    p = tmp_path / "peers.parquet"
+    pd.DataFrame(rows).to_parquet(p)
+    by, _ = entries_of([p])
+    assert set(by) == {("64_64_64", "nn")} and by[("64_64_64", "nn")]["spec"] == K_FAST

@@ -51,7 +51,9 @@ DEFAULT_SHAPES = "cuda-l2"
 NEEDED = ("shape", "m", "n", "k", "layout", "method", "family", "is_baseline", "status", "gate_passed",
           "device_us_median", "gpu_name", "gpu_uuid", "config", "source_hash", "measured_at")
 OPTIONAL = ("run_id", "call_id", "search_id", "mode", "cache", "registers", "spill_bytes")
-NOT_KERNELS = ("library", "extern", "baseline")  # families of rows that are no family config
+# families of rows that are no family config: the library method, external kernels (``--kernels-dir``), peers
+# such as ``inductor``, the baselines. A shape measured only with these got no candidates of ours: no entry.
+NOT_KERNELS = ("library", "ext", "peer", "baseline")
 
 
 class LibraryBuildError(ValueError):
