@@ -3,9 +3,13 @@
 This is the strongest cuBLAS-family baseline and the one searched kernels must beat, so it is
 given every advantage cuBLASLt offers:
 
-* candidates: the BEST_FIT list, the BEST_FIT lists restricted to each split-K reduction scheme,
-  and every algorithm id's configurations (see
-  ``baselines.lt_candidates`` for what limits the count and why), up to ``max_candidates``;
+* candidates: the BEST_FIT list, the ``cublaslt`` baseline's own pick (BEST_FIT's first at cuBLAS's 32 MiB
+  workspace recommendation), the BEST_FIT lists restricted to each split-K reduction scheme, and every algorithm
+  id's configurations (see ``baselines.lt_candidates`` for what limits the count and why), up to
+  ``max_candidates``. The heuristic's pick at 32 MiB is asked for apart because with the larger limit BEST_FIT can
+  rank other algorithms (split-K variants that need the room) and leave it out of every list: on
+  16384_1024_16384 tn autotune then kept an algorithm at 831 us against ``cublaslt``'s 746 us (H100,
+  lab/throughput/autotune-gap-h100.txt), so the strongest baseline was weaker than the heuristic;
 * workspace: up to ``max_workspace`` (default 1 GiB). CUDA-L2 gives 20 GB, i.e. "unlimited". What
   needs workspace is split-K / stream-K, whose fp32 partial sums take about splits x M x N x 4
   bytes. Splitting only helps when the output has too few 128x128 tiles to fill the 132 SMs
@@ -112,7 +116,7 @@ class CublasLtAutotune:
             "api": "cublasLtMatmul",
             "compute_type": "CUBLAS_COMPUTE_32F",
             "scale_type": "CUDA_R_32F",
-            "search": "BEST_FIT + LIMITED_BY_ALGO_ID per id, timed by the harness",
+            "search": "BEST_FIT (and its first at 32 MiB) + LIMITED_BY_ALGO_ID per id, timed by the harness",
             "max_candidates": max_candidates,
             "max_workspace_bytes": max_workspace,
             "rel_tol": REL_TOL,
@@ -125,9 +129,14 @@ class CublasLtAutotune:
     def _candidates(self, plan: LtPlan, problem: Problem):
         """(BEST_FIT list, merged candidates, counts per source) for this problem."""
         best = plan.best_fit(self.max_candidates, self.max_workspace)
+        # the ``cublaslt`` baseline's pick (module docstring), first of the further lists so no cap cuts it
+        try:
+            heuristic = [plan.best_fit(1, min(self.max_workspace, ch.CUBLAS_WORKSPACE_BYTES))]
+        except Exception:  # nothing fits that workspace: the lists below are all there is
+            heuristic = []
         # The same ranked query restricted to one reduction scheme at a time surfaces
         # configurations the default ranking cuts off (e.g. the best non-split-K kernels).
-        filtered = [
+        filtered = heuristic + [
             plan.best_fit(self.max_candidates, self.max_workspace, reduction_mask=mask)
             for mask in REDUCTION_MASKS
         ]
@@ -141,11 +150,13 @@ class CublasLtAutotune:
                 continue
         # Counts per source before the max_candidates cap, to show what the count depends on.
         everything = 1 << 62
+        n_heuristic = len(merge_candidates(best, heuristic, everything))
         n_filtered = len(merge_candidates(best, filtered, everything))
         n_all = len(merge_candidates(best, filtered + per_id, everything))
         sources = {
             "candidates_heuristic": int(len(best)),
-            "candidates_added_by_reduction_filters": int(n_filtered - len(best)),
+            "candidates_added_by_default_workspace": int(n_heuristic - len(best)),
+            "candidates_added_by_reduction_filters": int(n_filtered - n_heuristic),
             "candidates_added_by_algo_id": int(n_all - n_filtered),
             "candidates_found": int(n_all),
             "algo_ids_listed": len(ids),

@@ -60,6 +60,9 @@ class FakeLt:
         self.descs, self.layouts, self.prefs = {}, {}, {}
         self.calls = []
         self.workspaces = []  # (pointer, bytes) of every matmul
+        # an algorithm id BEST_FIT ranks first only at cuBLAS's 32 MiB workspace limit or less (a larger limit ranks
+        # workspace-hungry configurations ahead and leaves it out), None: none such
+        self.small_workspace_first = None
 
     def __getattr__(self, name):  # enums and attribute dtype queries: the real (pure) ones
         return getattr(self.real, name)
@@ -125,6 +128,8 @@ class FakeLt:
             found = [(1, 0, 0), (2, 0, 4096), (WRONG_ALGO, 0, 0)]  # (id, config, workspace bytes)
             if p.get("REDUCTION_SCHEME_MASK") == 0:
                 found = [(1, 0, 0), (4, 0, 0)]
+            elif self.small_workspace_first is not None and p.get("MAX_WORKSPACE_BYTES", 0) <= ch.CUBLAS_WORKSPACE_BYTES:
+                found = [(self.small_workspace_first, 0, 0), *found]
         if p.get("MIN_ALIGNMENT_A_BYTES", 256) < 16:
             found = [(5, 0, 0)]  # only a "non-TMA" kernel works on poorly aligned pointers
         found = [f for f in found if f[2] <= p.get("MAX_WORKSPACE_BYTES", 0)][:count]
@@ -516,3 +521,26 @@ def test_autotune_halving_knobs_name_a_separate_method_tuned_on_its_own(fake):
     assert ctx.halvings == [{}, {"keep_fraction": 0.1, "rounds": 3}]
     for prep in (default, cheap):
         prep.close()
+
+
+def test_autotune_times_the_heuristics_pick_at_the_default_workspace(fake):
+    """BEST_FIT at autotune's 1 GiB limit can rank the ``cublaslt`` baseline's algorithm (its pick at 32 MiB) out of
+    every list; autotune asks for it apart, times it, and keeps it where it is fastest."""
+    from baselines.cublaslt import CublasLtHeuristic
+    from baselines.cublaslt_autotune import CublasLtAutotune
+
+    fake.small_workspace_first = 7
+    p = Problem(Shape(8, 8, 8), "tn")
+    a, b, c, ref = cpu_case(p)
+    heur = CublasLtHeuristic().prepare(p, ctx_for(fake, (a, b, c))[0])
+    assert heur.info["algo_id"] == 7
+    ctx, seen = ctx_for(fake, (a, b, c), {1: 9.0, 7: 4.0, 10: 5.0})
+    prep = CublasLtAutotune().prepare(p, ctx)
+    assert prep.info["candidates_added_by_default_workspace"] == 1 and prep.info["algo_id"] == 7
+    fake.calls.clear()
+    c.fill_(float("nan"))
+    prep.fn(a, b, c)
+    assert fake.calls == [7]
+    assert_close(c, ref)
+    for pr in (heur, prep):
+        pr.close()
