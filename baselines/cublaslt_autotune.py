@@ -45,7 +45,7 @@ from typing import Any
 from baselines import cuda_handles as ch
 from baselines.cublaslt import closer, inputs_alignment
 from baselines.operands import cublas_supports
-from baselines.lt_candidates import FMA_MAX_FLOP, merge_candidates, relative_error, REL_TOL
+from baselines.lt_candidates import FMA_MAX_FLOP, merge_candidates, relative_errors, REL_TOL
 from baselines.lt_plan import ALL_IMPLS, IMPL_FLAGS_FMA, LtPlan, algo_config
 from harness.method import PrepareContext, Prepared, Support
 from harness.problem import Problem
@@ -192,17 +192,19 @@ class CublasLtAutotune:
             # Validate every candidate against the heuristic top-1 (candidate 0) on fresh inputs.
             a, b, ref, out = validation_buffers(problem, device)
             fns[0](a, b, ref)
-            valid, errors = [], {}
-            for i, fn in enumerate(fns):
-                try:
-                    out.fill_(float("nan"))
-                    fn(a, b, out)
-                    err = relative_error(out, ref)
-                except Exception:
-                    err = float("inf")
-                errors[i] = err
-                if err <= REL_TOL:
-                    valid.append(i)
+
+            def outputs():  # each candidate's output in turn (None: it raised), its error taken on the device
+                for fn in fns:
+                    try:
+                        out.fill_(float("nan"))
+                        fn(a, b, out)
+                    except Exception:
+                        yield None
+                        continue
+                    yield out
+
+            errors = dict(enumerate(relative_errors(outputs(), ref)))
+            valid = [i for i, err in errors.items() if err <= REL_TOL]
             del a, b, out, ref
             if not valid:
                 raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")

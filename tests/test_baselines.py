@@ -13,7 +13,7 @@ import torch
 
 import baselines  # noqa: F401  (registers the methods)
 from baselines import cuda_handles as ch
-from baselines.lt_candidates import REL_TOL, merge_candidates, output_ok, relative_error
+from baselines.lt_candidates import REL_TOL, merge_candidates, output_ok, relative_error, relative_errors
 from baselines.mapping import OP_N, OP_T, colmajor_gemm, gemm_ex_kwargs, lt_operand_ptrs
 from baselines.operands import alignment, check_operands
 from harness import registry
@@ -224,6 +224,33 @@ def test_relative_error_filter_rejects_wrong_and_accepts_rounding():
     unwritten[:8] = 0
     assert not output_ok(unwritten, ref)
     assert REL_TOL < 1e-2
+
+
+def test_relative_errors_read_once_agree_with_relative_error_through_one_buffer():
+    """The autotune's validation form: one output buffer rewritten per candidate, the errors read at the end. Each
+    error must be the one of the output as it was when yielded (not the buffer's last state), a candidate that
+    raised (None) infinite, and a zero reference measured by the absolute norm."""
+    torch.manual_seed(1)
+    ref = torch.randn(32, 16).half()
+    cases = [ref.clone(), (ref.float() * 1.01).half(), None, ref.clone()]
+    cases[3][0, 0] = float("nan")
+    buf = torch.empty_like(ref)
+
+    def outputs():
+        for c in cases:
+            if c is None:
+                yield None
+                continue
+            buf.copy_(c)
+            yield buf
+
+    got = relative_errors(outputs(), ref)
+    want = [relative_error(c, ref) if c is not None else math.inf for c in cases]
+    assert got[0] == 0.0 and got[2] == math.inf and got[3] == math.inf
+    assert got[1] == pytest.approx(want[1], rel=1e-6) and got[1] > REL_TOL
+    zero = torch.zeros(4, 4).half()
+    assert relative_errors(iter([torch.ones(4, 4).half()]), zero) == [pytest.approx(4.0)]
+    assert relative_errors(iter([]), ref) == []
 
 
 # -- operand checks and alignment -------------------------------------------------------------
