@@ -556,9 +556,10 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
                 rnd_cands += len(cands)
                 # a config that declines a layout (one ``unsupported`` row, e.g. a tn-only kernel asked for nn) has
                 # not failed: counted apart, so "failed" means compile errors, wrong results, crashes and timeouts
-                rnd_failed += len(_failed_methods(db_rows))
+                failed_now = _failed_methods(db_rows)
+                rnd_failed += len(failed_now)
                 rnd_declined += len({r["method"] for r in db_rows if not r["is_baseline"]
-                                     and r.get("failure") == "unsupported"} - _failed_methods(db_rows))
+                                     and r.get("failure") == "unsupported"} - failed_now)
                 compile_s += pre_s + cand_setup
                 measure_s += max(0.0, eval_s - setup)
                 outcomes = [Outcome(by_name.get(r["method"]) or Candidate(r["family"] or "", json.loads(r["config"]),
