@@ -68,14 +68,7 @@ def merge_candidates(best_fit: np.ndarray, per_id: list[np.ndarray], limit: int)
 
 def relative_error(out, ref) -> float:
     """||out - ref||_F / ||ref||_F in float32 (absolute norm when ref is all zero); inf if not finite."""
-    import torch
-
-    diff = out.float() - ref.float()
-    if not bool(torch.isfinite(out).all()):
-        return float("inf")
-    ref_norm = float(torch.linalg.vector_norm(ref.float()))
-    err = float(torch.linalg.vector_norm(diff))
-    return err / ref_norm if ref_norm > 0 else err
+    return relative_errors(iter([out]), ref)[0]
 
 
 def relative_errors(outputs, ref) -> list[float]:

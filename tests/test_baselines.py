@@ -226,7 +226,7 @@ def test_relative_error_filter_rejects_wrong_and_accepts_rounding():
     assert REL_TOL < 1e-2
 
 
-def test_relative_errors_read_once_agree_with_relative_error_through_one_buffer():
+def test_relative_errors_read_once_through_one_buffer():
     """The autotune's validation form: one output buffer rewritten per candidate, the errors read at the end. Each
     error must be the one of the output as it was when yielded (not the buffer's last state), a candidate that
     raised (None) infinite, and a zero reference measured by the absolute norm."""
@@ -245,9 +245,9 @@ def test_relative_errors_read_once_agree_with_relative_error_through_one_buffer(
             yield buf
 
     got = relative_errors(outputs(), ref)
-    want = [relative_error(c, ref) if c is not None else math.inf for c in cases]
+    want1 = float(torch.linalg.vector_norm(cases[1].float() - ref.float()) / torch.linalg.vector_norm(ref.float()))
     assert got[0] == 0.0 and got[2] == math.inf and got[3] == math.inf
-    assert got[1] == pytest.approx(want[1], rel=1e-6) and got[1] > REL_TOL
+    assert got[1] == pytest.approx(want1, rel=1e-6) and got[1] > REL_TOL
     zero = torch.zeros(4, 4).half()
     assert relative_errors(iter([torch.ones(4, 4).half()]), zero) == [pytest.approx(4.0)]
     assert relative_errors(iter([]), ref) == []
