@@ -575,9 +575,38 @@ def mount_commands(target: typer.Typer, builtins: Sequence[str] = BUILTIN_COMMAN
 mount_commands(app)
 
 
-def main() -> None:  # pragma: no cover
-    app()
+def main() -> None:
+    """The console entry point: the app, then Python's own shutdown steps, then the exit code.
+
+    Threads that native libraries start and never join (pyarrow's pools once a Parquet file is read, jemalloc's
+    background thread, torch's) can abort the interpreter's final teardown: a refused run printed its one error line
+    and then died with "terminate called without an active exception" (exit -6, not 2). So the steps of a normal
+    exit that run Python code are taken here, in order (non-daemon threads joined, atexit handlers, streams
+    flushed), and the process then ends without the native teardown."""
+    import atexit
+    import os
+    import threading
+
+    try:
+        app()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    except BaseException as e:  # what Python would print and exit with (130 for an interrupt)
+        import traceback
+
+        traceback.print_exc()
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
+    if not isinstance(code, int):
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = 0 if code is None else 1
+    threading._shutdown()  # what the interpreter does first at exit: join non-daemon threads
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -427,3 +427,18 @@ def test_batch_us_sets_the_calls_per_sample(tmp_path):
         assert res.exit_code == 0, res.output
         per_batch[us] = int(read_results(out).to_pandas()["calls_per_batch"].iloc[0])
     assert per_batch["1200"] >= 4 * per_batch["60"], per_batch
+
+
+def test_the_entry_point_keeps_the_exit_code_and_runs_exit_handlers(tmp_path):
+    """``main`` (the console script) ends the process itself after Python's own exit steps: a refusal still exits 2
+    with its error line, a success 0, and atexit handlers (Ray's shutdown, loggers) still run."""
+    marker = tmp_path / "atexit-ran"
+    prog = ("import atexit, os; atexit.register(lambda: open(os.environ['MARKER'], 'w').write('ran')); "
+            "from harness.cli import main; main()")
+    env = {**os.environ, "MARKER": str(marker), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    bad = subprocess.run([sys.executable, "-c", prog, "compare", "--device", "cpu", "--layouts", "xx"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert bad.returncode == 2 and "unknown layout" in bad.stderr and marker.read_text() == "ran"
+    marker.unlink()
+    ok = subprocess.run([sys.executable, "-c", prog, "methods"], capture_output=True, text=True, timeout=120, env=env)
+    assert ok.returncode == 0 and "cublaslt-autotune" in ok.stdout and marker.read_text() == "ran"

@@ -58,7 +58,7 @@ def test_every_shape_gets_its_own_compiled_graph_past_the_recompile_limit():
 @pytest.mark.slow
 def test_cpu_compare_records_inductor_compile_time_and_the_label(tmp_path):
     out = tmp_path / "run.parquet"
-    cmd = [sys.executable, "-c", "from harness.cli import app; app()", "compare", "--device", "cpu",
+    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "compare", "--device", "cpu",
            "-s", "64_64_64", "-s", "96_128_32", "-m", "torch,inductor", "--budget", "0.2", "--min-rounds", "2",
            "--max-rounds", "4", "--label", "inductor on CPU", "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -102,7 +102,7 @@ def test_the_site_opens_on_the_latest_full_comparison(three_runs, tmp_path):
 
 
 def test_report_command_takes_headline_and_refuses_an_unknown_one(three_runs, tmp_path):
-    cmd = [sys.executable, "-c", "from harness.cli import app; app()", "report", *map(str, three_runs),
+    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "report", *map(str, three_runs),
            "-o", str(tmp_path / "site"), "--headline", "run-old"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr

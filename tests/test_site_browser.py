@@ -49,7 +49,7 @@ def _need(ok: bool, reason: str) -> None:
 def cpu_compare(out: Path) -> Path:
     """A real (tiny) CPU ``compare`` run through the CLI: the report must read what compare writes."""
     path = out / "cpu" / "results.parquet"
-    cmd = [sys.executable, "-c", "from harness.cli import app; app()", "compare", "--device", "cpu",
+    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "compare", "--device", "cpu",
            "-s", "64_64_64", "-s", "96_128_32", "--mode", "both", "--cache", "both", "--budget", "0.2",
            "--min-rounds", "2", "--max-rounds", "5", "--server-calls", "5", "--qps", "2000",
            "--label", "CPU pipeline check", "-o", str(path)]
