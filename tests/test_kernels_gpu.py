@@ -527,13 +527,18 @@ SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:sp
                       "splitk_dsmem:sum=1,prefetch=1,mma_pipe=1,stages=8", "splitk_dsmem:sum=1,splits=16",
                       "splitk_dsmem:sum=1,prefetch=1,swap=1,bn=16,mma_pipe=1,stages=8,splits=4",
                       "splitk_dsmem:sum=1,swap=1,bn=8,splits=2"]
+# bm 256 (the fp32 tile reuses the stages' memory): swapped with automatic and explicit slices, and unswapped
+SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
+                          "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=4",
+                          "splitk_dsmem:swap=1,bm=256,bn=8,mma_pipe=1,stages=4,splits=2",
+                          "splitk_dsmem:bm=256,bn=64,splits=4"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
-@pytest.mark.parametrize("spec", SPLITK_DSMEM_SPECS)
+@pytest.mark.parametrize("spec", SPLITK_DSMEM_SPECS + SPLITK_DSMEM_FAT_SPECS)
 def test_splitk_dsmem_matches_reference(spec, shape):
-    """Every slice count (clusters of 1-16), ragged M, N and K: the fp32-accumulated answer, every element of C
-    written, nothing outside it."""
+    """Every slice count (clusters of 1-16), ragged M, N and K, and 256-row tiles (whose fp32 tile is written over the
+    stages once the main loop is done): the fp32-accumulated answer, every element of C written, nothing outside it."""
     assert _run_case(spec, Problem(_shape(shape), "tn"))
     assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
 
@@ -554,21 +559,6 @@ def test_splitk_dsmem_nn_matches_reference(spec, shape):
     sup = _run_case(spec, p)
     assert sup or (p.n % 8 and "multiple of 8" in sup.reason), sup.reason
     assert "layout nn" in _run_case(spec, Problem(_shape(shape), "tn")).reason
-
-
-# bm 256 (the fp32 tile reuses the stages' memory): swapped with automatic and explicit slices, and unswapped
-SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
-                          "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=4",
-                          "splitk_dsmem:swap=1,bm=256,bn=8,mma_pipe=1,stages=4,splits=2",
-                          "splitk_dsmem:bm=256,bn=64,splits=4"]
-
-
-@pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
-@pytest.mark.parametrize("spec", SPLITK_DSMEM_FAT_SPECS)
-def test_splitk_dsmem_fat_tiles_match_reference(spec, shape):
-    """256-row tiles, whose fp32 tile is written over the stages once the main loop is done: the same answer, every
-    element of C written, nothing outside it."""
-    assert _run_case(spec, Problem(_shape(shape), "tn"))
 
 
 @pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
