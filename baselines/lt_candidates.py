@@ -80,7 +80,8 @@ def relative_errors(outputs, ref) -> list[float]:
     candidates with three host reads each kept the GPU waiting on the host between candidates."""
     import torch
 
-    ref_norm = torch.linalg.vector_norm(ref.float())
+    ref32 = ref.float()
+    ref_norm = torch.linalg.vector_norm(ref32)
     denom = torch.where(ref_norm > 0, ref_norm, torch.ones_like(ref_norm))
     inf = torch.tensor(float("inf"), device=ref.device)
     errs = []
@@ -88,7 +89,7 @@ def relative_errors(outputs, ref) -> list[float]:
         if out is None:
             errs.append(inf)
             continue
-        err = torch.linalg.vector_norm(out.float() - ref.float()) / denom
+        err = torch.linalg.vector_norm(out.float() - ref32) / denom
         errs.append(torch.where(torch.isfinite(out).all(), err, inf))
     return [float(e) for e in torch.stack(errs).cpu()] if errs else []
 
