@@ -241,3 +241,78 @@ def test_without_a_top_the_budget_or_the_ranked_pool_ends_a_shape(tmp_path, rank
         tune_main([s], tmp_path / f"t-{top}", st, evaluator=ev, print_fn=lambda x: None)
         measured = {spec for call in ev.calls for spec in call if spec.startswith("cpuk")}
         assert len(measured) == want, (top, measured)
+
+
+class LuckyEvaluator(FakeEvaluator):
+    """A cpuk config's first call on a shape runs at ``lucky`` of its fake time, every later call at
+    ``later`` of it (the baseline at 100 us throughout): a winner's first pair flatters it."""
+
+    def __init__(self, lucky: float, later: float = 1.0):
+        super().__init__()
+        self.lucky, self.later, self.seen = lucky, later, set()
+
+    def evaluate_shape(self, shape, specs, settings, groups, run_id):
+        [(rows, errs)] = super().evaluate_shape(shape, specs, settings, groups, run_id)
+        for r in rows:
+            if not r["is_baseline"]:
+                key = (shape.name, r["method"], r["layout"])
+                r["device_us_median"] *= self.later if key in self.seen else self.lucky
+                self.seen.add(key)
+        return [(rows, errs)]
+
+
+def test_an_entry_needs_a_confirming_call_and_counts_by_its_worse_pair(tmp_path, ranker, presets):
+    s = Shape(40, 40, 40)
+    best = "cpuk:pad=0,split=1,bug=0,small=0"
+    lib = tmp_path / "library.json"
+    ev, lines = LuckyEvaluator(lucky=0.8), []
+    tune_main([s], tmp_path / "t", settings(ranker, lib), evaluator=ev, print_fn=lines.append)
+    (e,) = user_library.read(lib)
+    # first call 100 / (0.8 x 63), the confirming call 100 / 63: the entry keeps the worse
+    assert e["spec"] == best and e["paired_runs"] == 2 and e["paired_speedup"] == pytest.approx(100 / 63)
+    # the confirming call measured the tune's winners (both ranked configs beat the baseline) again, together,
+    # with the baseline
+    assert len(ev.calls) == 2 and ev.calls[1][0] == "torch" and set(ev.calls[1][1:]) == set(ev.calls[0][1:])
+    assert any(f"confirm {best}: nn " in x and "(counts 1.587x)" in x for x in lines)
+    pairs = library.spec_pairs(KernelDB(tmp_path / "t" / "db"), GPU, [s])
+    assert pairs[(GPU, s.name, "nn", best)] == pytest.approx([100 / 50.4, 100 / 63])
+    # a rerun of the finished tune measures nothing again and keeps the entry
+    n = len(ev.calls)
+    tune_main([s], tmp_path / "t", settings(ranker, lib), evaluator=ev, print_fn=lambda x: None)
+    assert len(ev.calls) == n and user_library.read(lib) == [e]
+
+
+def test_a_win_that_the_confirming_call_does_not_repeat_leaves_the_fallback(tmp_path, ranker, presets):
+    s = Shape(40, 40, 40)
+    # first calls 1.59-1.98x over the baseline, then every config 2x slower (0.79x): no entry is a win
+    ev = LuckyEvaluator(lucky=0.8, later=2.0)
+    lib = tmp_path / "library.json"
+    tune_main([s], tmp_path / "t", settings(ranker, lib), evaluator=ev, print_fn=lambda x: None)
+    (e,) = user_library.read(lib)
+    assert e["kind"] == "baseline" and e["spec"] == "torch"
+    # one call deciding (confirm 0), the same luck makes the entry a kernel at its lucky figure
+    lib0 = tmp_path / "library0.json"
+    tune_main([s], tmp_path / "t0", settings(ranker, lib0, confirm=0), evaluator=LuckyEvaluator(0.8, 2.0),
+              print_fn=lambda x: None)
+    (e0,) = user_library.read(lib0)
+    assert e0["kind"] == "kernel" and e0["paired_runs"] == 1 and e0["paired_speedup"] == pytest.approx(100 / 50.4)
+
+
+def test_library_entries_rank_configs_by_their_lower_median_pair(tmp_path):
+    s = Shape(40, 40, 40)
+    db = KernelDB(tmp_path / "db")
+    rows = []
+    # (call, method, us): the baseline at 100 us in every call; A once at 50 us (2.0x), B at 60, 80, 70 us
+    for call, method, us in (("c1", "torch", 100.0), ("c1", "A", 50.0), ("c2", "torch", 100.0), ("c2", "B", 60.0),
+                             ("c3", "torch", 100.0), ("c3", "B", 80.0), ("c4", "torch", 100.0), ("c4", "B", 70.0)):
+        rows.append(dict(gpu_uuid="cpu-0", gpu_name=GPU, shape=s.name, m=s.m, n=s.n, k=s.k, layout="nn",
+                         method=method, family="baseline" if method == "torch" else "cpuk",
+                         is_baseline=method == "torch", config="{}", status="ok", device_us_median=us, call_id=call,
+                         search_id="x", round=0, elapsed_s=1.0))
+    db.append(rows)
+    (one,) = library.library_entries(db, GPU, 1.02, [s])
+    assert one["spec"] == "A" and one["paired_runs"] == 1 and one["paired_speedup"] == pytest.approx(2.0)
+    (two,) = library.library_entries(db, GPU, 1.02, [s], min_pairs=2)
+    # B's pairs 1.667x, 1.25x, 1.429x: its lower median (the middle one) counts
+    assert two["spec"] == "B" and two["paired_runs"] == 3 and two["paired_speedup"] == pytest.approx(100 / 70)
+    assert library.paired_speedups(db, GPU, [s])[(GPU, s.name, "nn", "B")] == pytest.approx(100 / 70)

@@ -2,7 +2,9 @@
 
 ``export_library(db, path)`` writes a JSON file (default ``kernels_search/library/library.json``)
 with one entry per (gpu, shape, layout): the candidate with the best *paired* speedup (its
-time against the fastest same-layout baseline measured in the same ``evaluate_shape`` call), or,
+time against the fastest same-layout baseline measured in the same ``evaluate_shape`` call; a
+config measured in several calls counts by its lower-median pair, so a lucky call does not make
+it the winner, and ``min_pairs`` can ask for a second call before a config may be an entry), or,
 where no candidate beats that baseline by ``min_speedup``, an entry of kind ``baseline`` naming
 the baseline method to call instead: cuBLASLt autotune (the fastest baseline only where autotune
 was not measured). The dispatcher calls it and labels the result ``fallback=<method>``; a
@@ -91,24 +93,38 @@ def _paired(call_base, r) -> float | None:
     return float(pb) / float(r.device_us_median) if pb is not None and r.device_us_median > 0 else None
 
 
-def paired_speedups(db, gpu: str | None = None, shapes: Sequence[Shape] | None = None) -> dict[tuple, float]:
-    """{(GPU model, shape, layout, spec): its best paired speedup} over every call of ``db`` that
-    measured it (the fastest baseline of the same call and layout over its device time)."""
+def lower_median(xs: Sequence[float]) -> float:
+    """The lower of the two middle values (the middle one of an odd count): of two pairs, the worse."""
+    ys = sorted(xs)
+    return ys[(len(ys) - 1) // 2]
+
+
+def spec_pairs(db, gpu: str | None = None, shapes: Sequence[Shape] | None = None) -> dict[tuple, list[float]]:
+    """{(GPU model, shape, layout, spec): its paired speedup in each call of ``db`` that measured it}
+    (the fastest baseline of the same call and layout over its device time)."""
     if db.df.empty:
         return {}
     _, _, cand, call_base = _measured(db, gpu, shapes)
-    out: dict[tuple, float] = {}
+    out: dict[tuple, list[float]] = {}
     for r in cand.itertuples(index=False):
         sp = _paired(call_base, r)
         if sp is not None:
-            k = (r.gpu_name, r.shape, r.layout, r.method)
-            out[k] = max(out.get(k, float("-inf")), sp)
+            out.setdefault((r.gpu_name, r.shape, r.layout, r.method), []).append(sp)
     return out
 
 
+def paired_speedups(db, gpu: str | None = None, shapes: Sequence[Shape] | None = None) -> dict[tuple, float]:
+    """{(GPU model, shape, layout, spec): its lower-median paired speedup} over every call of ``db``
+    that measured it (``spec_pairs``)."""
+    return {k: lower_median(v) for k, v in spec_pairs(db, gpu, shapes).items()}
+
+
 def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
-                    shapes: Sequence[Shape] | None = None, reference: str = REFERENCE) -> list[dict]:
-    """The entries ``export_library`` writes (see the module docstring for the rule)."""
+                    shapes: Sequence[Shape] | None = None, reference: str = REFERENCE,
+                    min_pairs: int = 1) -> list[dict]:
+    """The entries ``export_library`` writes (see the module docstring for the rule). A config is a
+    candidate for an entry only where ``min_pairs`` calls measured it paired with a baseline; it
+    counts by its lower-median pair (``paired_runs`` in the entry says how many)."""
     if db.df.empty:
         return []
     ok, base, cand, call_base = _measured(db, gpu, shapes)
@@ -122,12 +138,18 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
             # the reference where it was measured, whatever ran faster in the search (docstring)
             best_base = ((reference, float(med[reference])) if reference in med.index
                          else (str(med.idxmin()), float(med.min())))
-        best = None
+        by_spec: dict[str, list] = {}
         for r in cg.itertuples(index=False):
             sp = _paired(call_base, r)
-            key = (sp if sp is not None else -1.0, -float(r.device_us_median))
-            if best is None or key > best[0]:
-                best = (key, r, sp)
+            by_spec.setdefault(r.method, []).append((sp if sp is not None else -1.0, -float(r.device_us_median), r))
+        best = None
+        for pairs in by_spec.values():
+            if len(pairs) < min_pairs:
+                continue
+            pairs.sort(key=lambda p: p[:2])
+            sp, neg_us, r = pairs[(len(pairs) - 1) // 2]  # the lower-median pair
+            if best is None or (sp, neg_us) > best[0]:
+                best = ((sp, neg_us), r, sp if sp >= 0 else None, len(pairs))
         row0 = grp.iloc[0]
         common = dict(gpu_uuid=row0["gpu_uuid"], gpu_name=g, shape=shape, m=int(row0["m"]), n=int(row0["n"]),
                       k=int(row0["k"]), layout=layout,
@@ -137,7 +159,7 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
             r = best[1]
             entries.append(dict(common, gpu_uuid=r.gpu_uuid, kind="kernel", spec=r.method, family=r.family,
                                 knobs=json.loads(r.config or "{}"), source_hash=r.source_hash or "",
-                                device_us=float(r.device_us_median), paired_speedup=best[2],
+                                device_us=float(r.device_us_median), paired_speedup=best[2], paired_runs=best[3],
                                 registers=finite_float(r.registers), spill_bytes=finite_float(r.spill_bytes),
                                 measured_at=r.measured_at, search_id=r.search_id))
         elif best_base is not None:

@@ -137,6 +137,10 @@ class TuneSettings:
     # at 1-7 s a shape, and 48 at 9-30 s (tune20 at 60 s: 1.041x, the same as at 10 s a shape)
     top: int | None = None
     batch: int = 4  # candidates per paired call (each call measures the baselines again)
+    # configs per layout measured in a second paired call before any may enter the library (0: none,
+    # one call decides): an entry is the best of 50-80 single calls, and on an H100 two of 21 such
+    # entries lost to their baseline when compared again (lab/tune/tune20-60s-h100.log)
+    confirm: int = 3
     device: str = "cuda"
     layouts: tuple[str, ...] = SearchSettings.layouts
     timing_budget_s: float = SearchSettings.timing_budget_s
@@ -151,7 +155,7 @@ class TuneSettings:
     first_pick: FirstPickSettings = field(default_factory=FirstPickSettings)
 
     def __post_init__(self):
-        if (self.top is not None and self.top < 1) or self.batch < 1:
-            raise ValueError("top >= 1 and batch >= 1")
+        if (self.top is not None and self.top < 1) or self.batch < 1 or self.confirm < 0:
+            raise ValueError("top >= 1, batch >= 1 and confirm >= 0")
         if not self.layouts or any(x not in ("nn", "tn") for x in self.layouts):
             raise ValueError(f"unknown layout(s) {self.layouts!r}: use nn and/or tn")

@@ -29,6 +29,9 @@ def tune(
     top: Optional[int] = typer.Option(TS.top, min=1, help="Ranked candidates per shape: the most one shape measures "
                                                           "(default: the whole ranked pool; the budget ends a shape)."),
     batch: int = typer.Option(TS.batch, min=1, help="Candidates per paired call with the baselines."),
+    confirm: int = typer.Option(TS.confirm, min=0, help="Configs per layout that beat the baseline and are "
+                                "measured again in a second paired call; an entry needs both calls and counts "
+                                "by the worse (0: one call decides)."),
     library: Optional[Path] = typer.Option(TS.library, help="The library to merge the winners into (default: "
                                                             "the user's, $XDG_DATA_HOME/hgemm-bench/library.json, "
                                                             "which the library method reads first)."),
@@ -55,7 +58,8 @@ def tune(
         shape_list = resolve_shapes(shapes).shapes
         if parse_duration(per_shape) <= 0:
             raise ValueError("--per-shape must be > 0")
-        settings = TS(per_shape=per_shape, top=top, batch=batch, library=library, timing_budget_s=time_budget,
+        settings = TS(per_shape=per_shape, top=top, batch=batch, confirm=confirm, library=library,
+                      timing_budget_s=time_budget,
                       layouts=tuple(x.strip() for x in layouts.split(",") if x.strip()), min_speedup=min_speedup,
                       ranker=ranker, plugins=tuple(plugin),
                       pool=PoolSettings(families=tuple(f.strip() for f in families.split(",") if f.strip()) or None))
