@@ -139,6 +139,7 @@ def test_dry_run_lists_ranked_candidates_their_call_and_why_without_measuring(tm
     assert "64_48_32: 3 candidates" in out and "24_24_24: 3 candidates" in out
     assert "#1  call 1" in out and "#3  call 2" in out
     assert "measured on" in out and ("first-pick candidate" in out or "pool, below" in out)
+    assert "the best 3 per layout that beat the baseline are measured again" in out.replace("\n", " ")
     assert not (tmp_path / "t").exists()  # nothing measured, no DB
 
 

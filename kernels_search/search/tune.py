@@ -179,7 +179,9 @@ def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
     lib = load_entries(settings.library)
     print_fn(f"tune plan: {len(specs)} pool configs ranked per shape by {settings.first_pick.name} with {what}; "
              f"{'all' if settings.top is None else f'the top {settings.top}'} measured in order until a shape's "
-             f"budget ends, {settings.batch} per paired call")
+             f"budget ends, {settings.batch} per paired call" + (
+                 f"; then the best {settings.confirm} per layout that beat the baseline are measured again in one "
+                 f"call, and an entry needs both calls" if settings.confirm else "; one call decides an entry"))
     out = {}
     for shape in shapes:
         ranked = rank_pool(picker, shape, specs, settings.top, incumbent_spec(lib, shape, gpu))
