@@ -93,9 +93,10 @@ def _paired(call_base, r) -> float | None:
     return float(pb) / float(r.device_us_median) if pb is not None and r.device_us_median > 0 else None
 
 
-def lower_median(xs: Sequence[float]) -> float:
-    """The lower of the two middle values (the middle one of an odd count): of two pairs, the worse."""
-    ys = sorted(xs)
+def lower_median(xs: Sequence, key=None):
+    """The lower of the two middle values (the middle one of an odd count), ordered by ``key``: of two
+    pairs, the worse."""
+    ys = sorted(xs, key=key)
     return ys[(len(ys) - 1) // 2]
 
 
@@ -146,8 +147,7 @@ def library_entries(db, gpu: str | None = None, min_speedup: float = 1.0,
         for pairs in by_spec.values():
             if len(pairs) < min_pairs:
                 continue
-            pairs.sort(key=lambda p: p[:2])
-            sp, neg_us, r = pairs[(len(pairs) - 1) // 2]  # the lower-median pair
+            sp, neg_us, r = lower_median(pairs, key=lambda p: p[:2])
             if best is None or (sp, neg_us) > best[0]:
                 best = ((sp, neg_us), r, sp if sp >= 0 else None, len(pairs))
         row0 = grp.iloc[0]
