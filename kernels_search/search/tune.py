@@ -23,8 +23,10 @@ the output folder; rerunning the same command resumes (each shape's budget is a 
 
 from __future__ import annotations
 
+import json
 import math
 import time
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -136,9 +138,6 @@ def confirm_call(shape: Shape, specs: Sequence[str], db, evaluator, timing, base
                  search_id: str, log: Callable[[str], None]) -> None:
     """One paired call of ``specs`` (already built and measured on ``shape``) with the baselines, its rows
     in ``db`` under ``search_id`` (so they count in the shape's budget)."""
-    import json
-    import uuid
-
     from kernels_search.search.loop import measure_candidates
 
     df = db.df
@@ -207,7 +206,7 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
     from kernels_search.search import user_library
     from kernels_search.search.db import KernelDB
     from kernels_search.search.library import (DEFAULT_PATH, LIBRARY_VERSION, library_entries, load_library,
-                                                lower_median, paired_speedups, spec_pairs)
+                                                lower_median, spec_pairs)
     from kernels_search.search.loop import default_baselines, run_search, search_settings
     from kernels_search.search.run import parse_duration
 
@@ -234,8 +233,9 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
                                  None, [proposer], st.batch, None, settings=timing, baselines=baselines,
                                  search_id=sid, max_rounds=None if st.top is None else math.ceil(st.top / st.batch),
                                  log=print_fn)
+            pairs = spec_pairs(db, gpu, [shape])  # {(gpu, shape, layout, spec): its paired speedup per call}
             if st.confirm:
-                again = to_confirm(spec_pairs(db, gpu, [shape]), shape, gpu, st.min_speedup, st.confirm)
+                again = to_confirm(pairs, shape, gpu, st.min_speedup, st.confirm)
                 if again:
                     confirm_call(shape, again, db, ev, timing, baselines, sid, print_fn)
                     pairs = spec_pairs(db, gpu, [shape])
@@ -246,7 +246,7 @@ def tune_main(shapes: Sequence[Shape], out: str | Path, settings: TuneSettings =
                             for lay, v in sorted(got.items())))
             new = library_entries(db, gpu, st.min_speedup, [shape], min_pairs=2 if st.confirm else 1)
             merged, decisions = user_library.merge(user_library.read(lib_path), new, st.min_speedup, behind,
-                                                   remeasured=paired_speedups(db, gpu, [shape]))
+                                                   remeasured={k: lower_median(v) for k, v in pairs.items()})
             user_library.write(lib_path, merged, LIBRARY_VERSION, st.min_speedup)
             result[shape.name] = [d.line() for d in decisions]
             print_fn(f"[{i + 1}/{len(shapes)}] {shape.name}: {summary.candidates} candidates in "
