@@ -192,7 +192,7 @@ for stage in $STAGES; do
       $HB compare --shapes lab/fewtile/deepk-60-seed3301.txt --shapes lab/fewtile/shallowk-60-seed3301.txt \
         --methods library,torch,cublas,cublaslt,cublaslt-autotune --budget 1 --seed 6 --out /tmp/hb/fewtile.parquet \
         --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
-      grep -i "warning" "$OUT/fewtile.txt"
+      grep -i "warning" "$OUT/fewtile.txt"; cp /tmp/hb/fewtile.parquet "$OUT/"
       python3 lab/skinny/table.py /tmp/hb/fewtile.parquet 2>&1 | tail -4 | tee -a "$OUT/fewtile.txt" ;;
     fewtilelib)
       # issue 33's classes through an automatic procedure after a kernel change: (1) the split-K cluster families'
@@ -219,7 +219,7 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       $HB compare --shapes lab/library/grid-sample100-seed3401.txt \
         --methods library,torch,cublas,cublaslt,cublaslt-autotune --budget 1 --seed 6 --out /tmp/hb/grid100.parquet \
         --fresh --label "grid sample 100, library" > "$OUT/grid100.txt" 2>&1
-      grep -i "warning" "$OUT/grid100.txt"
+      grep -i "warning" "$OUT/grid100.txt"; cp /tmp/hb/grid100.parquet "$OUT/"
       python3 lab/skinny/table.py /tmp/hb/grid100.parquet 2>&1 | tail -4 | tee -a "$OUT/grid100.txt"
       python3 -m lab.library_check /tmp/hb/grid100.parquet 2>&1 | tail -8 | tee -a "$OUT/grid100.txt" ;;
     tune20)
