@@ -90,6 +90,8 @@
 #   timeline lab/fewtile/dsmem_timeline.py: splitk_dsmem's phases CTA by CTA (clock stamps patched into its source;
 #            TIMELINE_CASES names SPEC@SHAPE cases, default the script's; stamped binaries prebuilt with --build-only
 #            into a cache carried as .hbstate/cache-*.tar.xz)
+#   contextab lab/throughput/context_ab.py: cuBLASLt autotune's device time on small deep-K shapes in a compare of the
+#            baselines alone, in one with tune's 49 candidates of 64_64_16384 in every round, and in a fresh tune's calls
 #   hostprobe lab/throughput/host_probe.py: a graph capture through torch.cuda.graph against capture_begin/end, and the
 #            autotune's candidate validation with a host read per check against one read for all (issue 35, item 5)
 #   ray      issue 35's scale-out on this host's GPU: Ray (the cp312 site of ray and the three packages the GPU image
@@ -280,6 +282,21 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       log "timeline: splitk_dsmem CTA by CTA, clock stamps patched into its source (lab/fewtile/dsmem_timeline.py)"
       timeout -k 10 "${TIMELINE_LIMIT:-240}" python3 -m lab.fewtile.dsmem_timeline ${TIMELINE_CASES:-} --out "$OUT/timeline.jsonl" \
         2>&1 | tee "$OUT/timeline.txt" ;;
+    contextab)
+      # the tune-context question (lab/throughput/context_ab.py): baselines alone, with the 49 candidates tune measured
+      # on 64_64_16384 in every round, then a fresh tune, on the small deep-K shapes where tune's baselines ran slow
+      shapes=${CONTEXTAB_SHAPES:-64_64_16384,512_64_4096,64_512_12288,256_128_8192,512_12288_512}
+      log "contextab: baselines alone, with many candidates, and in a fresh tune on $shapes"
+      $HB compare --shapes "$shapes" --seed 21 --fresh --out /tmp/hb/ctx-alone.parquet > "$OUT/ctx-alone.txt" 2>&1
+      specs=$(grep -v '^#' lab/throughput/context-specs.txt | paste -sd, -)
+      timeout -s INT 200 $HB compare --shapes "${CONTEXTAB_MANY_SHAPES:-64_64_16384,64_512_12288}" --seed 21 --fresh \
+        --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" --out /tmp/hb/ctx-many.parquet > "$OUT/ctx-many.txt" 2>&1
+      tail -2 "$OUT/ctx-many.txt"
+      mkdir -p /tmp/hb/ctx-tune && XDG_DATA_HOME=/tmp/hb/ctx-tune/data timeout -s INT 150 $HB tune --shapes "$shapes" \
+        --per-shape "${CONTEXTAB_PER_SHAPE:-12s}" --out /tmp/hb/ctx-tune/run > "$OUT/ctx-tune.txt" 2>&1
+      tar czf "$OUT/contextab.tgz" -C /tmp/hb ctx-alone.parquet ctx-many.parquet ctx-tune/run 2>/dev/null
+      python3 -m lab.throughput.context_ab alone=/tmp/hb/ctx-alone.parquet many=/tmp/hb/ctx-many.parquet \
+        tune=/tmp/hb/ctx-tune/run/db 2>&1 | tee "$OUT/contextab.md" ;;
     hostprobe)
       log "hostprobe: capture and validation host costs (lab/throughput/host_probe.py)"
       python3 -m lab.throughput.host_probe 2>&1 | tee "$OUT/hostprobe.md" ;;
