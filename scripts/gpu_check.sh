@@ -294,7 +294,7 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       tail -2 "$OUT/ctx-many.txt"
       mkdir -p /tmp/hb/ctx-tune && XDG_DATA_HOME=/tmp/hb/ctx-tune/data timeout -s INT 150 $HB tune --shapes "$shapes" \
         --per-shape "${CONTEXTAB_PER_SHAPE:-12s}" --out /tmp/hb/ctx-tune/run > "$OUT/ctx-tune.txt" 2>&1
-      tar czf "$OUT/contextab.tgz" -C /tmp/hb ctx-alone.parquet ctx-many.parquet ctx-tune/run 2>/dev/null
+      tar czf "$OUT/contextab.tgz" -C /tmp/hb ctx-alone.parquet ctx-alone.samples ctx-many.parquet ctx-many.samples ctx-tune/run 2>/dev/null
       python3 -m lab.throughput.context_ab alone=/tmp/hb/ctx-alone.parquet many=/tmp/hb/ctx-many.parquet \
         tune=/tmp/hb/ctx-tune/run/db 2>&1 | tee "$OUT/contextab.md" ;;
     hostprobe)

@@ -44,6 +44,22 @@ def main(argv=None) -> None:
             tail = " ".join(f"{x:.2f}" for x in us) if len(us) > 1 else ""
             print(f"  {shape:>16} {layout}  median {pd.Series(us).median():7.3f}  min {min(us):7.3f}  "
                   f"{len(us)} call(s)  {tail}")
+        rounds(path, a.method)
+
+
+def rounds(path: str, method: str) -> None:
+    """A compare's kept samples (RUN.samples/ beside RUN.parquet): the method's device time in rounds 0-5 against
+    the later rounds, per shape and layout (does a long call drift?)."""
+    samples = path[: -len(".parquet")] + ".samples" if path.endswith(".parquet") else ""
+    files = glob.glob(os.path.join(samples, "*.parquet")) if samples else []
+    if not files:
+        return
+    d = pd.concat(pd.read_parquet(p) for p in files)
+    d = d[(d["metric"] == "device_us") & (d["method"] == method)]
+    print(f"  per round ({samples}): median of rounds 0-5, of rounds 6+, rounds")
+    for (shape, layout), g in d.groupby(["shape", "layout"]):
+        early, late = g[g["round"] < 6]["value"].median(), g[g["round"] >= 6]["value"].median()
+        print(f"  {shape:>16} {layout}  {early:7.3f}  {late:7.3f}  {g['round'].max() + 1}")
 
 
 if __name__ == "__main__":
