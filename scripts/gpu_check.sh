@@ -289,10 +289,10 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       log "contextab: baselines alone, with many candidates, and in a fresh tune on $shapes"
       $HB compare --shapes "$shapes" --seed 21 --fresh --out /tmp/hb/ctx-alone.parquet > "$OUT/ctx-alone.txt" 2>&1
       specs=$(grep -v '^#' lab/throughput/context-specs.txt | paste -sd, -)
-      timeout -s INT 150 $HB compare --shapes "${CONTEXTAB_MANY_SHAPES:-64_64_16384,64_512_12288}" --seed 21 --fresh \
+      timeout -s INT "${CONTEXTAB_MANY_LIMIT:-150}" $HB compare --shapes "${CONTEXTAB_MANY_SHAPES:-64_64_16384,64_512_12288}" --seed 21 --fresh \
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$specs" --out /tmp/hb/ctx-many.parquet > "$OUT/ctx-many.txt" 2>&1
       tail -2 "$OUT/ctx-many.txt"
-      mkdir -p /tmp/hb/ctx-tune && XDG_DATA_HOME=/tmp/hb/ctx-tune/data timeout -s INT 120 $HB tune --shapes "$shapes" \
+      mkdir -p /tmp/hb/ctx-tune && XDG_DATA_HOME=/tmp/hb/ctx-tune/data timeout -s INT "${CONTEXTAB_TUNE_LIMIT:-120}" $HB tune --shapes "$shapes" \
         --per-shape "${CONTEXTAB_PER_SHAPE:-12s}" --out /tmp/hb/ctx-tune/run > "$OUT/ctx-tune.txt" 2>&1
       tar czf "$OUT/contextab.tgz" -C /tmp/hb ctx-alone.parquet ctx-alone.samples ctx-many.parquet ctx-many.samples ctx-tune/run 2>/dev/null
       python3 -m lab.throughput.context_ab alone=/tmp/hb/ctx-alone.parquet many=/tmp/hb/ctx-many.parquet \
