@@ -39,7 +39,7 @@ def main(argv=None) -> None:
             df = df[df["mode"] == "offline"]
         print(f"== {label} ({path}): {a.method} device us")
         for (shape, layout), g in df.groupby(["shape", "layout"]):
-            g = g.sort_values("measured_at")
+            g = g.sort_values([c for c in ("measured_at", "round") if c in g])  # measured_at has whole seconds
             us = g["device_us_median"].tolist()
             tail = " ".join(f"{x:.2f}" for x in us) if len(us) > 1 else ""
             print(f"  {shape:>16} {layout}  median {pd.Series(us).median():7.3f}  min {min(us):7.3f}  "

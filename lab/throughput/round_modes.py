@@ -4,9 +4,9 @@ Why: in a tune on an H100 (2026-12-06) the four baselines timed 5.76 us on 64_64
 in 23-35-round calls, and in run 88 (H200) the cuBLAS-family baselines' per-round times on small deep-K shapes jump
 between two levels (e.g. 256_256_16384 tn: 8.85-8.94 us in rounds 0, 8 and 10, 9.6 us in the rest) while the library's
 kernel stays within 1 %. A median over rounds then reports whichever level most rounds hit, and a speedup over cuBLAS
-on such a shape partly measures which level that was. This prints, per method and shape class (K >= 2048 only: at most
-131,072 outputs or more), the median over shape-layouts of p90/p10 of the per-round times and of median/min, and the
-share of shape-layouts whose median round is more than 4 % above the fastest.
+on such a shape partly measures which level that was. Over the shapes with K >= --min-k, split into small (at most
+131,072 outputs) and the rest, this prints per method the median over shape-layouts of p90/p10 of the per-round times
+and of median/min, and the share of shape-layouts whose median round is more than 4 % above the fastest.
 
     python -m lab.throughput.round_modes results/runs/88-h200-fewtile-library-cutlass/*.samples
 """
