@@ -248,6 +248,9 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
         $HB compare --shapes "$shapes" --methods library,torch,cublas,cublaslt,cublaslt-autotune \
           --budget 1 --seed 6 --out /tmp/hb/tune20.parquet --fresh --label "tune20: the library after tune" > "$OUT/tune20-compare.txt" 2>&1
         python3 lab/skinny/table.py /tmp/hb/tune20.parquet 2>&1 | tail -4 | tee -a "$OUT/tune20-compare.txt"
+        # the compare's Parquet travels inside the state tarball (a call brings back at most 8 files), for
+        # lab.tune.entries_vs_compare beside the library the tune wrote
+        cp /tmp/hb/tune20.parquet /tmp/hb/tune/ && tar czf "$OUT/tune-state.tgz" -C /tmp/hb/tune run data tune20.parquet
       elif [ "$rc" != 0 ]; then
         echo "tune not finished: carry $OUT/tune-state.tgz as .hbstate/tune-state.tgz and run the stage again"
       fi ;;
