@@ -22,7 +22,9 @@ import pandas as pd
 
 def load(path: str) -> pd.DataFrame:
     if os.path.isdir(path):
-        return pd.concat(pd.read_parquet(p) for p in glob.glob(os.path.join(path, "parts", "*.parquet")))
+        from kernels_search.search.db import KernelDB
+
+        return KernelDB(path).df
     return pd.read_parquet(path)
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
 import pandas as pd
+
+from harness.shapes import parse_shapes
+from harness.timing.stats import geomean
 
 
 def main(argv=None) -> None:
@@ -23,9 +25,7 @@ def main(argv=None) -> None:
     ap.add_argument("parquet")
     ap.add_argument("--shapes", help="a shape file: only its shapes' entries")
     a = ap.parse_args(argv)
-    keep = None
-    if a.shapes:
-        keep = {ln.split("#")[0].strip() for ln in open(a.shapes)} - {""}
+    keep = {s.name for s in parse_shapes(a.shapes)} if a.shapes else None
     doc = json.load(open(a.library))
     entries = doc["entries"] if isinstance(doc, dict) else doc
     df = pd.read_parquet(a.parquet)
@@ -44,8 +44,7 @@ def main(argv=None) -> None:
         print(f"{e['shape']:>16} {e['layout']} {e['kind']:8} pairs {e.get('paired_runs', '-')}  "
               f"tune {e['paired_speedup']:.3f}x  compare {now:.3f}x  {e['spec'][:60]}")
     if ratios:
-        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"{len(ratios)} kernel entries: compare over tune {gm:.4f}x geomean, min {min(ratios):.3f}x")
+        print(f"{len(ratios)} kernel entries: compare over tune {geomean(ratios):.4f}x geomean, min {min(ratios):.3f}x")
 
 
 if __name__ == "__main__":
