@@ -79,6 +79,8 @@
 #            file of shapes an earlier call finished (the rest of a draw its time limit stopped); PICK_PLAN=1
 #            measures each shape's own picks only (compare --plan), not every pick on every shape; with it,
 #            PICK_TOP=K measures each rule's K best-ranked configs per shape (a study of its near misses)
+#   reexport lab/library/h200-sources.txt plus this call's Parquets in $OUT rebuilt into $OUT/library-reexport.json for
+#            this GPU model; a later fewtile or grid100 stage of the same call measures it beside the packaged library
 #   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. lab/studies/*.txt)
 #            with cuBLASLt autotune, each stopped by SIGINT after PLAN_LIMIT (240) s keeping the shapes it
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
@@ -192,10 +194,10 @@ for stage in $STAGES; do
     fewtile)
       log "fewtile: library vs the four baselines, 60 + 60 few-tile grid shapes"
       $HB compare --shapes lab/fewtile/deepk-60-seed3301.txt --shapes lab/fewtile/shallowk-60-seed3301.txt \
-        --methods library,torch,cublas,cublaslt,cublaslt-autotune --budget 1 --seed 6 --out /tmp/hb/fewtile.parquet \
-        --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
+        --methods "library${REEXPORT_METHOD:+,$REEXPORT_METHOD},torch,cublas,cublaslt,cublaslt-autotune" --budget 1 --seed 6 \
+        --out /tmp/hb/fewtile.parquet --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
       grep -i "warning" "$OUT/fewtile.txt"; cp /tmp/hb/fewtile.parquet "$OUT/"
-      python3 lab/skinny/table.py /tmp/hb/fewtile.parquet 2>&1 | tail -4 | tee -a "$OUT/fewtile.txt" ;;
+      python3 lab/skinny/table.py /tmp/hb/fewtile.parquet --by-class 2>&1 | tail -14 | tee -a "$OUT/fewtile.txt" ;;
     fewtilelib)
       # issue 33's classes through an automatic procedure after a kernel change: (1) the split-K cluster families'
       # presets with the four baselines on the 120 class shapes; (2) a library rebuilt from the packaged sources plus
@@ -219,11 +221,21 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
     grid100)
       log "grid100: library vs the four baselines, 100 seeded grid shapes"
       $HB compare --shapes lab/library/grid-sample100-seed3401.txt \
-        --methods library,torch,cublas,cublaslt,cublaslt-autotune --budget 1 --seed 6 --out /tmp/hb/grid100.parquet \
-        --fresh --label "grid sample 100, library" > "$OUT/grid100.txt" 2>&1
+        --methods "library${REEXPORT_METHOD:+,$REEXPORT_METHOD},torch,cublas,cublaslt,cublaslt-autotune" --budget 1 --seed 6 \
+        --out /tmp/hb/grid100.parquet --fresh --label "grid sample 100, library" > "$OUT/grid100.txt" 2>&1
       grep -i "warning" "$OUT/grid100.txt"; cp /tmp/hb/grid100.parquet "$OUT/"
-      python3 lab/skinny/table.py /tmp/hb/grid100.parquet 2>&1 | tail -4 | tee -a "$OUT/grid100.txt"
-      python3 -m lab.library_check /tmp/hb/grid100.parquet 2>&1 | tail -8 | tee -a "$OUT/grid100.txt" ;;
+      python3 lab/skinny/table.py /tmp/hb/grid100.parquet --by-class 2>&1 | tail -14 | tee -a "$OUT/grid100.txt"
+      for lib in library ${REEXPORT_METHOD:-}; do
+        python3 -m lab.library_check /tmp/hb/grid100.parquet --library "$lib" 2>&1 | tail -8 | tee -a "$OUT/grid100.txt"
+      done ;;
+    reexport)
+      # the packaged library's sources plus this call's Parquets in $OUT (e.g. a plan's run), for this GPU model;
+      # fewtile and grid100 after it measure that re-export beside the packaged library
+      log "reexport: lab/library/h200-sources.txt plus $(ls "$OUT"/*.parquet 2>/dev/null | wc -l) Parquet(s) of this call"
+      gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+      python3 -m kernels_search.search.library_build --gpu "$gpu" --out "$OUT/library-reexport.json" \
+        lab/library/h200-sources.txt "$OUT"/*.parquet 2>&1 | tail -2 \
+        && REEXPORT_METHOD="library:path=$OUT/library-reexport.json" ;;
     tune20)
       shapes=${TUNE_SHAPES:-lab/tune/shapes20.txt}
       log "tune20: build, tune --per-shape ${TUNE_PER_SHAPE:-60s} on $shapes, compare the library"
