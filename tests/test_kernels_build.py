@@ -856,15 +856,40 @@ for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
             err = (c.float() - ref).abs().max().item()
             if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
                 bad.append((spec, s, lay, err))
+# triton_splitk: the one-launch split-K (its own plan), each config twice on one workspace: the
+# counters must be back at zero after a call
+from kernels_search.triton_method import splitk_plan, workspace
+sk = ALL["triton_splitk"]
+for spec in ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
+             "block_m=32,block_n=16,block_k=32,split_k=64"]:
+    k = sk.parse(spec)
+    for s in RAGGED[:1] + [(70, 50, 330)]:
+        for lay in ("nn", "tn"):
+            pr = Problem(Shape(*s), lay)
+            g = torch.Generator().manual_seed(0)
+            a = (torch.rand(pr.m, pr.k, generator=g) - 0.5).half()
+            b = (torch.rand(*pr.b_shape, generator=g) - 0.5).half()
+            p = splitk_plan(pr, k, num_sms=12)
+            ws, counts = workspace(p, "cpu")
+            ref = a.float() @ (b.float() if lay == "nn" else b.float().t())
+            for rep in range(2):
+                c = torch.full((pr.m, pr.n), float("nan"), dtype=torch.float16)
+                launch(p, a, b, c, ws, counts)
+                err = (c.float() - ref).abs().max().item()
+                if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
+                    bad.append((spec, s, lay, rep, p.split, err))
+            if counts is not None and counts.any():
+                bad.append((spec, s, lay, "counters left above zero"))
 print(bad)
 sys.exit(1 if bad else 0)
 """
 
 
 def test_triton_kernels_are_correct_in_the_interpreter():
-    """The Triton family's exact launch code (plan + launch) run by Triton's CPU interpreter on
+    """The Triton families' exact launch code (plan + launch) run by Triton's CPU interpreter on
     ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
-    epilogue): masks, strides, descriptors and raster are right."""
+    epilogue), and ``triton_splitk``'s in-launch reduction on two calls in a row: masks, strides,
+    descriptors, raster and the counters are right."""
     pytest.importorskip("triton")
     import subprocess
     import sys
@@ -993,3 +1018,16 @@ def test_splitk_tma_swap_narrow_tiles_along_m():
         assert fam.check(k) == "" and not any("EXTENDED" in f for f in fam.extra_flags(k))
         assert fam.supports(k, Problem(Shape(16, 6144, 4096)))
         assert not fam.supports(k, Problem(Shape(16, 6144, 4100)))  # 4100 / 2 = 2050, not a multiple of 8
+
+
+def test_triton_splitk_auto_split_fills_one_wave_and_keeps_two_k_tiles_a_slice():
+    """split_k=0: the largest power of two that keeps tiles x slices within one wave and each slice
+    at two k-tiles or more; a shape whose tiles fill the device, or whose K is short, is not split."""
+    from kernels_search.families.triton_splitk import auto_split
+
+    assert auto_split(2, 64, 132) == 32  # 64 programs; 64 slices would leave one k-tile each
+    assert auto_split(2, 1024, 132) == 64  # 128 programs of 16 k-tiles
+    assert auto_split(8, 1024, 132) == 16  # 128 programs
+    assert auto_split(9, 1024, 132) == 8  # 16 slices would be 144 programs: a second wave
+    assert auto_split(132, 1024, 132) == 1 and auto_split(200, 1024, 132) == 1
+    assert auto_split(4, 3, 132) == 1 and auto_split(4, 4, 132) == 2

@@ -1,0 +1,70 @@
+"""``triton_splitk``: a Triton split-K GEMM whose partial sums are reduced inside the same launch.
+
+For shapes with fewer output tiles than SMs, where one program per tile leaves most SMs idle and
+each program's k loop is a chain of load latencies. Program (tile, s) multiplies its share of K
+into an fp32 partial in a workspace slot of its own; a per-tile counter tells the last program of
+the tile to sum the tile's partials in slice order (fp32, deterministic), write C and reset the
+counter. One launch per call (the ``triton`` family's split-K takes three: zero-fill, atomics,
+cast), no program ever waits for another, so any grid size is safe.
+
+``split_k=0`` (the default) sizes the split to the device: as many slices as fill one wave of
+programs, each with at least two k-tiles (``auto_split``). The workspace (tiles x slices x tile
+fp32) and the counters are allocated once per prepared call; the counters start at zero and
+every call leaves them at zero.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.method import Support
+from harness.problem import Problem
+from kernels_search.families.triton_gemm import triton_available
+from kernels_search.family import Family, Knob, SMEM_LIMIT
+
+MIN_K_TILES = 2  # k-tiles a slice gets at least under split_k=0 (a shorter loop cannot pipeline)
+
+
+def auto_split(tiles: int, k_tiles: int, sms: int) -> int:
+    """Slices per tile for ``split_k=0``: the largest power of two that keeps tiles x slices within
+    one wave of ``sms`` programs and gives each slice ``MIN_K_TILES`` k-tiles or more (1 when the
+    tiles alone fill the device or K is short)."""
+    split = 1
+    while tiles * split * 2 <= sms and (split * 2) * MIN_K_TILES <= k_tiles:
+        split *= 2
+    return split
+
+
+class TritonSplitK(Family):
+    def check(self, k: Mapping) -> str:
+        smem = k["num_stages"] * (k["block_m"] + k["block_n"]) * k["block_k"] * 2
+        if smem > SMEM_LIMIT:
+            return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
+        acc = k["block_m"] * k["block_n"] // (k["num_warps"] * 32)
+        if acc > 128:
+            return f"{acc} fp32 accumulators per thread (> 128, the partial sum doubles them): more warps or a smaller tile"
+        return ""
+
+    def render(self, k: Mapping) -> str:
+        """The kernel module's text (knobs are constexpr launch arguments, not source edits)."""
+        from kernels_search.triton_method import SPLITK_KERNEL_FILE
+
+        return SPLITK_KERNEL_FILE.read_text()
+
+    def supports(self, k: Mapping, problem: Problem) -> Support:
+        return triton_available()
+
+
+FAMILY = TritonSplitK(
+    name="triton_splitk",
+    backend="triton",
+    knobs=(
+        Knob("block_m", (32, 16, 64, 128), 32),
+        Knob("block_n", (64, 16, 32, 128), 64),
+        Knob("block_k", (64, 16, 32, 128), 64),
+        Knob("split_k", (0, 2, 4, 8, 16, 32, 64), 0,
+             help="slices of K per tile; 0: one wave of programs on this device (auto_split)"),
+        Knob("num_warps", (4, 2, 8), 4),
+        Knob("num_stages", (3, 2, 4, 5), 3),
+    ),
+)
