@@ -58,6 +58,7 @@ class TritonSplitK(Family):
 FAMILY = TritonSplitK(
     name="triton_splitk",
     backend="triton",
+    presets=("block_m=32:block_n=64:block_k=64:num_warps=4:num_stages=3",),
     knobs=(
         Knob("block_m", (32, 16, 64, 128), 32),
         Knob("block_n", (64, 16, 32, 128), 64),
