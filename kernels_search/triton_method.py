@@ -50,13 +50,13 @@ def _strides(problem: Problem) -> tuple[int, ...]:
 
 def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
     """The ``triton_splitk`` launch: a (tiles, slices) grid, slices from the knob or ``auto_split``."""
-    from kernels_search.families.triton_splitk import auto_split
+    from kernels_search.families.triton_splitk import auto_split, reduce_chunk
 
     m, n, k = problem.m, problem.n, problem.k
     bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
     tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    split = int(knobs["split_k"]) or auto_split(tiles, _cdiv(k, bk), num_sms)
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split,
+    split = int(knobs["split_k"]) or auto_split(tiles, _cdiv(k, bk), num_sms, bm * bn)
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, CHUNK=reduce_chunk(split, bm * bn),
                   num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
     return Plan(m, n, k, False, False, split, (tiles, split), _strides(problem), consts, fixup=True)
 

@@ -9,6 +9,7 @@ def splitk_fixup_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, count_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
     # Program (tile, s) multiplies the tile's k-tiles [s*per, (s+1)*per) and stores its fp32 partial
     # in its own slot of the workspace. The tile's counter says which program arrives last; that one
@@ -48,9 +49,13 @@ def splitk_fixup_kernel(
         tl.debug_barrier()
         arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
-            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for s in range(SPLIT_K):
-                total += tl.load(slots + s * (BLOCK_M * BLOCK_N) + within, cache_modifier=".cg")
-            mask = (rm[:, None] < M) & (rn[None, :] < N)
-            tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, total.to(tl.float16), mask=mask)
+            # CHUNK outputs at a time, all SPLIT_K slots' loads of them in flight together (one L2
+            # round trip a chunk, not one a slot), summed over the slots in a fixed order
+            slot = tl.arange(0, SPLIT_K)[:, None] * (BLOCK_M * BLOCK_N)
+            for c0 in range(0, BLOCK_M * BLOCK_N, CHUNK):
+                flat = c0 + tl.arange(0, CHUNK)
+                total = tl.sum(tl.load(slots + slot + flat[None, :], cache_modifier=".cg"), axis=0)
+                row = pid_m * BLOCK_M + flat // BLOCK_N
+                col = pid_n * BLOCK_N + flat % BLOCK_N
+                tl.store(c_ptr + row * stride_cm + col * stride_cn, total.to(tl.float16), mask=(row < M) & (col < N))
             tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")

@@ -1021,9 +1021,10 @@ def test_splitk_tma_swap_narrow_tiles_along_m():
 
 
 def test_triton_splitk_auto_split_fills_one_wave_and_keeps_two_k_tiles_a_slice():
-    """split_k=0: the largest power of two that keeps tiles x slices within one wave and each slice
-    at two k-tiles or more; a shape whose tiles fill the device, or whose K is short, is not split."""
-    from kernels_search.families.triton_splitk import auto_split
+    """split_k=0: the largest power of two that keeps tiles x slices within one wave, each slice at two
+    k-tiles or more and the last program's read within 64 KB; a shape whose tiles fill the device, or
+    whose K is short, is not split. The fix-up loads 8192 elements a step."""
+    from kernels_search.families.triton_splitk import auto_split, reduce_chunk
 
     assert auto_split(2, 64, 132) == 32  # 64 programs; 64 slices would leave one k-tile each
     assert auto_split(2, 1024, 132) == 64  # 128 programs of 16 k-tiles
@@ -1031,3 +1032,6 @@ def test_triton_splitk_auto_split_fills_one_wave_and_keeps_two_k_tiles_a_slice()
     assert auto_split(9, 1024, 132) == 8  # 16 slices would be 144 programs: a second wave
     assert auto_split(132, 1024, 132) == 1 and auto_split(200, 1024, 132) == 1
     assert auto_split(4, 3, 132) == 1 and auto_split(4, 4, 132) == 2
+    assert auto_split(2, 1024, 132, 16 * 64) == 16  # 16 x 4 KB partials: the 64 KB cap
+    assert auto_split(2, 1024, 132, 128 * 128) == 1  # one 128 x 128 partial is 64 KB already
+    assert reduce_chunk(16, 16 * 64) == 512 and reduce_chunk(2, 16 * 64) == 1024 and reduce_chunk(64, 64) == 64

@@ -8,7 +8,7 @@ counter. One launch per call (the ``triton`` family's split-K takes three: zero-
 cast), no program ever waits for another, so any grid size is safe.
 
 ``split_k=0`` (the default) sizes the split to the device: as many slices as fill one wave of
-programs, each with at least two k-tiles (``auto_split``). The workspace (tiles x slices x tile
+programs, each with at least two k-tiles, the last program's read at most 64 KB (``auto_split``). The workspace (tiles x slices x tile
 fp32) and the counters are allocated once per prepared call; the counters start at zero and
 every call leaves them at zero.
 """
@@ -23,16 +23,29 @@ from kernels_search.families.triton_gemm import triton_available
 from kernels_search.family import Family, Knob, SMEM_LIMIT
 
 MIN_K_TILES = 2  # k-tiles a slice gets at least under split_k=0 (a shorter loop cannot pipeline)
+# fp32 partial bytes the last program of a tile reads at most under split_k=0: one SM sums them
+# alone, at a few hundred GB/s out of L2, so 64 KB is about the time of a short k loop
+FIXUP_BYTES = 64 * 1024
+# elements (slots x outputs) the fix-up loads at once: 64 fp32 registers a thread at 4 warps
+REDUCE_ELEMS = 8192
 
 
-def auto_split(tiles: int, k_tiles: int, sms: int) -> int:
+def auto_split(tiles: int, k_tiles: int, sms: int, tile_elems: int = 0) -> int:
     """Slices per tile for ``split_k=0``: the largest power of two that keeps tiles x slices within
-    one wave of ``sms`` programs and gives each slice ``MIN_K_TILES`` k-tiles or more (1 when the
-    tiles alone fill the device or K is short)."""
+    one wave of ``sms`` programs, gives each slice ``MIN_K_TILES`` k-tiles or more and keeps the fix-up's
+    read (slices x ``tile_elems`` fp32) within ``FIXUP_BYTES`` (1 when the tiles alone fill the
+    device or K is short)."""
     split = 1
-    while tiles * split * 2 <= sms and (split * 2) * MIN_K_TILES <= k_tiles:
+    while (tiles * split * 2 <= sms and (split * 2) * MIN_K_TILES <= k_tiles
+           and split * 2 * tile_elems * 4 <= FIXUP_BYTES):
         split *= 2
     return split
+
+
+def reduce_chunk(split: int, tile_elems: int) -> int:
+    """Outputs the fix-up sums per step: all ``split`` slots of them loaded at once, ``REDUCE_ELEMS``
+    elements in all (a power of two, at most the tile)."""
+    return max(1, min(tile_elems, REDUCE_ELEMS // split))
 
 
 class TritonSplitK(Family):
