@@ -10,14 +10,11 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from harness.method import Prepared, PrepareContext, Support, unsupported
 from harness.problem import Problem
 from kernels_search.family import Family, FamilyMethod
-
-SPLITK_KERNEL_FILE = Path(__file__).resolve().parent / "triton_splitk_kernel.py"
 
 
 @dataclass

@@ -15,6 +15,7 @@ every call leaves them at zero.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 from harness.method import Support
@@ -22,6 +23,7 @@ from harness.problem import Problem
 from kernels_search.families.triton_gemm import triton_available
 from kernels_search.family import Family, Knob, SMEM_LIMIT
 
+KERNEL_FILE = Path(__file__).resolve().parent.parent / "triton_splitk_kernel.py"
 MIN_K_TILES = 2  # k-tiles a slice gets at least under split_k=0 (a shorter loop cannot pipeline)
 # fp32 partial bytes the last program of a tile reads at most under split_k=0: one SM sums them
 # alone, at a few hundred GB/s out of L2, so 64 KB is about the time of a short k loop
@@ -60,9 +62,7 @@ class TritonSplitK(Family):
 
     def render(self, k: Mapping) -> str:
         """The kernel module's text (knobs are constexpr launch arguments, not source edits)."""
-        from kernels_search.triton_method import SPLITK_KERNEL_FILE
-
-        return SPLITK_KERNEL_FILE.read_text()
+        return KERNEL_FILE.read_text()
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
         return triton_available()
