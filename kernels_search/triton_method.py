@@ -53,7 +53,7 @@ def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Pla
     bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
     tiles = _cdiv(m, bm) * _cdiv(n, bn)
     split = int(knobs["split_k"]) or auto_split(tiles, _cdiv(k, bk), num_sms, bm * bn)
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, CHUNK=reduce_chunk(split, bm * bn),
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split, CHUNK=reduce_chunk(split, bm * bn, knobs["num_warps"]),
                   num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
     return Plan(m, n, k, False, False, split, (tiles, split), _strides(problem), consts, fixup=True)
 

@@ -28,8 +28,9 @@ MIN_K_TILES = 2  # k-tiles a slice gets at least under split_k=0 (a shorter loop
 # fp32 partial bytes the last program of a tile reads at most under split_k=0: one SM sums them
 # alone, at a few hundred GB/s out of L2, so 64 KB is about the time of a short k loop
 FIXUP_BYTES = 64 * 1024
-# elements (slots x outputs) the fix-up loads at once: 64 fp32 registers a thread at 4 warps
-REDUCE_ELEMS = 8192
+# elements (slots x outputs) a thread of the fix-up loads at once: its registers hold each element's
+# value and 64-bit address, beside the accumulator (32 spilled 64 x 128 tiles at 4 warps)
+REDUCE_PER_THREAD = 16
 
 
 def auto_split(tiles: int, k_tiles: int, sms: int, tile_elems: int = 0) -> int:
@@ -44,10 +45,10 @@ def auto_split(tiles: int, k_tiles: int, sms: int, tile_elems: int = 0) -> int:
     return split
 
 
-def reduce_chunk(split: int, tile_elems: int) -> int:
-    """Outputs the fix-up sums per step: all ``split`` slots of them loaded at once, ``REDUCE_ELEMS``
-    elements in all (a power of two, at most the tile)."""
-    return max(1, min(tile_elems, REDUCE_ELEMS // split))
+def reduce_chunk(split: int, tile_elems: int, num_warps: int = 4) -> int:
+    """Outputs the fix-up sums per step: all ``split`` slots of them loaded at once,
+    ``REDUCE_PER_THREAD`` elements a thread (a power of two, at most the tile)."""
+    return max(1, min(tile_elems, REDUCE_PER_THREAD * 32 * num_warps // split))
 
 
 class TritonSplitK(Family):
@@ -55,7 +56,11 @@ class TritonSplitK(Family):
         smem = k["num_stages"] * (k["block_m"] + k["block_n"]) * k["block_k"] * 2
         if smem > SMEM_LIMIT:
             return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
-        acc = k["block_m"] * k["block_n"] // (k["num_warps"] * 32)
+        threads = k["num_warps"] * 32
+        loads = (k["block_m"] + k["block_n"]) * k["block_k"] // threads
+        if loads > 64:  # each loaded element's 64-bit address is a register pair: 96 spilled 64 x 128 at 4 warps
+            return f"{loads} A and B elements a thread a k-tile (> 64): more warps or a smaller tile"
+        acc = k["block_m"] * k["block_n"] // threads
         if acc > 128:
             return f"{acc} fp32 accumulators per thread (> 128, the partial sum doubles them): more warps or a smaller tile"
         return ""
