@@ -825,47 +825,6 @@ def test_triton_tma_kernel_compiles_for_sm90_with_tma_wgmma_and_one_pipelined_lo
     assert "async_tma_copy_global_to_local" in loop and "async_tma_copy_local_to_global" in loop
 
 
-@pytest.mark.parametrize("bm, bn, split, warps", [(16, 64, 16, 4), (32, 64, 8, 4), (64, 64, 4, 4), (64, 128, 2, 8),
-                                                (128, 128, 2, 8), (32, 64, 1, 4)])
-def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the_counter(bm, bn, split, warps):
-    """``triton_splitk`` for sm_90 (Triton's own ptxas): no local memory; the partial's stores, then a
-    CTA barrier, then one thread's acq_rel gpu-scope atomic on the tile's counter, its result broadcast
-    through shared memory (CUTLASS's semaphore order); no counter at all without a split."""
-    triton = pytest.importorskip("triton")
-    import re
-    import subprocess
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from kernels_search import triton_splitk_kernel as tk
-    from kernels_search.families.triton_splitk import reduce_chunk
-
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, SPLIT_K=split, CHUNK=reduce_chunk(split, bm * bn, warps))
-    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "ws_ptr": "*fp32", "count_ptr": "*i32",
-           "M": "i32", "N": "i32", "K": "i32"}
-    sig |= {f"stride_{s}": "i32" for s in ("am", "ak", "bk", "bn", "cm", "cn")}
-    sig |= {n: "constexpr" for n in consts}
-    k = triton.compile(ASTSource(fn=tk.splitk_fixup_kernel, signature=sig, constexprs=consts, attrs={}),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
-    ptx = k.asm["ptx"]
-    atoms = re.findall(r"@%p\d+ atom\.global\.gpu\.acq_rel\.add\.u32", ptx)
-    assert len(atoms) == (1 if split > 1 else 0)
-    if split > 1:
-        before = ptx[:ptx.index("atom.global.gpu.acq_rel")]
-        assert before.rstrip().rfind("bar.sync") > before.rfind("st.global.cg")  # stores, barrier, atomic
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if cuobjdump.exists():
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(k.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
-                                   text=True).stdout
-        assert "LOCAL:0" in usage and "STACK:0" in usage, usage
-
-
 _INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
@@ -897,40 +856,15 @@ for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
             err = (c.float() - ref).abs().max().item()
             if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
                 bad.append((spec, s, lay, err))
-# triton_splitk: the one-launch split-K (its own plan), each config twice on one workspace: the
-# counters must be back at zero after a call
-from kernels_search.triton_method import splitk_plan, workspace
-sk = ALL["triton_splitk"]
-for spec in ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
-             "block_m=32,block_n=16,block_k=32,split_k=64"]:
-    k = sk.parse(spec)
-    for s in RAGGED[:1] + [(70, 50, 330)]:
-        for lay in ("nn", "tn"):
-            pr = Problem(Shape(*s), lay)
-            g = torch.Generator().manual_seed(0)
-            a = (torch.rand(pr.m, pr.k, generator=g) - 0.5).half()
-            b = (torch.rand(*pr.b_shape, generator=g) - 0.5).half()
-            p = splitk_plan(pr, k, num_sms=12)
-            ws, counts = workspace(p, "cpu")
-            ref = a.float() @ (b.float() if lay == "nn" else b.float().t())
-            for rep in range(2):
-                c = torch.full((pr.m, pr.n), float("nan"), dtype=torch.float16)
-                launch(p, a, b, c, ws, counts)
-                err = (c.float() - ref).abs().max().item()
-                if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
-                    bad.append((spec, s, lay, rep, p.split, err))
-            if counts is not None and counts.any():
-                bad.append((spec, s, lay, "counters left above zero"))
 print(bad)
 sys.exit(1 if bad else 0)
 """
 
 
 def test_triton_kernels_are_correct_in_the_interpreter():
-    """The Triton families' exact launch code (plan + launch) run by Triton's CPU interpreter on
+    """The Triton family's exact launch code (plan + launch) run by Triton's CPU interpreter on
     ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
-    epilogue), and ``triton_splitk``'s in-launch reduction on two calls in a row: masks, strides,
-    descriptors, raster and the counters are right."""
+    epilogue): masks, strides, descriptors and raster are right."""
     pytest.importorskip("triton")
     import subprocess
     import sys
@@ -1059,35 +993,3 @@ def test_splitk_tma_swap_narrow_tiles_along_m():
         assert fam.check(k) == "" and not any("EXTENDED" in f for f in fam.extra_flags(k))
         assert fam.supports(k, Problem(Shape(16, 6144, 4096)))
         assert not fam.supports(k, Problem(Shape(16, 6144, 4100)))  # 4100 / 2 = 2050, not a multiple of 8
-
-
-def test_triton_splitk_auto_split_fills_one_wave_and_keeps_two_k_tiles_a_slice():
-    """split_k=0: the largest power of two that keeps tiles x slices within one wave, each slice at two
-    k-tiles or more and the last program's read within 64 KB; a shape whose tiles fill the device, or
-    whose K is short, is not split. The fix-up loads 16 elements a thread a step."""
-    from kernels_search.families.triton_splitk import auto_split, reduce_chunk
-
-    assert auto_split(2, 64, 132) == 32  # 64 programs; 64 slices would leave one k-tile each
-    assert auto_split(2, 1024, 132) == 64  # 128 programs of 16 k-tiles
-    assert auto_split(8, 1024, 132) == 16  # 128 programs
-    assert auto_split(9, 1024, 132) == 8  # 16 slices would be 144 programs: a second wave
-    assert auto_split(132, 1024, 132) == 1 and auto_split(200, 1024, 132) == 1
-    assert auto_split(4, 3, 132) == 1 and auto_split(4, 4, 132) == 2
-    assert auto_split(2, 1024, 132, 16 * 64) == 16  # 16 x 4 KB partials: the 64 KB cap
-    assert auto_split(2, 1024, 132, 128 * 128) == 1  # one 128 x 128 partial is 64 KB already
-    assert reduce_chunk(16, 16 * 64) == 128 and reduce_chunk(2, 16 * 64) == 1024 and reduce_chunk(64, 64) == 32
-    assert reduce_chunk(2, 128 * 128, num_warps=8) == 2048
-
-
-def test_triton_splitk_refuses_tiles_whose_addresses_fill_the_registers():
-    """Pointer-based loads hold a 64-bit address per element: more than 64 A and B elements a thread a
-    k-tile spill (64 x 128 x 64 at 4 warps: 255 registers and a 240-byte stack on sm_90), so the
-    family refuses them and takes the same tile at 8 warps."""
-    from kernels_search.families import ALL
-    from kernels_search.family import KnobError
-
-    fam = ALL["triton_splitk"]
-    with pytest.raises(KnobError, match="elements a thread"):
-        fam.parse("block_m=64,block_n=128,block_k=64,num_warps=4")
-    assert fam.is_valid(fam.parse("block_m=64,block_n=128,block_k=64,num_warps=8"))
-    assert fam.is_valid(fam.parse("block_m=64,block_n=64,block_k=64,num_warps=4"))
