@@ -7,7 +7,7 @@ within 3 % of their fastest round and none of rounds 10-47; a compare of the bas
 the low level; in a tune, the short calls sat low and the long ones high. Rounds 0-9 are the ones where the offline
 loop follows each device sample with one synchronous eager call of the same entry (``host_call_us``).
 
-This times the four baselines and one kernel config on each shape and layout, a fixed number of rounds (no early
+This times the four baselines and one kernel method (the library by default) on each shape and layout, a fixed number of rounds (no early
 stop), with the offline loop as `compare` runs it, under four variants of what follows each device sample:
 
 - ``none``: nothing (host_rounds 0);
@@ -101,7 +101,8 @@ def report(df: pd.DataFrame) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="64_64_16384,512_64_4096")
-    ap.add_argument("--kernel", default="splitk:bm=64,bn=64", help="one kernel config timed beside the baselines")
+    ap.add_argument("--kernel", default="library", help="one kernel method timed beside the baselines (default: "
+                    "the packaged library, whose binaries the carried pool cache holds)")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--out", default=None, help="also write the per-round samples here (Parquet)")
