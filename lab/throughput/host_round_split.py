@@ -8,17 +8,16 @@ the four over both layouts, each entry's median over the chosen rounds) against 
 rounds, from rounds < ``--host-rounds``, and from the later rounds where a shape has at least ``--min-late`` of them;
 then the geomean per class (lab/skinny/table.py's classes) over the shapes that have all three.
 
-    python -m lab.throughput.host_round_split results/runs/88-h200-fewtile-library-cutlass/*.samples [--method library]
+    python -m lab.throughput.host_round_split results/runs/88-h200-fewtile-library-cutlass/*.parquet [--method library]
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
-import os
 
 import pandas as pd
 
+from harness.results import read_samples
 from harness.timing.stats import geomean
 from lab.skinny.table import BASELINES, klass
 
@@ -32,21 +31,20 @@ def speedups(d: pd.DataFrame, method: str) -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("samples", help="a compare's samples folder (RUN.samples/)")
+    ap.add_argument("results", help="a compare's results Parquet (its samples are read from RUN.samples/ beside it)")
     ap.add_argument("--method", default="library")
     ap.add_argument("--host-rounds", type=int, default=10)
     ap.add_argument("--min-late", type=int, default=5)
     a = ap.parse_args(argv)
+    d = read_samples(a.results).to_pandas()
+    d = d[(d["metric"] == "device_us") & (d["mode"] == "offline") & (d["cache"] == "warm")]
     rows = []
-    for p in sorted(glob.glob(os.path.join(a.samples, "*.parquet"))):
-        d = pd.read_parquet(p)
-        d = d[(d["metric"] == "device_us") & (d["mode"] == "offline") & (d["cache"] == "warm")]
-        for shape, g in d.groupby("shape"):
-            early, late = g[g["round"] < a.host_rounds], g[g["round"] >= a.host_rounds]
-            m, n, _ = map(int, shape.split("_"))
-            rows.append(dict(shape=shape, cls=klass(shape), small=m * n <= 131072, rounds=int(g["round"].max()) + 1,
-                             all=speedups(g, a.method), early=speedups(early, a.method),
-                             late=speedups(late, a.method) if late["round"].nunique() >= a.min_late else float("nan")))
+    for shape, g in d.groupby("shape"):
+        early, late = g[g["round"] < a.host_rounds], g[g["round"] >= a.host_rounds]
+        m, n, _ = map(int, shape.split("_"))
+        rows.append(dict(shape=shape, cls=klass(shape), small=m * n <= 131072, rounds=int(g["round"].max()) + 1,
+                         all=speedups(g, a.method), early=speedups(early, a.method),
+                         late=speedups(late, a.method) if late["round"].nunique() >= a.min_late else float("nan")))
     t = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_rows", 300):
         print(t[t["late"].notna()].sort_values(["cls", "shape"]).round(3).to_string(index=False))
