@@ -44,7 +44,6 @@ SWEEP = [
     "triton",
     "triton:block_m=64:block_n=64:split_k=4",
     "triton:block_m=64:block_n=128:block_k=64:split_k=8",
-    "triton:block_m=128:block_n=256:num_warps=8",
     "triton:persistent=1",
 ]
 
@@ -107,14 +106,13 @@ PARALLEL_SPLITK_SWEEP = [
 # tried Triton's usual wgmma-sized tiles there (its space is ~70,000 configs), nor mma.sync tiles
 # above 64 with one split, nor CUTLASS 64x64 tiles (more CTAs than 128x256 on 1-30 M outputs).
 MIDSIZE_SWEEP = [
-    "triton:block_m=128:block_n=128:block_k=64:num_warps=4:num_stages=3",
-    "triton:block_m=128:block_n=256:block_k=64:num_warps=8:num_stages=3",
-    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=4",
-    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=4",
+    # pointer tiles at 8 warps: at 4 (and 128 x 256, 64 x 256 at 8) they spill (triton family rule)
+    "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=8:num_stages=4",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=8:num_stages=4",
     "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=4",
-    "triton:block_m=64:block_n=256:block_k=64:num_warps=4:num_stages=3",
     "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=3:persistent=1",
-    "triton:block_m=64:block_n=128:block_k=128:num_warps=4:num_stages=3",
+    "triton:block_m=64:block_n=128:block_k=128:num_warps=8:num_stages=3",
     "splitk:bm=128:bn=128:bk=32:splits=1",
     "splitk:bm=64:bn=128:bk=64:warps_m=2:warps_n=2:stages=2:splits=1",
     "splitk:bm=128:bn=64:bk=64:warps_m=2:warps_n=2:stages=3:splits=1",
@@ -179,14 +177,15 @@ TRITON_TMA_SWEEP = [
 ]
 # Memory-bound skinny shapes (N or M of 64-128, large K: one operand streamed once, cuBLAS at
 # 2.8-4.1 TB/s): deep Triton pipelines, with pointers and with TMA, tiles that give 1-2 CTAs an SM
+# (pointer tiles past the triton family's register rule at 8 warps)
 SKINNY_SWEEP = [
-    "triton:block_m=64:block_n=64:block_k=128:num_warps=4:num_stages=4",
+    "triton:block_m=64:block_n=64:block_k=128:num_warps=8:num_stages=4",
     "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=6",
-    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=5",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=8:num_stages=5",
     "triton:block_m=32:block_n=64:block_k=128:num_warps=4:num_stages=5",
-    "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=5",
+    "triton:block_m=64:block_n=128:block_k=64:num_warps=8:num_stages=5",
     "triton:block_m=128:block_n=128:block_k=64:num_warps=8:num_stages=4",
-    "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=5:split_k=2",
+    "triton:block_m=128:block_n=64:block_k=64:num_warps=8:num_stages=5:split_k=2",
     "triton:block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1:per_sm=2",
     "triton:block_m=128:block_n=64:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1",
     "triton:block_m=64:block_n=128:block_k=64:num_warps=4:num_stages=6:persistent=1:tma=1",

@@ -825,6 +825,55 @@ def test_triton_tma_kernel_compiles_for_sm90_with_tma_wgmma_and_one_pipelined_lo
     assert "async_tma_copy_global_to_local" in loop and "async_tma_copy_local_to_global" in loop
 
 
+def test_triton_refuses_pointer_tiles_that_spill_and_its_default_does_not():
+    """The pointer kernels (tma=0) keep an address per A and B element of a k-tile beside the accumulators: past
+    128 of them a thread the family refuses the config (the default tile takes 8 warps for it); TMA configs and
+    every preset pass."""
+    from kernels_search.families.triton_gemm import pointer_kernel_registers
+
+    fam = FAMILIES["triton"]
+    assert fam.parse(None)["num_warps"] == 8 and pointer_kernel_registers(128, 128, 64, 8) == 128
+    with pytest.raises(KnobError, match="spills on sm_90"):
+        fam.parse("block_m=128,block_n=128,num_warps=4")
+    with pytest.raises(KnobError, match="spills on sm_90"):
+        fam.parse("block_m=128,block_n=256,num_warps=8,persistent=1")  # the persistent pointer kernel too
+    assert fam.is_valid(fam.parse("block_m=128,block_n=256,num_warps=8,persistent=1,tma=1"))
+    assert all(fam.is_valid(k) for k in fam.preset_configs())
+
+
+@pytest.mark.parametrize("bm, bn, bk, warps", [(32, 64, 64, 4), (64, 64, 64, 4), (64, 128, 64, 4), (128, 64, 64, 4),
+                                               (128, 128, 64, 4), (128, 128, 64, 8), (64, 64, 128, 4), (128, 128, 32, 4),
+                                               (256, 128, 64, 8), (16, 64, 64, 4)])
+def test_triton_pointer_register_rule_matches_ptxas(bm, bn, bk, warps):
+    """The family's rule against ptxas on sm_90 (Triton's own): a config it refuses uses a stack (spills), one it
+    accepts does not."""
+    triton = pytest.importorskip("triton")
+    import subprocess
+    import tempfile
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels_search import triton_kernels as tk
+    from kernels_search.families.triton_gemm import POINTER_KERNEL_REGISTERS, pointer_kernel_registers
+
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not cuobjdump.exists():
+        pytest.skip("Triton's cuobjdump is not bundled here")
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1)
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+    sig |= {f"stride_{s}": "i32" for s in ("am", "ak", "bk", "bn", "cm", "cn")}
+    sig |= {n: "constexpr" for n in consts}
+    k = triton.compile(ASTSource(fn=tk.gemm_kernel, signature=sig, constexprs=consts, attrs={}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    spills = "STACK:0" not in usage
+    assert spills == (pointer_kernel_registers(bm, bn, bk, warps) > POINTER_KERNEL_REGISTERS), usage
+
+
 _INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"

@@ -22,6 +22,18 @@ from kernels_search.family import Family, Knob, SMEM_LIMIT
 KERNEL_FILE = Path(__file__).resolve().parent.parent / "triton_kernels.py"
 
 
+# The pointer kernels (tma=0) hold an address for every A and B element of a k-tile beside the fp32
+# accumulators; past this many of them a thread, ptxas spills on sm_90 (Triton 3.6: 128 x 128 x 64 at
+# 4 warps, 256 a thread, uses a 608-byte stack; at 8 warps, 128, none; the configs of that kind the
+# packaged searches measured were their slowest). tests/test_kernels_build.py checks the rule against ptxas.
+POINTER_KERNEL_REGISTERS = 128
+
+
+def pointer_kernel_registers(block_m: int, block_n: int, block_k: int, num_warps: int) -> int:
+    """A and B elements of one k-tile plus accumulators, per thread, of the pointer kernels."""
+    return ((block_m + block_n) * block_k + block_m * block_n) // (num_warps * 32)
+
+
 def triton_available() -> Support:
     try:
         import triton  # noqa: F401
@@ -47,9 +59,15 @@ class TritonGemm(Family):
             return "per_sm applies to the persistent kernels (persistent=1)"
         if smem * k["per_sm"] > SMEM_LIMIT:
             return f"{k['per_sm']} programs an SM need {smem * k['per_sm']} bytes of shared memory > {SMEM_LIMIT}"
-        acc = k["block_m"] * k["block_n"] // (k["num_warps"] * 32)
+        threads = k["num_warps"] * 32
+        acc = k["block_m"] * k["block_n"] // threads
         if acc > 256:
             return f"{acc} fp32 accumulators per thread (> 256): more warps or a smaller tile"
+        if not k["tma"]:
+            held = pointer_kernel_registers(k["block_m"], k["block_n"], k["block_k"], k["num_warps"])
+            if held > POINTER_KERNEL_REGISTERS:
+                return (f"the pointer kernel holds {held} A and B elements and accumulators a thread "
+                        f"(> {POINTER_KERNEL_REGISTERS}): it spills on sm_90; more warps, a smaller tile or tma=1")
         return ""
 
     def render(self, k: Mapping) -> str:
@@ -87,7 +105,7 @@ FAMILY = TritonGemm(
         Knob("block_n", (128, 16, 32, 64, 256), 128),
         Knob("block_k", (64, 16, 32, 128), 64),
         Knob("group_m", (8, 1, 4, 16), 8, help="tiles of M per raster group (L2 reuse)"),
-        Knob("num_warps", (4, 2, 8), 4),
+        Knob("num_warps", (4, 2, 8), 8, help="8 by default: the default 128 x 128 pointer tile spills at 4"),
         Knob("num_stages", (3, 2, 4, 5, 6), 3),
         Knob("split_k", (1, 2, 4, 8, 16, 32), 1, help="K split; > 1 accumulates with fp32 atomics"),
         Knob("persistent", (0, 1), 0, help="1: one program per SM looping over tiles"),
