@@ -14,10 +14,11 @@ many candidates in every round and a fresh tune can be read side by side.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 
 import pandas as pd
+
+from harness.results import read_samples, samples_dir
 
 
 def load(path: str) -> pd.DataFrame:
@@ -52,13 +53,13 @@ def main(argv=None) -> None:
 def rounds(path: str, method: str) -> None:
     """A compare's kept samples (RUN.samples/ beside RUN.parquet): the method's device time in rounds 0-5 against
     the later rounds, per shape and layout (does a long call drift?)."""
-    samples = path[: -len(".parquet")] + ".samples" if path.endswith(".parquet") else ""
-    files = glob.glob(os.path.join(samples, "*.parquet")) if samples else []
-    if not files:
+    if os.path.isdir(path):  # a tune DB keeps no per-round samples
         return
-    d = pd.concat(pd.read_parquet(p) for p in files)
+    d = read_samples(path).to_pandas()
     d = d[(d["metric"] == "device_us") & (d["method"] == method)]
-    print(f"  per round ({samples}): median of rounds 0-5, of rounds 6+, rounds")
+    if d.empty:
+        return
+    print(f"  per round ({samples_dir(path)}): median of rounds 0-5, of rounds 6+, rounds")
     for (shape, layout), g in d.groupby(["shape", "layout"]):
         early, late = g[g["round"] < 6]["value"].median(), g[g["round"] >= 6]["value"].median()
         print(f"  {shape:>16} {layout}  {early:7.3f}  {late:7.3f}  {g['round'].max() + 1}")

@@ -76,15 +76,17 @@ def entries_for(shape: str, specs: list[str], seed: int = 0, device: str = "cuda
 def run(shape: str, specs: list[str], rounds: int, seed: int, device: str = "cuda") -> pd.DataFrame:
     entries = entries_for(shape, specs, device=device)
     rows = []
-    for variant in VARIANTS:
-        offline.host_call_us = {"idle": _idle, "eager": _eager}.get(variant, host_call_us)
-        st = OfflineSettings(ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
-                             host_rounds=0 if variant == "none" else rounds)
-        meas = measure_offline(entries, device, st)
-        for (method, layout), m in meas.items():
-            for r, us in enumerate(m.device_us):
-                rows.append(dict(shape=shape, variant=variant, method=method, layout=layout, round=r, us=us))
-    offline.host_call_us = host_call_us
+    try:
+        for variant in VARIANTS:
+            offline.host_call_us = {"idle": _idle, "eager": _eager}.get(variant, host_call_us)
+            st = OfflineSettings(ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
+                                 host_rounds=0 if variant == "none" else rounds)
+            meas = measure_offline(entries, device, st)
+            for (method, layout), m in meas.items():
+                for r, us in enumerate(m.device_us):
+                    rows.append(dict(shape=shape, variant=variant, method=method, layout=layout, round=r, us=us))
+    finally:
+        offline.host_call_us = host_call_us
     return pd.DataFrame(rows)
 
 

@@ -8,35 +8,34 @@ on such a shape partly measures which level that was. Over the shapes with K >= 
 131,072 outputs) and the rest, this prints per method the median over shape-layouts of p90/p10 of the per-round times
 and of median/min, and the share of shape-layouts whose median round is more than 4 % above the fastest.
 
-    python -m lab.throughput.round_modes results/runs/88-h200-fewtile-library-cutlass/*.samples
+    python -m lab.throughput.round_modes results/runs/88-h200-fewtile-library-cutlass/*.parquet
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
-import os
 
 import pandas as pd
+
+from harness.results import read_samples
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("samples", help="a compare's samples folder (RUN.samples/)")
+    ap.add_argument("results", help="a compare's results Parquet (its samples are read from RUN.samples/ beside it)")
     ap.add_argument("--min-k", type=int, default=2048)
     ap.add_argument("--min-rounds", type=int, default=10)
     a = ap.parse_args(argv)
+    d = read_samples(a.results).to_pandas()
+    d = d[d["metric"] == "device_us"]
     rows = []
-    for p in sorted(glob.glob(os.path.join(a.samples, "*.parquet"))):
-        d = pd.read_parquet(p)
-        d = d[d["metric"] == "device_us"]
-        for (shape, meth, lay), g in d.groupby(["shape", "method", "layout"]):
-            m, n, k = map(int, shape.split("_"))
-            s = g.groupby("round")["value"].median()
-            if k < a.min_k or len(s) < a.min_rounds:
-                continue
-            rows.append(dict(shape=shape, method=meth, layout=lay, small=m * n <= 131072,
-                             spread=s.quantile(0.9) / s.quantile(0.1), above=s.median() / s.min()))
+    for (shape, meth, lay), g in d.groupby(["shape", "method", "layout"]):
+        m, n, k = map(int, shape.split("_"))
+        s = g.groupby("round")["value"].median()
+        if k < a.min_k or len(s) < a.min_rounds:
+            continue
+        rows.append(dict(shape=shape, method=meth, layout=lay, small=m * n <= 131072,
+                         spread=s.quantile(0.9) / s.quantile(0.1), above=s.median() / s.min()))
     r = pd.DataFrame(rows)
     if r.empty:
         print("no shape-layout with enough rounds")
