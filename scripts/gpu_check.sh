@@ -96,7 +96,8 @@
 #            baselines alone, in one with tune's 49 candidates of 64_64_16384 in every round, and in a fresh tune's calls
 #   hostab   lab/throughput/host_rounds_ab.py: the baselines and one kernel on HOSTAB_SHAPES, HOSTAB_ROUNDS fixed rounds, with
 #            nothing, the host-sampled rounds' synchronous eager call, an idle gap, or an unsynchronized eager call after
-#            each device sample (which one sets cuBLAS's level on small deep-K shapes)
+#            each device sample (which one sets cuBLAS's level on small deep-K shapes); HOSTAB_VARIANTS=none,prime,...
+#            picks variants (prime: an eager call before each sample; fill: any eager kernel; direct: no graph)
 #   hostprobe lab/throughput/host_probe.py: a graph capture through torch.cuda.graph against capture_begin/end, and the
 #            autotune's candidate validation with a host read per check against one read for all (issue 35, item 5)
 #   ray      issue 35's scale-out on this host's GPU: Ray (the cp312 site of ray and the three packages the GPU image
@@ -319,7 +320,8 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       # does the host-sampled rounds' eager call set cuBLAS's level on small deep-K shapes? (lab/throughput/host_rounds_ab.py)
       log "hostab: the baselines and one kernel, fixed rounds, four variants of what follows each device sample"
       timeout -s INT -k 20 "${HOSTAB_LIMIT:-300}" python3 -m lab.throughput.host_rounds_ab ${HOSTAB_SHAPES:+--shapes "$HOSTAB_SHAPES"} \
-        --rounds "${HOSTAB_ROUNDS:-30}" --out "$OUT/hostab.parquet" 2>&1 | tee "$OUT/hostab.md" | tail -30 ;;
+        --rounds "${HOSTAB_ROUNDS:-30}" ${HOSTAB_VARIANTS:+--variants "$HOSTAB_VARIANTS"} --out "$OUT/hostab.parquet" 2>&1 \
+        | tee "$OUT/hostab.md" | tail -30 ;;
     hostprobe)
       log "hostprobe: capture and validation host costs (lab/throughput/host_probe.py)"
       python3 -m lab.throughput.host_probe 2>&1 | tee "$OUT/hostprobe.md" ;;

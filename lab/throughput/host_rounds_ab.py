@@ -13,7 +13,14 @@ stop), with the offline loop as `compare` runs it, under four variants of what f
 - ``none``: nothing (host_rounds 0);
 - ``host``: the synchronous eager call, every round (what rounds 0-9 do);
 - ``idle``: a synchronize and a 50 us host sleep, no call (the GPU idle as long as a host call keeps it);
-- ``eager``: one eager call of the entry, not synchronized (the call without the idle gap).
+- ``eager``: one eager call of the entry, not synchronized (the call without the idle gap);
+- ``prime``: one eager call of the entry just before each of its own samples, none after (a fix the offline loop could
+  adopt);
+- ``fill``: an eager elementwise kernel on a small buffer after each sample (does any eager launch do it?);
+- ``direct``: nothing after a sample, and the batch launched directly behind the spin instead of replayed as a graph
+  (is the higher level the graph's?).
+
+``--variants`` picks some (default: the first four).
 
 Per variant, method and layout: the median device time and the share of rounds within 3 % of that entry's fastest
 round over all variants.
@@ -40,7 +47,8 @@ from harness.timing.offline import Entry, OfflineSettings, measure_offline, time
 from harness.timing.samplers import host_call_us
 
 BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
-VARIANTS = ("none", "host", "idle", "eager")
+VARIANTS = ("none", "host", "idle", "eager", "prime", "fill", "direct")
+DEFAULT_VARIANTS = VARIANTS[:4]
 
 
 def _idle(fn, s, device) -> float:
@@ -53,6 +61,46 @@ def _idle(fn, s, device) -> float:
 def _eager(fn, s, device) -> float:
     fn(s.a, s.b, s.c)
     return float("nan")
+
+
+_FILL = {}
+
+
+def _fill(fn, s, device) -> float:
+    buf = _FILL.setdefault(device, torch.zeros(1 << 16, device=device))
+    buf.add_(1.0)
+    return float("nan")
+
+
+class _Primed:
+    """A sampler whose every sample follows one eager call of its own entry (``prime``)."""
+
+    def __init__(self, inner, fn, s):
+        self.inner, self.fn, self.s = inner, fn, s
+        self.kind, self.batch = inner.kind, inner.batch
+
+    def sample(self) -> float:
+        self.fn(self.s.a, self.s.b, self.s.c)
+        return self.inner.sample()
+
+    @property
+    def starved(self) -> int:
+        return self.inner.starved
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _sampler_factory(variant: str, make):
+    """``make`` (the offline loop's make_sampler) as the variant needs it: primed, direct launches, or unchanged."""
+
+    def primed(fn, sets, device, capturable, *a, **kw):
+        return _Primed(make(fn, sets, device, capturable, *a, **kw), fn, sets[0])
+
+    def direct(fn, sets, device, capturable, *a, **kw):
+        return make(fn, sets, device, False, *a, **kw)
+
+    return {"prime": primed, "direct": direct}.get(variant, make)
 
 
 def entries_for(shape: str, specs: list[str], seed: int = 0, device: str = "cuda") -> list[Entry]:
@@ -73,20 +121,24 @@ def entries_for(shape: str, specs: list[str], seed: int = 0, device: str = "cuda
     return out
 
 
-def run(shape: str, specs: list[str], rounds: int, seed: int, device: str = "cuda") -> pd.DataFrame:
+def run(shape: str, specs: list[str], rounds: int, seed: int, device: str = "cuda",
+        variants: tuple[str, ...] = DEFAULT_VARIANTS) -> pd.DataFrame:
     entries = entries_for(shape, specs, device=device)
     rows = []
+    make = offline.make_sampler
     try:
-        for variant in VARIANTS:
-            offline.host_call_us = {"idle": _idle, "eager": _eager}.get(variant, host_call_us)
+        for variant in variants:
+            offline.host_call_us = {"idle": _idle, "eager": _eager, "fill": _fill}.get(variant, host_call_us)
+            offline.make_sampler = _sampler_factory(variant, make)
             st = OfflineSettings(ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
-                                 host_rounds=0 if variant == "none" else rounds)
+                                 host_rounds=0 if variant in ("none", "prime", "direct") else rounds)
             meas = measure_offline(entries, device, st)
             for (method, layout), m in meas.items():
                 for r, us in enumerate(m.device_us):
                     rows.append(dict(shape=shape, variant=variant, method=method, layout=layout, round=r, us=us))
     finally:
         offline.host_call_us = host_call_us
+        offline.make_sampler = make
     return pd.DataFrame(rows)
 
 
@@ -95,7 +147,8 @@ def report(df: pd.DataFrame) -> str:
     df = df.assign(low=df["us"] <= fastest * 1.03)
     g = df.groupby(["shape", "method", "layout", "variant"])
     t = pd.DataFrame({"median_us": g["us"].median(), "low": g["low"].mean()}).unstack("variant")
-    t = t.reindex(columns=[(c, v) for c in ("median_us", "low") for v in VARIANTS])
+    variants = [v for v in VARIANTS if v in set(df["variant"])]
+    t = t.reindex(columns=[(c, v) for c in ("median_us", "low") for v in variants])
     t.columns = [f"{c} {v}" for c, v in t.columns]
     return t.round(3).to_string()
 
@@ -107,10 +160,16 @@ def main(argv=None) -> None:
                     "the packaged library, whose binaries the carried pool cache holds)")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"some of {', '.join(VARIANTS)}")
     ap.add_argument("--out", default=None, help="also write the per-round samples here (Parquet)")
     a = ap.parse_args(argv)
+    variants = tuple(v for v in a.variants.split(",") if v)
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        ap.error(f"unknown variant(s) {', '.join(sorted(unknown))}; known: {', '.join(VARIANTS)}")
     specs = list(BASELINES) + ([a.kernel] if a.kernel else [])
-    df = pd.concat([run(s, specs, a.rounds, a.seed) for s in a.shapes.split(",")], ignore_index=True)
+    df = pd.concat([run(s, specs, a.rounds, a.seed, variants=variants) for s in a.shapes.split(",")],
+                   ignore_index=True)
     if a.out:
         df.to_parquet(a.out)
     print(f"GPU: {torch.cuda.get_device_name()}; {a.rounds} rounds a variant; 'low': share of rounds within 3 % of "
