@@ -51,6 +51,7 @@ class OfflineSettings:
     # None: each entry's sampler measures its own call to size its batch
     call_us: float | None = None
     warmed: bool = False  # every entry has already run on inputs of this shape (no warm-up call needed)
+    prime: bool = True  # one eager call before each graph sample (samplers' docstring); off only for A/B
 
 
 @dataclass
@@ -88,7 +89,7 @@ def measure_offline(
         try:
             s = make_sampler(
                 e.fn, e.sets, device, e.capturable, settings.target_batch_us, flush_bytes=settings.flush_bytes,
-                call_us=settings.call_us, warmed=settings.warmed,
+                call_us=settings.call_us, warmed=settings.warmed, prime=settings.prime,
             )
             samplers[e.key] = s
             out[e.key].timing_method = s.kind

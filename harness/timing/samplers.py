@@ -6,7 +6,13 @@ small kernels run 2-4 us):
 
 * ``graph``: the batch is captured once as a CUDA graph; each sample replays it between two
   events. A spin kernel (``torch.cuda._sleep``) is queued first so the start event and the
-  whole replay are enqueued before the GPU reaches them.
+  whole replay are enqueued before the GPU reaches them. Before the spin, one eager call of the
+  entry's first input set (the prime): on small split-K shapes cuBLAS's graph-replayed calls run at
+  one of two levels, 8-10 % apart, and which one depends only on whether an eager GEMM call
+  preceded the replay (lab/throughput/hostab-h100.md: 5.7 us after one, 6.2-6.3 us after another
+  replay or an idle gap, any other eager kernel does not do it). The prime makes every sample start
+  from the same state whatever ran before it, so a call's time no longer depends on the round
+  order or how many entries share the rounds. It costs one call a sample, outside the events.
 * ``spin-events``: for calls that cannot be captured, and for batches of one call (long
   kernels, where a graph would add nothing): spin kernel, start event, the direct launches,
   end event (nvbench's blocking-kernel method).
@@ -100,6 +106,9 @@ class _EventSampler(Sampler):
         self.end = torch.cuda.Event(enable_timing=True)
         self._streams = _StreamCache()
 
+    def _prime(self) -> None:
+        """Work queued before the spin, outside the timed span (none by default)."""
+
     def _enqueue(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -109,6 +118,7 @@ class _EventSampler(Sampler):
     def sample(self) -> float:
         stream = self._streams.current()
         for _ in range(MAX_STARVED_RETRIES):
+            self._prime()
             torch.cuda._sleep(int(self.spin_us * SPIN_CYCLES_PER_US))
             self.start.record(stream)
             self._enqueue()
@@ -137,10 +147,12 @@ class SpinEventsSampler(_EventSampler):
 class GraphSampler(_EventSampler):
     kind = "graph"
 
-    def __init__(self, fn, sets, batch, warmed: bool = False):
+    def __init__(self, fn, sets, batch, warmed: bool = False, prime: bool = True):
         """``warmed``: ``fn`` has already run on inputs of this shape (its lazy initialisation is
-        done), so the warm-up calls before the capture are skipped."""
+        done), so the warm-up calls before the capture are skipped. ``prime``: one eager call before
+        each sample (the module docstring says why; off only to measure what it changes)."""
         super().__init__(fn, sets, batch, enqueue_us_guess=50.0)
+        self.prime = prime
         if not warmed:
             # Warm up on a side stream before capture (lazy library init must not be captured).
             side = torch.cuda.Stream()
@@ -154,6 +166,11 @@ class GraphSampler(_EventSampler):
         with torch.cuda.graph(self.graph):
             self._run_batch()
         torch.cuda.synchronize()
+
+    def _prime(self) -> None:
+        if self.prime:
+            s = self.sets[0]
+            self.fn(s.a, s.b, s.c)
 
     def _enqueue(self) -> None:
         self.graph.replay()
@@ -218,6 +235,7 @@ def make_sampler(
     flush_bytes: int = 0,
     call_us: float | None = None,
     warmed: bool = False,
+    prime: bool = True,
 ) -> Sampler:
     """Pick the sampler and batch size for one (method, layout) entry.
 
@@ -225,7 +243,7 @@ def make_sampler(
     calls, a 13 ms GEMM gets one) and, when rotating input sets, covers every set. ``call_us``,
     when the caller knows it, is one call's device time; else one warm call is timed here.
     ``warmed``: ``fn`` has already run on inputs of this shape, so a known ``call_us`` needs no
-    warm-up call before the first sample.
+    warm-up call before the first sample. ``prime``: a graph sample follows one eager call.
     """
     est = max(call_us if call_us is not None else estimate_call_us(fn, sets[0], device), 0.5)
     batch = int(min(max_batch, max(1, round(target_batch_us / est))))
@@ -241,7 +259,7 @@ def make_sampler(
     if capturable and batch > 1:
         try:
             # estimate_call_us (call_us unknown) has just run fn: it needs no second warm-up
-            return GraphSampler(fn, sets, batch, warmed=warmed or call_us is None)
+            return GraphSampler(fn, sets, batch, warmed=warmed or call_us is None, prime=prime)
         except Exception:
             torch.cuda.synchronize()
     if call_us is not None and not warmed:

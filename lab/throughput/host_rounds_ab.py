@@ -14,8 +14,8 @@ stop), with the offline loop as `compare` runs it, under four variants of what f
 - ``host``: the synchronous eager call, every round (what rounds 0-9 do);
 - ``idle``: a synchronize and a 50 us host sleep, no call (the GPU idle as long as a host call keeps it);
 - ``eager``: one eager call of the entry, not synchronized (the call without the idle gap);
-- ``prime``: one eager call of the entry just before each of its own samples, none after (a fix the offline loop could
-  adopt);
+- ``prime``: one eager call of the entry just before each of its own samples, none after (what the offline loop's
+  graph samples do by default since hostab's first answer; every other variant turns it off);
 - ``fill``: an eager elementwise kernel on a small buffer after each sample (does any eager launch do it?);
 - ``direct``: nothing after a sample, and the batch launched directly behind the spin instead of replayed as a graph
   (is the higher level the graph's?).
@@ -72,35 +72,13 @@ def _fill(fn, s, device) -> float:
     return float("nan")
 
 
-class _Primed:
-    """A sampler whose every sample follows one eager call of its own entry (``prime``)."""
-
-    def __init__(self, inner, fn, s):
-        self.inner, self.fn, self.s = inner, fn, s
-        self.kind, self.batch = inner.kind, inner.batch
-
-    def sample(self) -> float:
-        self.fn(self.s.a, self.s.b, self.s.c)
-        return self.inner.sample()
-
-    @property
-    def starved(self) -> int:
-        return self.inner.starved
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def _sampler_factory(variant: str, make):
-    """``make`` (the offline loop's make_sampler) as the variant needs it: primed, direct launches, or unchanged."""
-
-    def primed(fn, sets, device, capturable, *a, **kw):
-        return _Primed(make(fn, sets, device, capturable, *a, **kw), fn, sets[0])
+    """``make`` (the offline loop's make_sampler) as the variant needs it: direct launches, or unchanged."""
 
     def direct(fn, sets, device, capturable, *a, **kw):
         return make(fn, sets, device, False, *a, **kw)
 
-    return {"prime": primed, "direct": direct}.get(variant, make)
+    return direct if variant == "direct" else make
 
 
 def entries_for(shape: str, specs: list[str], seed: int = 0, device: str = "cuda") -> list[Entry]:
@@ -131,7 +109,8 @@ def run(shape: str, specs: list[str], rounds: int, seed: int, device: str = "cud
             offline.host_call_us = {"idle": _idle, "eager": _eager, "fill": _fill}.get(variant, host_call_us)
             offline.make_sampler = _sampler_factory(variant, make)
             st = OfflineSettings(ci_target=0.0, min_rounds=rounds, max_rounds=rounds, budget_s=1e9, seed=seed,
-                                 host_rounds=0 if variant in ("none", "prime", "direct") else rounds)
+                                 host_rounds=0 if variant in ("none", "prime", "direct") else rounds,
+                                 prime=variant == "prime")
             meas = measure_offline(entries, device, st)
             for (method, layout), m in meas.items():
                 for r, us in enumerate(m.device_us):
