@@ -67,6 +67,7 @@ class CompareSettings:
     # this / one call's time. Shorter batches cost less GPU and capture time a round; see
     # BENCHMARKS.md's throughput section before changing the default
     batch_us: float = OfflineSettings.target_batch_us
+    prime: bool = True  # offline: one eager call before each graph sample (harness.timing.samplers says why)
     qps: float = defaults.QPS
     server_calls: int = defaults.SERVER_CALLS
     seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws
@@ -334,6 +335,7 @@ class ShapeEvaluator:
             st = OfflineSettings(
                 ci_target=self.s.ci_target, min_rounds=self.s.min_rounds, max_rounds=self.s.max_rounds,
                 budget_s=self.s.budget_s, flush_bytes=flush, seed=self.seed, target_batch_us=self.s.batch_us,
+                prime=self.s.prime,
             )
             meas = measure_offline(entries, self.device, st, self.clocks, log, on_round=self._heartbeat)
         else:

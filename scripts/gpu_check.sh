@@ -12,7 +12,8 @@
 #   cold     compare --shapes smoke --cache cold
 #   fewtile  the library against the four baselines on the 60 + 60 seeded few-tile grid shapes (lab/fewtile/),
 #            scored per class by lab/skinny/table.py (needs the CUTLASS wheel and the library's binaries:
-#            .hbstate/cache*.tar.xz built from lab/fewtile/few120-library-plan.txt)
+#            .hbstate/cache*.tar.xz built from lab/fewtile/few120-library-plan.txt); fewtile-noprime: the same with
+#            --no-prime (what the eager call before each graph sample changes)
 #   grid100  the packaged library against the four baselines on 100 seeded grid shapes (lab/library/grid-sample100-seed3401.txt),
 #            scored by lab/skinny/table.py and lab.library_check (needs the CUTLASS wheel and the library's binaries, as fewtile)
 #   fewtilelib the split-K cluster families' presets on the 120 few-tile class shapes, a library rebuilt from the packaged
@@ -195,13 +196,16 @@ for stage in $STAGES; do
         --budget "${GRID_BUDGET:-1.0}" --out /tmp/hb/grid50.parquet --fresh --seed 4 > "$OUT/grid50.txt" 2>&1
       end=$(date +%s)
       python3 scripts/throughput.py /tmp/hb/grid50.parquet $((end - start)) 2>&1 | tee -a "$OUT/grid50.txt" ;;
-    fewtile)
-      log "fewtile: library vs the four baselines, 60 + 60 few-tile grid shapes"
+    fewtile|fewtile-noprime)
+      # fewtile-noprime: the same compare with --no-prime (the offline timer without the eager call before each
+      # graph sample), to say what the prime changes in the class figures
+      name=$stage; extra=""; [ "$stage" = fewtile-noprime ] && extra="--no-prime"
+      log "$name: library vs the four baselines, 60 + 60 few-tile grid shapes $extra"
       $HB compare --shapes lab/fewtile/deepk-60-seed3301.txt --shapes lab/fewtile/shallowk-60-seed3301.txt \
         --methods "library${REEXPORT_METHOD:+,$REEXPORT_METHOD},torch,cublas,cublaslt,cublaslt-autotune" --budget 1 --seed 6 \
-        --out /tmp/hb/fewtile.parquet --fresh --label "few-tile classes, library" > "$OUT/fewtile.txt" 2>&1
-      grep -i "warning" "$OUT/fewtile.txt"; cp /tmp/hb/fewtile.parquet "$OUT/"
-      python3 lab/skinny/table.py /tmp/hb/fewtile.parquet --by-class 2>&1 | tail -14 | tee -a "$OUT/fewtile.txt" ;;
+        --out "/tmp/hb/$name.parquet" --fresh --label "few-tile classes, library${extra:+ ($extra)}" $extra > "$OUT/$name.txt" 2>&1
+      grep -i "warning" "$OUT/$name.txt"; cp "/tmp/hb/$name.parquet" "$OUT/"
+      python3 lab/skinny/table.py "/tmp/hb/$name.parquet" --by-class 2>&1 | tail -14 | tee -a "$OUT/$name.txt" ;;
     fewtilelib)
       # issue 33's classes through an automatic procedure after a kernel change: (1) the split-K cluster families'
       # presets with the four baselines on the 120 class shapes; (2) a library rebuilt from the packaged sources plus

@@ -55,6 +55,24 @@ def test_compare_cpu_end_to_end(tmp_path):
     assert len(read_results(out).to_pandas()) == len(df)
 
 
+@pytest.mark.parametrize("flag, primed", [((), True), (("--no-prime",), False)])
+def test_compare_primes_graph_samples_unless_told_not_to(tmp_path, monkeypatch, flag, primed):
+    import harness.evaluate as evaluate
+
+    seen = []
+    real = evaluate.measure_offline
+
+    def spy(entries, device, settings, *a, **kw):
+        seen.append(settings.prime)
+        return real(entries, device, settings, *a, **kw)
+
+    monkeypatch.setattr(evaluate, "measure_offline", spy)
+    res = run("compare", "--device", "cpu", "--shapes", "64_64_64", "--methods", "torch", "--budget", "0.2",
+              "--isolate", "off", "--out", str(tmp_path / "r.parquet"), *flag)
+    assert res.exit_code == 0, res.output
+    assert seen and set(seen) == {primed}
+
+
 def test_compare_plan_measures_each_shape_with_its_own_methods(tmp_path):
     """``--plan``: a shape gets its line's methods and --methods, no other (in the sandboxed
     worker too: a family method makes the run isolated); a rerun resumes without a warning about

@@ -26,7 +26,7 @@ def test_small_gemm_device_time_excludes_launch_overhead():
                           OfflineSettings(min_rounds=10, max_rounds=30, budget_s=5))["t"]
     dev = sorted(res.device_us)[len(res.device_us) // 2]
     host = sorted(res.host_us)[len(res.host_us) // 2]
-    assert res.timing_method == "graph" and res.calls_per_batch > 50
+    assert res.timing_method == "graph+prime" and res.calls_per_batch > 50
     assert dev < 4.0, f"device time {dev:.2f} us: launch overhead leaked in"
     assert host > 3 * dev, f"host {host:.1f} us should include the synchronous call's cost"
 

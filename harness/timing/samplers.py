@@ -153,6 +153,7 @@ class GraphSampler(_EventSampler):
         each sample (the module docstring says why; off only to measure what it changes)."""
         super().__init__(fn, sets, batch, enqueue_us_guess=50.0)
         self.prime = prime
+        self.kind = "graph+prime" if prime else "graph"
         if not warmed:
             # Warm up on a side stream before capture (lazy library init must not be captured).
             side = torch.cuda.Stream()
