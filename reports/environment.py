@@ -59,8 +59,8 @@ def environment(raw: pd.DataFrame) -> list[tuple[str, str]]:
 
 TIMING_METHODS = {
     "graph": "CUDA-graph replay of a batch of calls (batch GPU time / calls)",
-    "graph+prime": "CUDA-graph replay of a batch of calls after one eager call of the same method, outside the "
-                   "timed span (batch GPU time / calls)",
+    "graph+prime": "CUDA-graph replay of a batch of 20 or more calls after one eager call of the same method, "
+                   "outside the timed span (batch GPU time / calls)",
     "spin-events": "CUDA events around a batch held behind a spin kernel until fully queued (batch GPU time / calls)",
     "events": "CUDA events around each call",
     "cupti": "the GPU's own timestamps on each call's kernels (CUPTI activity records: first start to last end)",

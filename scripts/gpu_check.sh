@@ -99,6 +99,7 @@
 #            nothing, the host-sampled rounds' synchronous eager call, an idle gap, or an unsynchronized eager call after
 #            each device sample (which one sets cuBLAS's level on small deep-K shapes); HOSTAB_VARIANTS=none,prime,...
 #            picks variants (prime: an eager call before each sample; fill: any eager kernel; direct: no graph)
+#   primeab  compare with and without --no-prime, 40 fixed rounds on three small deep-K shapes, levels by round_modes
 #   hostprobe lab/throughput/host_probe.py: a graph capture through torch.cuda.graph against capture_begin/end, and the
 #            autotune's candidate validation with a host read per check against one read for all (issue 35, item 5)
 #   ray      issue 35's scale-out on this host's GPU: Ray (the cp312 site of ray and the three packages the GPU image
@@ -326,6 +327,19 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       timeout -s INT -k 20 "${HOSTAB_LIMIT:-300}" python3 -m lab.throughput.host_rounds_ab ${HOSTAB_SHAPES:+--shapes "$HOSTAB_SHAPES"} \
         --rounds "${HOSTAB_ROUNDS:-30}" ${HOSTAB_VARIANTS:+--variants "$HOSTAB_VARIANTS"} --out "$OUT/hostab.parquet" 2>&1 \
         | tee "$OUT/hostab.md" | tail -30 ;;
+    primeab)
+      # the offline timer with and without the eager call before each graph sample, 40 fixed rounds on small deep-K
+      # shapes (long compares are where cuBLAS's level moved: tune's calls, contextab), per-round levels by round_modes
+      shapes=${PRIMEAB_SHAPES:-64_64_16384,512_64_4096,128_256_4096}
+      for v in prime noprime; do
+        log "primeab $v: library and the four baselines on $shapes, 40 fixed rounds"
+        $HB compare --shapes "$shapes" --methods library,torch,cublas,cublaslt,cublaslt-autotune --ci-target 1e-9 \
+          --min-rounds 40 --max-rounds 40 --budget 300 --seed 21 --fresh --out "/tmp/hb/primeab-$v.parquet" \
+          $([ $v = noprime ] && echo --no-prime) > "/tmp/hb/primeab-$v.txt" 2>&1
+        { echo "## $v"; python3 -m lab.throughput.round_modes "/tmp/hb/primeab-$v.parquet" --min-k 2048;
+          python3 lab/skinny/table.py "/tmp/hb/primeab-$v.parquet" 2>&1 | tail -6; } | tee -a "$OUT/primeab.md"
+        cp "/tmp/hb/primeab-$v.parquet" "$OUT/"
+      done ;;
     hostprobe)
       log "hostprobe: capture and validation host costs (lab/throughput/host_probe.py)"
       python3 -m lab.throughput.host_probe 2>&1 | tee "$OUT/hostprobe.md" ;;

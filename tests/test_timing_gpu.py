@@ -57,7 +57,7 @@ def test_per_call_time_does_not_depend_on_batch_size():
 
 
 def test_each_graph_sample_is_primed_by_one_eager_call():
-    from harness.timing.samplers import GraphSampler
+    from harness.timing.samplers import PRIME_MIN_BATCH, GraphSampler
 
     calls = []
     base = _torch_fn()
@@ -67,15 +67,17 @@ def test_each_graph_sample_is_primed_by_one_eager_call():
         base(a, b, c)
 
     sets = _sets(256, 256, 256)
-    primed = GraphSampler(fn, sets, 10)
+    primed = GraphSampler(fn, sets, PRIME_MIN_BATCH)
     before = len(calls)
     primed.sample()
     primed.sample()
     assert len(calls) - before == 2 + primed.starved  # a starved retry primes again
-    plain = GraphSampler(fn, sets, 10, prime=False)
-    before = len(calls)
-    plain.sample()
-    assert len(calls) == before  # the replay runs the captured calls, not the Python function
+    assert primed.kind == "graph+prime"
+    for plain in (GraphSampler(fn, sets, PRIME_MIN_BATCH, prime=False), GraphSampler(fn, sets, PRIME_MIN_BATCH - 1)):
+        before = len(calls)
+        plain.sample()
+        assert len(calls) == before  # the replay runs the captured calls, not the Python function
+        assert plain.kind == "graph"
 
 
 def test_a_sample_does_not_depend_on_what_ran_before_it():

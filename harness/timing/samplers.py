@@ -12,7 +12,9 @@ small kernels run 2-4 us):
   preceded the replay (lab/throughput/hostab-h100.md: 5.7 us after one, 6.2-6.3 us after another
   replay or an idle gap, any other eager kernel does not do it). The prime makes every sample start
   from the same state whatever ran before it, so a call's time no longer depends on the round
-  order or how many entries share the rounds. It costs one call a sample, outside the events.
+  order or how many entries share the rounds. It costs one call a sample, outside the events, so
+  only batches of at least ``PRIME_MIN_BATCH`` calls take it (calls up to ~50 us at the 1 ms batch,
+  where a 0.5 us level is 1 % or more; one more call costs them at most 5 % of the GPU time).
 * ``spin-events``: for calls that cannot be captured, and for batches of one call (long
   kernels, where a graph would add nothing): spin kernel, start event, the direct launches,
   end event (nvbench's blocking-kernel method).
@@ -34,6 +36,7 @@ import torch
 from harness.cuda_streams import current_stream_ptr
 from harness.tensors import InputSet
 
+PRIME_MIN_BATCH = 20  # graph samples of at least this many calls follow one eager call (see above)
 SPIN_CYCLES_PER_US = 2000  # ~2 GHz boost clock; only sets how long the spin holds the stream
 MAX_STARVED_RETRIES = 6
 
@@ -150,10 +153,11 @@ class GraphSampler(_EventSampler):
     def __init__(self, fn, sets, batch, warmed: bool = False, prime: bool = True):
         """``warmed``: ``fn`` has already run on inputs of this shape (its lazy initialisation is
         done), so the warm-up calls before the capture are skipped. ``prime``: one eager call before
-        each sample (the module docstring says why; off only to measure what it changes)."""
+        each sample when the batch holds at least PRIME_MIN_BATCH calls (the module docstring says
+        why; off only to measure what it changes)."""
         super().__init__(fn, sets, batch, enqueue_us_guess=50.0)
-        self.prime = prime
-        self.kind = "graph+prime" if prime else "graph"
+        self.prime = prime and self.batch >= PRIME_MIN_BATCH
+        self.kind = "graph+prime" if self.prime else "graph"
         if not warmed:
             # Warm up on a side stream before capture (lazy library init must not be captured).
             side = torch.cuda.Stream()
