@@ -927,6 +927,22 @@ def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the
         assert "LOCAL:0" in usage and "STACK:0" in usage, usage
 
 
+def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
+    """split_k=0: no split under SPLIT_MIN_K_TILES k-tiles (the reduction would cost more than it saves),
+    else tiles x slices within one wave, two k-tiles a slice at least, and no empty slice."""
+    from kernels_search.families.triton_splitk import SPLIT_MIN_K_TILES, auto_split
+
+    assert auto_split(1, SPLIT_MIN_K_TILES - 1, 132) == 1
+    assert auto_split(1, 256, 132) == 128  # 64_64_16384 at 64 x 64: K spread over a wave
+    assert auto_split(16, 64, 132) == 8  # 256_256_4096 at 64 x 64
+    assert auto_split(200, 256, 132) == 1  # the tiles alone fill the device
+    for tiles in (1, 3, 7, 16, 40):
+        for k_tiles in (16, 17, 33, 100, 256):
+            s = auto_split(tiles, k_tiles, 132)
+            per = -(-k_tiles // s)
+            assert tiles * s <= 132 and per >= 2 and (s - 1) * per < k_tiles, (tiles, k_tiles, s)
+
+
 _INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"

@@ -29,12 +29,19 @@ from kernels_search.family import Family, Knob, SMEM_LIMIT
 
 KERNEL_FILE = Path(__file__).resolve().parent.parent / "triton_splitk_kernel.py"
 MIN_K_TILES = 2  # k-tiles a slice gets at least under split_k=0 (a shorter loop cannot pipeline)
+# k-tiles below which split_k=0 does not split: the in-launch reduction costs about 1 us (the adds,
+# the counter, the last program's read), the time of 6-8 k-tiles of the loop it shortens; measured on
+# an H100 (runs 8e08c6569a6d, 2ef326512b00): split in 2-4 at K 256-512 0.72-0.80x of the best baseline where the
+# same tile unsplit is at 1.06x; at K 1024 split 8 at 0.99-1.03x, at K >= 4096 1.09-1.44x
+SPLIT_MIN_K_TILES = 16
 
 
 def auto_split(tiles: int, k_tiles: int, sms: int) -> int:
     """Slices per tile for ``split_k=0``: as many as keep tiles x slices within one wave of ``sms``
     programs and give each slice ``MIN_K_TILES`` k-tiles or more, rounded so that no slice is empty
-    (1 when the tiles alone fill the device or K is short)."""
+    (1 when the tiles alone fill the device or K is under ``SPLIT_MIN_K_TILES`` k-tiles)."""
+    if k_tiles < SPLIT_MIN_K_TILES:
+        return 1
     split = max(1, min(sms // max(tiles, 1), k_tiles // MIN_K_TILES))
     per = -(-k_tiles // split)
     return -(-k_tiles // per)
@@ -65,7 +72,10 @@ class TritonSplitK(Family):
 FAMILY = TritonSplitK(
     name="triton_splitk",
     backend="triton",
-    presets=("block_m=32:block_n=64:block_k=64:num_warps=4:num_stages=3",),
+    # the two tiles that won on an H100 (runs 8e08c6569a6d, 2ef326512b00): 64 x 64 on 15 class shapes
+    # (256_64_8192 1.11x, 64_256_8192 1.13x), 16 x 64 on 12 (128_64_4096 1.44x)
+    presets=("block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=3",
+             "block_m=16:block_n=64:block_k=64:num_warps=4:num_stages=4"),
     knobs=(
         Knob("block_m", (32, 16, 64, 128), 32),
         Knob("block_n", (64, 16, 32, 128), 64),
