@@ -28,16 +28,37 @@ class Plan:
     grid: tuple[int, ...]
     strides: tuple[int, ...]  # am, ak, bk, bn, cm, cn
     consts: dict[str, Any]
+    fixup: bool = False  # triton_splitk: partials reduced in the launch (a zeroed accumulator a tile + counters)
+
+    @property
+    def tiles(self) -> int:
+        return self.grid[0]
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _strides(problem: Problem) -> tuple[int, ...]:
+    # B strides as a K x N view: "nn" stores K x N, "tn" stores N x K.
+    sbk, sbn = (problem.n, 1) if problem.layout == "nn" else (1, problem.k)
+    return (problem.k, 1, sbk, sbn, problem.n, 1)
+
+
+def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
+    """The ``triton_splitk`` launch: a (tiles, slices) grid, slices from the knob or ``auto_split``."""
+    from kernels_search.families.triton_splitk import auto_split
+
+    m, n, k = problem.m, problem.n, problem.k
+    bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    split = int(knobs["split_k"]) or auto_split(tiles, _cdiv(k, bk), num_sms)
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
+    return Plan(m, n, k, False, False, split, (tiles, split), _strides(problem), consts, fixup=True)
+
+
 def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
     m, n, k = problem.m, problem.n, problem.k
-    # B strides as a K x N view: "nn" stores K x N, "tn" stores N x K.
-    sbk, sbn = (n, 1) if problem.layout == "nn" else (1, k)
     split = int(knobs["split_k"])
     tiles = _cdiv(m, knobs["block_m"]) * _cdiv(n, knobs["block_n"])
     consts = dict(BLOCK_M=knobs["block_m"], BLOCK_N=knobs["block_n"], BLOCK_K=knobs["block_k"],
@@ -51,8 +72,7 @@ def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
         grid = (tiles, split)
     if knobs["tma"]:
         consts.update(B_KN=problem.layout == "nn", EPI_SPLIT=knobs["epi_split"])
-    return Plan(m, n, k, bool(knobs["persistent"]), bool(knobs["tma"]), split, grid,
-                (k, 1, sbk, sbn, n, 1), consts)
+    return Plan(m, n, k, bool(knobs["persistent"]), bool(knobs["tma"]), split, grid, _strides(problem), consts)
 
 
 def tma_descriptors(p: Plan, a, b, c) -> tuple:
@@ -67,8 +87,31 @@ def tma_descriptors(p: Plan, a, b, c) -> tuple:
             TensorDescriptor.from_tensor(c, [bm, bn // p.consts["EPI_SPLIT"]]))
 
 
-def launch(p: Plan, a, b, c, ws=None) -> None:
-    """One GEMM on the current stream: kernel, plus zero-fill and cast around it for split-K."""
+def workspace(p: Plan, device) -> tuple:
+    """What a call with plan ``p`` needs besides A, B and C: (fp32 workspace or None, counters or None).
+    ``triton`` split-K: an M x N fp32 accumulator; ``triton_splitk``: a zeroed fp32 accumulator and a
+    zeroed counter per tile (the kernel leaves them at zero)."""
+    import torch
+
+    if p.fixup:
+        if p.split == 1:
+            return None, None
+        bm, bn = p.consts["BLOCK_M"], p.consts["BLOCK_N"]
+        return (torch.zeros(p.tiles * bm * bn, dtype=torch.float32, device=device),
+                torch.zeros(p.tiles, dtype=torch.int32, device=device))
+    if p.split > 1:
+        return torch.empty((p.m, p.n), dtype=torch.float32, device=device), None
+    return None, None
+
+
+def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
+    """One GEMM on the current stream: kernel, plus zero-fill and cast around it for ``triton``'s split-K."""
+    if p.fixup:
+        from kernels_search.triton_splitk_kernel import splitk_fixup_kernel
+
+        splitk_fixup_kernel[p.grid](a, b, c, c if ws is None else ws, c if counts is None else counts,
+                                    p.m, p.n, p.k, p.split, *p.strides, **p.consts)
+        return
     from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel, gemm_tma_kernel
 
     if p.tma:
@@ -99,15 +142,16 @@ class TritonMethod(FamilyMethod):
         t0 = time.perf_counter()
         device = torch.device(ctx.device)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        p = plan(problem, self.knobs, sms)
-        ws = torch.empty((p.m, p.n), dtype=torch.float32, device=device) if p.split > 1 else None
+        p = (splitk_plan if self._family.name == "triton_splitk" else plan)(problem, self.knobs, sms)
+        ws, counts = workspace(p, device)
 
         def fn(a, b, c) -> None:
-            launch(p, a, b, c, ws)
+            launch(p, a, b, c, ws, counts)
 
         a, b, c = ctx.inputs
         fn(a, b, c)  # compile now: setup, not timed
         torch.cuda.synchronize(device)
         return Prepared(fn=fn, setup_s=time.perf_counter() - t0,
-                        info={"workspace_bytes": 0 if ws is None else ws.numel() * 4, "grid": list(p.grid)},
+                        info={"workspace_bytes": 0 if ws is None else ws.numel() * 4, "grid": list(p.grid),
+                              "split_k": p.split},
                         capturable=True)

@@ -874,6 +874,75 @@ def test_triton_pointer_register_rule_matches_ptxas(bm, bn, bk, warps):
     assert spills == (pointer_kernel_registers(bm, bn, bk, warps) > POINTER_KERNEL_REGISTERS), usage
 
 
+@pytest.mark.parametrize("bm, bn, split, warps", [(16, 64, 16, 4), (32, 64, 8, 4), (64, 64, 4, 4), (64, 128, 2, 8),
+                                                (128, 128, 2, 8), (32, 64, 1, 4)])
+def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the_counter(bm, bn, split, warps):
+    """``triton_splitk`` for sm_90 (Triton's own ptxas): a cp.async pipeline into WGMMA, no local memory;
+    the partial's fp32 atomic adds (16-byte vectors), then a CTA barrier, then one thread's acq_rel
+    gpu-scope atomic on the tile's counter (CUTLASS's semaphore order); no counter at all without a
+    split."""
+    triton = pytest.importorskip("triton")
+    import re
+    import subprocess
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels_search import triton_splitk_kernel as tk
+
+    fn = tk.splitk_fixup_kernel
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64)
+    # as the JIT specializes a "tn" launch: unit K strides (and a split of 1) are constants, the rest
+    # divisible by 16
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "ws_ptr": "*fp32", "count_ptr": "*i32"}
+    sig |= {n: "i32" for n in ("M", "N", "K", "split_k", "stride_am", "stride_bn", "stride_cm")}
+    sig |= {n: "constexpr" for n in ("stride_ak", "stride_bk", "stride_cn")}
+    consts |= dict(stride_ak=1, stride_bk=1, stride_cn=1)
+    if split == 1:
+        sig["split_k"] = "constexpr"
+        consts["split_k"] = 1
+    sig = {n: sig.get(n, "constexpr") for n in fn.arg_names}
+    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] != "constexpr" and n != "split_k"]
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
+                                 attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
+    ptx = k.asm["ptx"]
+    # a pipelined k loop on tensor cores (WGMMA from 64 rows, mma.sync below)
+    assert ptx.count("cp.async.commit_group") >= 2 and ("wgmma.mma_async" if bm >= 64 else "mma.sync") in ptx
+    atoms = re.findall(r"@%p\d+ atom\.global\.gpu\.acq_rel\.add\.u32", ptx)
+    assert len(atoms) == (1 if split > 1 else 0)
+    if split > 1:
+        before = ptx[:ptx.index("atom.global.gpu.acq_rel")]
+        adds = [m.start() for m in re.finditer(r"(red|atom)\.global\.gpu(\.relaxed)?\.add\.v4\.f32", before)]
+        assert adds and before.rstrip().rfind("bar.sync") > adds[-1]  # adds, barrier, counter
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if cuobjdump.exists():
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(k.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
+                                   text=True).stdout
+        assert "LOCAL:0" in usage and "STACK:0" in usage, usage
+
+
+def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
+    """split_k=0: no split under SPLIT_MIN_K_TILES k-tiles (the reduction would cost more than it saves),
+    else tiles x slices within one wave, two k-tiles a slice at least, and no empty slice."""
+    from kernels_search.families.triton_splitk import SPLIT_MIN_K_TILES, auto_split
+
+    assert auto_split(1, SPLIT_MIN_K_TILES - 1, 132) == 1
+    assert auto_split(1, 256, 132) == 128  # 64_64_16384 at 64 x 64: K spread over a wave
+    assert auto_split(16, 64, 132) == 8  # 256_256_4096 at 64 x 64
+    assert auto_split(200, 256, 132) == 1  # the tiles alone fill the device
+    for tiles in (1, 3, 7, 16, 40):
+        for k_tiles in (16, 17, 33, 100, 256):
+            s = auto_split(tiles, k_tiles, 132)
+            per = -(-k_tiles // s)
+            assert tiles * s <= 132 and per >= 2 and (s - 1) * per < k_tiles, (tiles, k_tiles, s)
+
+
 _INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
@@ -905,13 +974,37 @@ for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
             err = (c.float() - ref).abs().max().item()
             if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
                 bad.append((spec, s, lay, err))
+# triton_splitk: the one-launch split-K (its own plan), each config twice on one workspace: the
+# accumulators and counters must be back at zero after a call
+from kernels_search.triton_method import splitk_plan, workspace
+sk = ALL["triton_splitk"]
+for spec in ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
+             "block_m=32,block_n=16,block_k=32,split_k=64"]:
+    k = sk.parse(spec)
+    for s in RAGGED[:1] + [(70, 50, 330)]:
+        for lay in ("nn", "tn"):
+            pr = Problem(Shape(*s), lay)
+            g = torch.Generator().manual_seed(0)
+            a = (torch.rand(pr.m, pr.k, generator=g) - 0.5).half()
+            b = (torch.rand(*pr.b_shape, generator=g) - 0.5).half()
+            p = splitk_plan(pr, k, num_sms=12)
+            ws, counts = workspace(p, "cpu")
+            ref = a.float() @ (b.float() if lay == "nn" else b.float().t())
+            for rep in range(2):
+                c = torch.full((pr.m, pr.n), float("nan"), dtype=torch.float16)
+                launch(p, a, b, c, ws, counts)
+                err = (c.float() - ref).abs().max().item()
+                if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
+                    bad.append((spec, s, lay, rep, p.split, err))
+            if counts is not None and (counts.any() or ws.any()):
+                bad.append((spec, s, lay, "accumulator or counters left above zero"))
 print(bad)
 sys.exit(1 if bad else 0)
 """
 
 
 def test_triton_kernels_are_correct_in_the_interpreter():
-    """The Triton family's exact launch code (plan + launch) run by Triton's CPU interpreter on
+    """The Triton families' exact launch code (plan + launch) run by Triton's CPU interpreter on
     ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
     epilogue): masks, strides, descriptors and raster are right."""
     pytest.importorskip("triton")

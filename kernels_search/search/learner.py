@@ -76,15 +76,16 @@ def register_search_family(family) -> None:
 
 def default_families(device: str = "cuda") -> dict[str, Any]:
     """The kernel families a search on ``device`` walks: every built-in family on CUDA (triton
-    only where it imports), plus families plug-ins registered for this device."""
+    families only where Triton imports), plus families plug-ins registered for this device."""
     fams: dict[str, Any] = {}
     if device == "cuda":
         from kernels_search.families import ALL
 
         fams = dict(ALL)
-        tri = fams.get("triton")
-        if tri is not None and not tri.supports(tri.defaults(), Problem(Shape(128, 128, 128))):
-            fams.pop("triton")
+        for name in [n for n, f in fams.items() if f.backend == "triton"]:
+            tri = fams[name]
+            if not tri.supports(tri.defaults(), Problem(Shape(128, 128, 128))):
+                fams.pop(name)
     for name, fam in _EXTRA_FAMILIES.items():
         if getattr(fam, "backend", "cuda") in (device, "triton" if device == "cuda" else device):
             fams[name] = fam

@@ -42,9 +42,10 @@ def search_families(device: str = "cuda", plugins: Sequence[str] = ()) -> dict:
         return default_families(device)
     fams = dict(ALL)
     if not triton_gemm.triton_available():
-        tri = dataclasses.replace(fams["triton"])
-        tri.supports = lambda knobs, problem: True
-        fams["triton"] = tri
+        for name in (n for n, f in ALL.items() if f.backend == "triton"):
+            tri = dataclasses.replace(fams[name])
+            tri.supports = lambda knobs, problem: True
+            fams[name] = tri
     fams.update({n: f for n, f in default_families("cuda").items() if n not in fams})
     return fams
 
