@@ -6,8 +6,9 @@ small kernels run 2-4 us):
 
 * ``graph``: the batch is captured once as a CUDA graph; each sample replays it between two
   events. A spin kernel (``torch.cuda._sleep``) is queued first so the start event and the
-  whole replay are enqueued before the GPU reaches them. Before the spin, one eager call of the
-  entry's first input set (the prime): on small split-K shapes cuBLAS's graph-replayed calls run at
+  whole replay are enqueued before the GPU reaches them. Before the spin, one eager call on the
+  input set the batch ends with (the prime; the L2 then holds what back-to-back replays leave, cold
+  rotation included): on small split-K shapes cuBLAS's graph-replayed calls run at
   one of two levels, 8-10 % apart, and which one depends only on whether an eager GEMM call
   preceded the replay (lab/throughput/hostab-h100.md: 5.7 us after one, 6.2-6.3 us after another
   replay or an idle gap, any other eager kernel does not do it). The prime makes every sample start
@@ -174,7 +175,7 @@ class GraphSampler(_EventSampler):
 
     def _prime(self) -> None:
         if self.prime:
-            s = self.sets[0]
+            s = self.sets[(self.batch - 1) % len(self.sets)]
             self.fn(s.a, s.b, s.c)
 
     def _enqueue(self) -> None:
