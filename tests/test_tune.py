@@ -143,6 +143,24 @@ def test_dry_run_lists_ranked_candidates_their_call_and_why_without_measuring(tm
     assert not (tmp_path / "t").exists()  # nothing measured, no DB
 
 
+def test_dry_run_for_the_gpu_lists_the_triton_configs_where_triton_is_missing(tmp_path):
+    """The GPU host measures the Triton families' presets (they compile there, in process): a dry run made
+    on a machine without Triton lists them as well, so it shows what the tune would measure; configs that
+    no evidence holds yet come after the ranked ones instead of being dropped."""
+    from kernels_search.families import ALL
+
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--device", "cuda", "--shapes", "128_64_4096",
+                                   "--out", str(tmp_path / "t")])
+    assert got.exit_code == 0, got.output
+    for name in ("triton", "triton_splitk"):
+        for k in ALL[name].preset_configs():
+            assert ALL[name].spec(k) in got.output, (name, got.output[-2000:])
+    # a config no evidence holds (triton_splitk's) is ranked last, not left out
+    lines = got.output.splitlines()
+    at = next(i for i, line in enumerate(lines) if "triton_splitk:" in line)
+    assert "pool, no evidence yet" in lines[at + 1]
+
+
 def test_an_incumbent_is_judged_by_its_fresh_paired_speedup():
     s = Shape(64, 64, 16384)
     inc = dict(entry(s, "nn", "kernel", 1.04), spec="splitk_tma_swap:x")

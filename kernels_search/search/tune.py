@@ -4,8 +4,10 @@ For each shape: the pool's configs (``search.pool``) that support it are ranked 
 pick (``first_pick.FirstPick``, the learner of a search folder, by default the packaged record, with
 this GPU model's packaged evidence, the tuned shapes' own rows included): first the configs measured
 faster than the strongest baseline on this very shape, by that speedup; then the configs the first
-pick's evidence rule admits; then the rest of the pool with evidence on at least one other shape,
-each of those groups by the rule's score (which never learns from the shape's own rows). The kernel
+pick's evidence rule admits; then the rest of the pool with evidence on at least one other shape;
+then the configs no evidence holds yet (a family new to the pool, or measured on another GPU model
+only), so that a shape whose ranked list ends before its budget measures them too; each of those
+groups by the rule's score (which never learns from the shape's own rows). The kernel
 the library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it
 in the same paired call. The ranked configs (the top ``TuneSettings.top`` where set) are then measured, in
 that order until the shape's budget ends, by the search's own loop
@@ -63,7 +65,8 @@ class TuneCandidate:
                 if e.get("shapes") else "measured on no other shape")
         head = ("the library's kernel for this shape; " if self.incumbent else "") + (
             f"measured on this shape: {self.here:.3f}x of the strongest baseline" if self.here is not None else
-            "first-pick candidate" if self.admitted else "pool, below the first pick's evidence rule")
+            "first-pick candidate" if self.admitted else
+            "pool, below the first pick's evidence rule" if e.get("shapes") else "pool, no evidence yet")
         return f"{head}; {seen}"
 
 
@@ -78,7 +81,10 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
     loose_settings = replace(picker.settings, min_shapes=1, min_near=0)
     loose = [c for c in FirstPick(lr, loose_settings).candidates(shape, list(pool_specs)) if c.spec not in taken]
     ordered: list[tuple[Candidate, float, bool]] = []
-    for group, ok in ((admitted, True), (loose, False)):
+    seen = taken | {c.spec for c in loose}
+    unmeasured = [c for spec in pool_specs if spec not in seen and (c := lr.candidate_for(spec)) is not None
+                  and lr.supported(c.family, c.knobs, shape)]
+    for group, ok in ((admitted, True), (loose, False), (unmeasured, False)):
         if group:
             vals = picker.values(shape, group)
             ordered += [(group[i], float(vals[i]), ok) for i in best_first(vals)]
@@ -159,10 +165,11 @@ def incumbent_spec(entries: Sequence[dict], shape: Shape, gpu: str | None) -> st
 
 
 def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
-         print_fn: Callable[[str], None] = print) -> tuple[dict[str, list[TuneCandidate]], str | None]:
+         print_fn: Callable[[str], None] = print, dry_run: bool = False) -> tuple[dict[str, list[TuneCandidate]], str | None]:
     """(shape -> its ranked candidates, the GPU model the ranker's evidence is from); prints one
     block per shape: each candidate, the call that would measure it, whether its binary is built,
-    and why it is there. Touches no GPU."""
+    and why it is there. Touches no GPU. ``dry_run``: plan for the GPU host, keeping the Triton
+    families' configs where Triton does not import here (they compile there, in process)."""
     import importlib
 
     from kernels_search.search import picks, pool
@@ -171,7 +178,7 @@ def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
 
     for mod in settings.plugins:
         importlib.import_module(mod)
-    fams = default_families(settings.device)
+    fams = picks.search_families(settings.device, settings.plugins) if dry_run else default_families(settings.device)
     specs = pool.specs(settings.pool, families=fams)
     picker, _, gpu, what = picks.picker_for(shapes, settings.first_pick, settings.ranker, settings.device,
                                             settings.plugins, keep_own=True)

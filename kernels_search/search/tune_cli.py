@@ -68,7 +68,7 @@ def tune(
     from kernels_search.search.tune import plan, tune_main
 
     if dry_run:
-        plan(shape_list, replace(settings, device="cuda" if device == "auto" else device), print_fn=echo)
+        plan(shape_list, replace(settings, device="cuda" if device == "auto" else device), print_fn=echo, dry_run=True)
         return
     from harness import env as envmod
 
