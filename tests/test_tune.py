@@ -161,6 +161,22 @@ def test_dry_run_for_the_gpu_lists_the_triton_configs_where_triton_is_missing(tm
     assert "pool, no evidence yet" in lines[at + 1]
 
 
+def test_a_missing_cuda_toolchain_does_not_stop_the_plan(monkeypatch):
+    """Without CUTLASS headers the plan cannot key the library incumbent's binary (a tune on an H100 crashed
+    there): it says so and plans anyway; building that candidate then fails as its own row."""
+    from kernels_search import toolchain
+    from kernels_search.search.tune import plan
+
+    def missing():
+        raise toolchain.ToolchainError("CUTLASS headers not found")
+
+    monkeypatch.setattr(toolchain, "cutlass_include_dirs", missing)
+    lines = []
+    ranked, _ = plan([Shape(128, 256, 4096)], TuneSettings(device="cuda", top=3), print_fn=lines.append, dry_run=True)
+    assert len(ranked["128_256_4096"]) == 3
+    assert any("which binaries are built is not known here: CUTLASS headers not found" in x for x in lines)
+
+
 def test_an_incumbent_is_judged_by_its_fresh_paired_speedup():
     s = Shape(64, 64, 16384)
     inc = dict(entry(s, "nn", "kernel", 1.04), spec="splitk_tma_swap:x")
