@@ -5,27 +5,6 @@ import triton.language as tl
 
 
 @triton.jit
-def slice_partial(a_ptr, b_ptr, rm, rn, pid_k, split_k, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The fp32 partial of rows ``rm`` x columns ``rn`` over K slice ``pid_k`` of ``split_k``.
-
-    Split s covers k-tiles [s*per, (s+1)*per); the trip count is the same for every program (the
-    last split's missing tiles are fully masked), which keeps the loop easy to pipeline."""
-    k_tiles_per = tl.cdiv(tl.cdiv(K, BLOCK_K), split_k)
-    k_lo = pid_k * k_tiles_per * BLOCK_K
-    k_hi = tl.minimum(K, k_lo + k_tiles_per * BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(0, k_tiles_per):
-        rk = k_lo + kt * BLOCK_K + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
-                    mask=(rm[:, None] < M) & (rk[None, :] < k_hi), other=0.0)
-        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                    mask=(rk[:, None] < k_hi) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    return acc
-
-
-@triton.jit
 def gemm_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -45,8 +24,20 @@ def gemm_kernel(
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = slice_partial(a_ptr, b_ptr, rm, rn, pid_k, SPLIT_K, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                        BLOCK_M, BLOCK_N, BLOCK_K)
+    # Split s covers k-tiles [s*per, (s+1)*per); the trip count is the same for every program
+    # (the last split's missing tiles are fully masked), which keeps the loop easy to pipeline.
+    k_tiles_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+    k_lo = pid_k * k_tiles_per * BLOCK_K
+    k_hi = tl.minimum(K, k_lo + k_tiles_per * BLOCK_K)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(0, k_tiles_per):
+        rk = k_lo + kt * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (rk[None, :] < k_hi), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(rk[:, None] < k_hi) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
 
     mask = (rm[:, None] < M) & (rn[None, :] < N)
     c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn

@@ -3,8 +3,6 @@
 import triton
 import triton.language as tl
 
-from kernels_search.triton_kernels import slice_partial
-
 
 @triton.jit
 def splitk_fixup_kernel(
@@ -27,8 +25,18 @@ def splitk_fixup_kernel(
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = slice_partial(a_ptr, b_ptr, rm, rn, pid_k, split_k, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                        BLOCK_M, BLOCK_N, BLOCK_K)
+    k_tiles_per = tl.cdiv(tl.cdiv(K, BLOCK_K), split_k)
+    k_lo = pid_k * k_tiles_per * BLOCK_K
+    k_hi = tl.minimum(K, k_lo + k_tiles_per * BLOCK_K)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(0, k_tiles_per):
+        rk = k_lo + kt * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (rk[None, :] < k_hi), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(rk[:, None] < k_hi) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
 
     if split_k == 1:
         tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16),
