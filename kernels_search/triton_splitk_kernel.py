@@ -17,6 +17,8 @@ def splitk_fixup_kernel(
     # One launch: no zero-fill, no cast kernel, no program waits for another, and the last program
     # reads one tile whatever the number of slices. ``split_k`` is a run-time argument: a shape's slice
     # count does not compile another kernel.
+    # The k loop repeats triton_kernels.gemm_kernel's rather than sharing it: the library's `triton`
+    # entries were measured on that file's exact text (library_build skips a spec whose source changed).
     tile = tl.program_id(0)
     pid_k = tl.program_id(1)
     num_pid_n = tl.cdiv(N, BLOCK_N)
