@@ -323,7 +323,7 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
         tune=/tmp/hb/ctx-tune/run/db 2>&1 | tee "$OUT/contextab.md" ;;
     hostab)
       # does the host-sampled rounds' eager call set cuBLAS's level on small deep-K shapes? (lab/throughput/host_rounds_ab.py)
-      log "hostab: the baselines and one kernel, fixed rounds, four variants of what follows each device sample"
+      log "hostab: the baselines and one kernel, fixed rounds, variants of what follows or precedes each device sample"
       timeout -s INT -k 20 "${HOSTAB_LIMIT:-300}" python3 -m lab.throughput.host_rounds_ab ${HOSTAB_SHAPES:+--shapes "$HOSTAB_SHAPES"} \
         --rounds "${HOSTAB_ROUNDS:-30}" ${HOSTAB_VARIANTS:+--variants "$HOSTAB_VARIANTS"} --out "$OUT/hostab.parquet" 2>&1 \
         | tee "$OUT/hostab.md" | tail -30 ;;

@@ -8,14 +8,14 @@ the low level; in a tune, the short calls sat low and the long ones high. Rounds
 loop follows each device sample with one synchronous eager call of the same entry (``host_call_us``).
 
 This times the four baselines and one kernel method (the library by default) on each shape and layout, a fixed number of rounds (no early
-stop), with the offline loop as `compare` runs it, under four variants of what follows each device sample:
+stop), with the offline loop as `compare` runs it, under variants of what follows each device sample:
 
 - ``none``: nothing (host_rounds 0);
 - ``host``: the synchronous eager call, every round (what rounds 0-9 do);
 - ``idle``: a synchronize and a 50 us host sleep, no call (the GPU idle as long as a host call keeps it);
 - ``eager``: one eager call of the entry, not synchronized (the call without the idle gap);
 - ``prime``: one eager call of the entry just before each of its own samples, none after (what the offline loop's
-  graph samples do by default since hostab's first answer; every other variant turns it off);
+  graph samples do by default; every other variant turns it off);
 - ``fill``: an eager elementwise kernel on a small buffer after each sample (does any eager launch do it?);
 - ``direct``: nothing after a sample, and the batch launched directly behind the spin instead of replayed as a graph
   (is the higher level the graph's?).
