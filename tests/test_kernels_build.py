@@ -841,6 +841,21 @@ def test_triton_refuses_pointer_tiles_that_spill_and_its_default_does_not():
     assert all(fam.is_valid(k) for k in fam.preset_configs())
 
 
+def _triton_resource_usage(triton, cubin: bytes) -> str | None:
+    """cuobjdump's resource usage of a cubin Triton compiled (LOCAL, STACK, registers); None where Triton's
+    wheel bundles no cuobjdump."""
+    import subprocess
+    import tempfile
+
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not cuobjdump.exists():
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+
+
 @pytest.mark.parametrize("bm, bn, bk, warps", [(32, 64, 64, 4), (64, 64, 64, 4), (64, 128, 64, 4), (128, 64, 64, 4),
                                                (128, 128, 64, 4), (128, 128, 64, 8), (64, 64, 128, 4), (128, 128, 32, 4),
                                                (256, 128, 64, 8), (16, 64, 64, 4)])
@@ -848,28 +863,21 @@ def test_triton_pointer_register_rule_matches_ptxas(bm, bn, bk, warps):
     """The family's rule against ptxas on sm_90 (Triton's own): a config it refuses uses a stack (spills), one it
     accepts does not."""
     triton = pytest.importorskip("triton")
-    import subprocess
-    import tempfile
-
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from kernels_search import triton_kernels as tk
     from kernels_search.families.triton_gemm import POINTER_KERNEL_REGISTERS, pointer_kernel_registers
 
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if not cuobjdump.exists():
-        pytest.skip("Triton's cuobjdump is not bundled here")
     consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1)
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
     sig |= {f"stride_{s}": "i32" for s in ("am", "ak", "bk", "bn", "cm", "cn")}
     sig |= {n: "constexpr" for n in consts}
     k = triton.compile(ASTSource(fn=tk.gemm_kernel, signature=sig, constexprs=consts, attrs={}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(k.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    usage = _triton_resource_usage(triton, k.asm["cubin"])
+    if usage is None:
+        pytest.skip("Triton's cuobjdump is not bundled here")
     spills = "STACK:0" not in usage
     assert spills == (pointer_kernel_registers(bm, bn, bk, warps) > POINTER_KERNEL_REGISTERS), usage
 
@@ -883,7 +891,6 @@ def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the
     split."""
     triton = pytest.importorskip("triton")
     import re
-    import subprocess
 
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -915,15 +922,8 @@ def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the
         before = ptx[:ptx.index("atom.global.gpu.acq_rel")]
         adds = [m.start() for m in re.finditer(r"(red|atom)\.global\.gpu(\.relaxed)?\.add\.v4\.f32", before)]
         assert adds and before.rstrip().rfind("bar.sync") > adds[-1]  # adds, barrier, counter
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if cuobjdump.exists():
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(k.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
-                                   text=True).stdout
+    usage = _triton_resource_usage(triton, k.asm["cubin"])
+    if usage is not None:
         assert "LOCAL:0" in usage and "STACK:0" in usage, usage
 
 
@@ -1006,7 +1006,8 @@ sys.exit(1 if bad else 0)
 def test_triton_kernels_are_correct_in_the_interpreter():
     """The Triton families' exact launch code (plan + launch) run by Triton's CPU interpreter on
     ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
-    epilogue): masks, strides, descriptors and raster are right."""
+    epilogue), and ``triton_splitk``'s in-launch reduction on two calls in a row: masks, strides,
+    descriptors, raster, and the accumulators and counters left at zero are right."""
     pytest.importorskip("triton")
     import subprocess
     import sys
