@@ -81,7 +81,8 @@
 #            measures each shape's own picks only (compare --plan), not every pick on every shape; with it,
 #            PICK_TOP=K measures each rule's K best-ranked configs per shape (a study of its near misses)
 #   reexport lab/library/h200-sources.txt plus this call's Parquets in $OUT rebuilt into $OUT/library-reexport.json for
-#            this GPU model; a later fewtile or grid100 stage of the same call measures it beside the packaged library
+#            this GPU model (REEXPORT_SOURCES: more sources, e.g. an earlier call's Parquets under results/runs/); a later
+#            fewtile or grid100 stage of the same call measures it beside the packaged library
 #   plans    compare --plan for each of PLAN_FILES (plans written and registered beforehand, e.g. lab/studies/*.txt)
 #            with cuBLASLt autotune, each stopped by SIGINT after PLAN_LIMIT (240) s keeping the shapes it
 #            finished; binaries still missing are built first on every core (scripts/plan_prebuild.py);
@@ -240,10 +241,10 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
     reexport)
       # the packaged library's sources plus this call's Parquets in $OUT (e.g. a plan's run), for this GPU model;
       # fewtile and grid100 after it measure that re-export beside the packaged library
-      log "reexport: lab/library/h200-sources.txt plus $(ls "$OUT"/*.parquet 2>/dev/null | wc -l) Parquet(s) of this call"
+      log "reexport: lab/library/h200-sources.txt plus $(ls "$OUT"/*.parquet 2>/dev/null | wc -l) Parquet(s) of this call ${REEXPORT_SOURCES:+and $REEXPORT_SOURCES}"
       gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
       python3 -m kernels_search.search.library_build --gpu "$gpu" --out "$OUT/library-reexport.json" \
-        lab/library/h200-sources.txt "$OUT"/*.parquet 2>&1 | tail -2 \
+        lab/library/h200-sources.txt $(ls "$OUT"/*.parquet 2>/dev/null) ${REEXPORT_SOURCES:-} 2>&1 | tail -2 \
         && REEXPORT_METHOD="library:path=$OUT/library-reexport.json" ;;
     tune20)
       shapes=${TUNE_SHAPES:-lab/tune/shapes20.txt}
