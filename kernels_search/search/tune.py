@@ -7,7 +7,9 @@ faster than the strongest baseline on this very shape, by that speedup; then the
 pick's evidence rule admits; then the rest of the pool with evidence on at least one other shape;
 then the configs no evidence holds yet (a family new to the pool, or measured on another GPU model
 only), so that a shape whose ranked list ends before its budget measures them too; each of those
-groups by the rule's score (which never learns from the shape's own rows). The kernel
+groups by the rule's score (which never learns from the shape's own rows). A family none of whose
+configs the evidence holds has its best-scored config moved up to follow the first
+``NEW_FAMILY_SLOT`` ranked ones, so every shape's budget measures it at least once. The kernel
 the library serves on the exact shape today (the incumbent) goes first, so a new winner must beat it
 in the same paired call. The ranked configs (the top ``TuneSettings.top`` where set) are then measured, in
 that order until the shape's budget ends, by the search's own loop
@@ -40,6 +42,7 @@ from kernels_search.search.settings import TuneSettings
 ORIGIN = "tune:first-pick"
 CONFIRM_ORIGIN = "tune:confirm"
 CONFIRM_SHARE = 0.1  # of a shape's budget kept for the confirming call
+NEW_FAMILY_SLOT = 8  # ranked configs measured before the first config of each family no evidence holds
 
 
 @dataclass
@@ -53,6 +56,7 @@ class TuneCandidate:
     admitted: bool  # the first pick's evidence rule admits it (else: pool, evidence elsewhere)
     incumbent: bool = False  # the library's kernel for this exact shape today
     here: float | None = None  # its speedup over the strongest baseline measured on this very shape, if any
+    new_family: bool = False  # the first config of a family no evidence holds, moved up (NEW_FAMILY_SLOT)
 
     @property
     def spec(self) -> str:
@@ -66,7 +70,9 @@ class TuneCandidate:
         head = ("the library's kernel for this shape; " if self.incumbent else "") + (
             f"measured on this shape: {self.here:.3f}x of the strongest baseline" if self.here is not None else
             "first-pick candidate" if self.admitted else
-            "pool, below the first pick's evidence rule" if e.get("shapes") else "pool, no evidence yet")
+            "pool, below the first pick's evidence rule" if e.get("shapes") else
+            "pool, no evidence yet; a family new to the evidence, measured early" if self.new_family else
+            "pool, no evidence yet")
         return f"{head}; {seen}"
 
 
@@ -88,6 +94,17 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
         if group:
             vals = picker.values(shape, group)
             ordered += [(group[i], float(vals[i]), ok) for i in best_first(vals)]
+    # a family no evidence holds at all has no score worth ranking by: its best-scored config goes to slot
+    # NEW_FAMILY_SLOT, so that a shape's budget measures it (at the end of the list it never came: the
+    # ranked lists outlast a 15 s budget, and triton_splitk, 1.43x on 128_64_4096, was never measured)
+    known = {c.family for spec in lr.measured_on if (c := lr.candidate_for(spec)) is not None}
+    firsts: dict[str, tuple] = {}
+    for o in ordered:
+        if o[0].family not in known and o[0].family not in firsts:
+            firsts[o[0].family] = o
+    if firsts:
+        rest = [o for o in ordered if all(o is not f for f in firsts.values())]
+        ordered = rest[:NEW_FAMILY_SLOT] + list(firsts.values()) + rest[NEW_FAMILY_SLOT:]
 
     def lift(specs: Sequence[str]) -> None:  # move ``specs`` to the front, in that order
         nonlocal ordered
@@ -111,7 +128,8 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
     for r, (cand, score, ok) in enumerate(ordered[:top]):
         cand = Candidate(cand.family, dict(cand.knobs), cand.spec, ORIGIN)
         out.append(TuneCandidate(r + 1, cand, score, picker.evidence(shape, cand), ok,
-                                 incumbent=cand.spec == incumbent, here=here.get(cand.spec)))
+                                 incumbent=cand.spec == incumbent, here=here.get(cand.spec),
+                                 new_family=any(cand.spec == f[0].spec for f in firsts.values())))
     return out
 
 
