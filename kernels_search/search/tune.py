@@ -95,8 +95,8 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
             vals = picker.values(shape, group)
             ordered += [(group[i], float(vals[i]), ok) for i in best_first(vals)]
     # a family no evidence holds at all has no score worth ranking by: its best-scored config goes to slot
-    # NEW_FAMILY_SLOT, so that a shape's budget measures it (at the end of the list it never came: the
-    # ranked lists outlast a 15 s budget, and triton_splitk, 1.43x on 128_64_4096, was never measured)
+    # NEW_FAMILY_SLOT, so that a shape's budget measures it (a ranked list of 60-100 configs outlasts a short
+    # budget, so a family placed last would go unmeasured however fast it is)
     known = {c.family for spec in lr.measured_on if (c := lr.candidate_for(spec)) is not None}
     firsts: dict[str, tuple] = {}
     for o in ordered:
