@@ -29,10 +29,7 @@ class Plan:
     strides: tuple[int, ...]  # am, ak, bk, bn, cm, cn
     consts: dict[str, Any]
     fixup: bool = False  # triton_splitk: partials reduced in the launch (a zeroed accumulator a tile + counters)
-
-    @property
-    def tiles(self) -> int:
-        return self.grid[0]
+    iters_per: int = 0  # triton_streamk: k-tiles a program (its run); 0 for the other kernels
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -55,6 +52,19 @@ def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Pla
     split = int(knobs["split_k"]) or auto_split(tiles, _cdiv(k, bk), num_sms)
     consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
     return Plan(m, n, k, False, False, split, (tiles, split), _strides(problem), consts, fixup=True)
+
+
+def streamk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
+    """The ``triton_streamk`` launch: one program per equal run of k-tiles (``triton_streamk.partition``);
+    ``split`` is the most parts any tile is summed from (1: no tile is cut, no workspace)."""
+    from kernels_search.families.triton_streamk import partition
+
+    m, n, k = problem.m, problem.n, problem.k
+    bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
+    tiles = _cdiv(m, bm) * _cdiv(n, bn)
+    programs, per, parts = partition(tiles, _cdiv(k, bk), num_sms, knobs["per_sm"])
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
+    return Plan(m, n, k, False, False, parts, (programs,), _strides(problem), consts, fixup=True, iters_per=per)
 
 
 def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
@@ -89,16 +99,18 @@ def tma_descriptors(p: Plan, a, b, c) -> tuple:
 
 def workspace(p: Plan, device) -> tuple:
     """What a call with plan ``p`` needs besides A, B and C: (fp32 workspace or None, counters or None).
-    ``triton`` split-K: an M x N fp32 accumulator; ``triton_splitk``: a zeroed fp32 accumulator and a
-    zeroed counter per tile (the kernel leaves them at zero)."""
+    ``triton`` split-K: an M x N fp32 accumulator; ``triton_splitk`` and ``triton_streamk`` (where a
+    tile is cut): a zeroed fp32 accumulator and a zeroed counter per tile (the kernel leaves them at
+    zero)."""
     import torch
 
     if p.fixup:
         if p.split == 1:
             return None, None
         bm, bn = p.consts["BLOCK_M"], p.consts["BLOCK_N"]
-        return (torch.zeros(p.tiles * bm * bn, dtype=torch.float32, device=device),
-                torch.zeros(p.tiles, dtype=torch.int32, device=device))
+        tiles = _cdiv(p.m, bm) * _cdiv(p.n, bn)
+        return (torch.zeros(tiles * bm * bn, dtype=torch.float32, device=device),
+                torch.zeros(tiles, dtype=torch.int32, device=device))
     if p.split > 1:
         return torch.empty((p.m, p.n), dtype=torch.float32, device=device), None
     return None, None
@@ -106,6 +118,12 @@ def workspace(p: Plan, device) -> tuple:
 
 def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
     """One GEMM on the current stream: kernel, plus zero-fill and cast around it for ``triton``'s split-K."""
+    if p.iters_per:
+        from kernels_search.triton_streamk_kernel import streamk_kernel
+
+        streamk_kernel[p.grid](a, b, c, c if ws is None else ws, c if counts is None else counts,
+                               p.m, p.n, p.k, p.iters_per, *p.strides, **p.consts)
+        return
     if p.fixup:
         from kernels_search.triton_splitk_kernel import splitk_fixup_kernel
 
@@ -126,6 +144,9 @@ def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
         c.copy_(ws)  # fp32 -> fp16 cast, inside the call
 
 
+PLANS = {"triton_splitk": splitk_plan, "triton_streamk": streamk_plan}  # families with their own launch plan
+
+
 class TritonMethod(FamilyMethod):
     def __init__(self, family: Family, knobs: Mapping[str, Any]):
         super().__init__(family, knobs)
@@ -142,7 +163,7 @@ class TritonMethod(FamilyMethod):
         t0 = time.perf_counter()
         device = torch.device(ctx.device)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        p = (splitk_plan if self._family.name == "triton_splitk" else plan)(problem, self.knobs, sms)
+        p = PLANS.get(self._family.name, plan)(problem, self.knobs, sms)
         ws, counts = workspace(p, device)
 
         def fn(a, b, c) -> None:

@@ -85,6 +85,11 @@ def test_ptxas_parser_reads_registers_spills_smem_and_stack():
         ("hopper", "cluster_m=4,cluster_n=2", "cluster larger"),
         ("hopper", "tile_m=256,tile_n=256", "accumulator"),
         ("hopper", "tile_k=128,stages=7", "shared memory"),
+        ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_stages=5", "shared memory"),
+        ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_warps=4,num_stages=2", "more warps or a smaller tile"),
+        ("triton_streamk", "block_m=128,block_n=128,block_k=128,num_stages=5", "shared memory"),
+        ("triton_streamk", "block_m=128,block_n=128,num_warps=2", "more warps or a smaller tile"),
+        ("triton_streamk", "per_sm=3", "not in"),
     ],
 )
 def test_invalid_knobs_are_rejected_with_a_reason(family, spec, reason):
@@ -882,39 +887,51 @@ def test_triton_pointer_register_rule_matches_ptxas(bm, bn, bk, warps):
     assert spills == (pointer_kernel_registers(bm, bn, bk, warps) > POINTER_KERNEL_REGISTERS), usage
 
 
-@pytest.mark.parametrize("bm, bn, split, warps", [(16, 64, 16, 4), (32, 64, 8, 4), (64, 64, 4, 4), (64, 128, 2, 8),
-                                                (128, 128, 2, 8), (32, 64, 1, 4)])
-def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the_counter(bm, bn, split, warps):
-    """``triton_splitk`` for sm_90 (Triton's own ptxas): a cp.async pipeline into WGMMA, no local memory;
-    the partial's fp32 atomic adds (16-byte vectors), then a CTA barrier, then one thread's acq_rel
-    gpu-scope atomic on the tile's counter (CUTLASS's semaphore order); no counter at all without a
-    split."""
+def _compile_in_launch_sum_kernel(fn, split_arg: str, bm: int, bn: int, warps: int, unsplit: bool):
+    """``fn`` (a kernel with triton_splitk's argument list, ``split_arg`` its run-time split argument)
+    compiled for sm_90 as the JIT specializes a "tn" launch: unit K strides constant, the other integers
+    divisible by 16, and a split of 1 constant where ``unsplit``. Returns (Triton, the compiled kernel)."""
     triton = pytest.importorskip("triton")
-    import re
-
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from kernels_search import triton_splitk_kernel as tk
-
-    fn = tk.splitk_fixup_kernel
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64)
-    # as the JIT specializes a "tn" launch: unit K strides (and a split of 1) are constants, the rest
-    # divisible by 16
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, stride_ak=1, stride_bk=1, stride_cn=1)
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "ws_ptr": "*fp32", "count_ptr": "*i32"}
-    sig |= {n: "i32" for n in ("M", "N", "K", "split_k", "stride_am", "stride_bn", "stride_cm")}
-    sig |= {n: "constexpr" for n in ("stride_ak", "stride_bk", "stride_cn")}
-    consts |= dict(stride_ak=1, stride_bk=1, stride_cn=1)
-    if split == 1:
-        sig["split_k"] = "constexpr"
-        consts["split_k"] = 1
+    sig |= {n: "i32" for n in ("M", "N", "K", split_arg, "stride_am", "stride_bn", "stride_cm")}
+    if unsplit:
+        sig[split_arg] = "constexpr"
+        consts[split_arg] = 1
     sig = {n: sig.get(n, "constexpr") for n in fn.arg_names}
-    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] != "constexpr" and n != "split_k"]
-    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
-                                 attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
+    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] != "constexpr" and n != split_arg]
+    return triton, triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
+                                            attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
+
+
+@pytest.mark.parametrize("kernel, split_arg, bm, bn, split, warps", [
+    ("triton_splitk_kernel.splitk_fixup_kernel", "split_k", 16, 64, 16, 4),
+    ("triton_splitk_kernel.splitk_fixup_kernel", "split_k", 32, 64, 8, 4),
+    ("triton_splitk_kernel.splitk_fixup_kernel", "split_k", 64, 64, 4, 4),
+    ("triton_splitk_kernel.splitk_fixup_kernel", "split_k", 64, 128, 2, 8),
+    ("triton_splitk_kernel.splitk_fixup_kernel", "split_k", 128, 128, 2, 8),
+    ("triton_splitk_kernel.splitk_fixup_kernel", "split_k", 32, 64, 1, 4),
+    ("triton_streamk_kernel.streamk_kernel", "iters_per", 16, 64, 2, 4),
+    ("triton_streamk_kernel.streamk_kernel", "iters_per", 64, 64, 2, 4),
+    ("triton_streamk_kernel.streamk_kernel", "iters_per", 128, 128, 2, 8),
+])
+def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_moves_the_counter(
+        kernel, split_arg, bm, bn, split, warps):
+    """``triton_splitk`` and ``triton_streamk`` for sm_90 (Triton's own ptxas): a cp.async pipeline into
+    WGMMA (mma.sync under 64 rows), also inside stream-K's run loop; no local memory; the partial's fp32
+    atomic adds (16-byte vectors), then a CTA barrier, then one thread's acq_rel gpu-scope atomic on the
+    tile's counter (CUTLASS's semaphore order); no counter at all without a split."""
+    import importlib
+    import re
+
+    module, name = kernel.split(".")
+    fn = getattr(importlib.import_module(f"kernels_search.{module}"), name)
+    triton, k = _compile_in_launch_sum_kernel(fn, split_arg, bm, bn, warps, unsplit=split == 1)
     ptx = k.asm["ptx"]
-    # a pipelined k loop on tensor cores (WGMMA from 64 rows, mma.sync below)
     assert ptx.count("cp.async.commit_group") >= 2 and ("wgmma.mma_async" if bm >= 64 else "mma.sync") in ptx
     atoms = re.findall(r"@%p\d+ atom\.global\.gpu\.acq_rel\.add\.u32", ptx)
     assert len(atoms) == (1 if split > 1 else 0)
@@ -925,6 +942,30 @@ def test_triton_splitk_compiles_for_sm90_without_spills_and_one_thread_moves_the
     usage = _triton_resource_usage(triton, k.asm["cubin"])
     if usage is not None:
         assert "LOCAL:0" in usage and "STACK:0" in usage, usage
+
+
+def test_triton_streamk_gives_every_program_an_equal_run():
+    """partition: one run per program, all but the last of one length, within sms x per_sm programs and
+    MIN_K_TILES k-tiles a run; whole tiles a run where K is shallow; the parts a tile is summed from are
+    the runs that touch it (1 where one run holds it)."""
+    from kernels_search.families.triton_splitk import MIN_K_TILES, SPLIT_MIN_K_TILES
+    from kernels_search.families.triton_streamk import partition
+
+    assert partition(72, 56, 132) == (131, 31, 3)  # 8_4608_3584 at 64-column tiles: 131 programs, not 72
+    assert partition(144, 48, 132)[0] == 131  # one wave where split-K runs 144 programs in two
+    assert partition(16, 4, 132) == (16, 4, 1)  # shallow K: a tile a program, no tile cut
+    for tiles in (1, 3, 7, 72, 144, 500):
+        for k_tiles in (3, 15, 16, 17, 56, 256):
+            for per_sm in (1, 2):
+                programs, per, parts = partition(tiles, k_tiles, 132, per_sm)
+                iters = tiles * k_tiles
+                assert programs <= 132 * per_sm and (programs - 1) * per < iters <= programs * per
+                assert per >= min(MIN_K_TILES, iters) or programs == 1
+                if k_tiles < SPLIT_MIN_K_TILES:
+                    assert per % k_tiles == 0 and parts == 1
+                cut = [sum(1 for p in range(programs) if p * per < (t + 1) * k_tiles and (p + 1) * per > t * k_tiles)
+                       for t in range(tiles)]
+                assert max(cut) == parts, (tiles, k_tiles, per_sm)
 
 
 def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
@@ -974,30 +1015,36 @@ for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
             err = (c.float() - ref).abs().max().item()
             if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
                 bad.append((spec, s, lay, err))
-# triton_splitk: the one-launch split-K (its own plan), each config twice on one workspace: the
-# accumulators and counters must be back at zero after a call
-from kernels_search.triton_method import splitk_plan, workspace
-sk = ALL["triton_splitk"]
-for spec in ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
-             "block_m=32,block_n=16,block_k=32,split_k=64"]:
-    k = sk.parse(spec)
-    for s in RAGGED[:1] + [(70, 50, 330)]:
-        for lay in ("nn", "tn"):
-            pr = Problem(Shape(*s), lay)
-            g = torch.Generator().manual_seed(0)
-            a = (torch.rand(pr.m, pr.k, generator=g) - 0.5).half()
-            b = (torch.rand(*pr.b_shape, generator=g) - 0.5).half()
-            p = splitk_plan(pr, k, num_sms=12)
-            ws, counts = workspace(p, "cpu")
-            ref = a.float() @ (b.float() if lay == "nn" else b.float().t())
-            for rep in range(2):
-                c = torch.full((pr.m, pr.n), float("nan"), dtype=torch.float16)
-                launch(p, a, b, c, ws, counts)
-                err = (c.float() - ref).abs().max().item()
-                if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
-                    bad.append((spec, s, lay, rep, p.split, err))
-            if counts is not None and (counts.any() or ws.any()):
-                bad.append((spec, s, lay, "accumulator or counters left above zero"))
+# triton_splitk (slices) and triton_streamk (runs that end inside tiles, whole tiles a run where K is shallow,
+# a ragged last run), each with its own plan; each config twice on one workspace: the accumulators and
+# counters must be back at zero after a call
+from kernels_search.triton_method import splitk_plan, streamk_plan, workspace
+for name, make_plan, cases in [
+        ("triton_splitk", splitk_plan, [(spec, 12, RAGGED[:1] + [(70, 50, 330)]) for spec in
+                                        ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
+                                         "block_m=32,block_n=16,block_k=32,split_k=64"]]),
+        ("triton_streamk", streamk_plan, [(spec, sms, [(70, 50, 330), (17, 33, 65), (40, 24, 1000)]) for spec, sms in
+                                          [("block_m=16,block_n=32,block_k=16", 5), ("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
+                                           ("block_m=16,block_n=16,block_k=32", 64)]])]:
+    for spec, sms, shapes in cases:
+        k = ALL[name].parse(spec)
+        for s in shapes:
+            for lay in ("nn", "tn"):
+                pr = Problem(Shape(*s), lay)
+                g = torch.Generator().manual_seed(0)
+                a = (torch.rand(pr.m, pr.k, generator=g) - 0.5).half()
+                b = (torch.rand(*pr.b_shape, generator=g) - 0.5).half()
+                p = make_plan(pr, k, num_sms=sms)
+                ws, counts = workspace(p, "cpu")
+                ref = a.float() @ (b.float() if lay == "nn" else b.float().t())
+                for rep in range(2):
+                    c = torch.full((pr.m, pr.n), float("nan"), dtype=torch.float16)
+                    launch(p, a, b, c, ws, counts)
+                    err = (c.float() - ref).abs().max().item()
+                    if torch.isnan(c).any() or err > 2e-3 * ref.abs().max().item() + 1e-3:
+                        bad.append((name, spec, s, lay, rep, p.grid, p.split, err))
+                if counts is not None and (counts.any() or ws.any()):
+                    bad.append((name, spec, s, lay, "accumulator or counters left above zero"))
 print(bad)
 sys.exit(1 if bad else 0)
 """
@@ -1006,8 +1053,9 @@ sys.exit(1 if bad else 0)
 def test_triton_kernels_are_correct_in_the_interpreter():
     """The Triton families' exact launch code (plan + launch) run by Triton's CPU interpreter on
     ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
-    epilogue), and ``triton_splitk``'s in-launch reduction on two calls in a row: masks, strides,
-    descriptors, raster, and the accumulators and counters left at zero are right."""
+    epilogue), and the in-launch reductions of ``triton_splitk`` (slices) and ``triton_streamk`` (runs
+    cut inside tiles) on two calls in a row: masks, strides, descriptors, raster, and the accumulators
+    and counters left at zero are right."""
     pytest.importorskip("triton")
     import subprocess
     import sys

@@ -380,6 +380,25 @@ def test_triton_splitk_graph_capture(cfg):
         _graph_case(f"triton_splitk:{cfg}", Problem(Shape(256, 128, 4096), layout))
 
 
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", SPLITK_SHAPES + ["8_4608_3584", "16_5120_4096", "128_256_4096"])
+@pytest.mark.parametrize("cfg", ["", "block_m=16,block_n=64,block_k=64,num_stages=4", "block_m=64,block_n=64,per_sm=2",
+                                 "block_m=128,block_n=128,num_warps=8"])
+def test_triton_streamk_matches_reference(shape, layout, cfg):
+    """Stream-K: runs that end inside tiles, summed once by each cut tile's last contributor, on three
+    calls in a row (a counter left above zero would skip or double the next call's sum); shallow K
+    (whole tiles a run) and the decode shapes whose tile counts leave split-K's SMs idle included."""
+    pytest.importorskip("triton")
+    assert _run_case(f"triton_streamk:{cfg}", Problem(_shape(shape), layout))
+
+
+@pytest.mark.parametrize("cfg", ["", "block_m=16,block_n=64,per_sm=2"])
+def test_triton_streamk_graph_capture(cfg):
+    pytest.importorskip("triton")
+    for layout in ("nn", "tn"):
+        _graph_case(f"triton_streamk:{cfg}", Problem(Shape(16, 5120, 4096), layout))
+
+
 TMA_SHAPES = ["17_24_40", "100_200_304", "72_136_64", "64_64_64", "256_128_16384", "1024_1024_1024",
               "2048_8192_64"]  # TMA needs K and N multiples of 8; M is free
 

@@ -48,6 +48,8 @@ def auto_split(tiles: int, k_tiles: int, sms: int) -> int:
 
 
 class TritonSplitK(Family):
+    kernel_file = KERNEL_FILE  # the one module the kernel lives in (its text is the family's source)
+
     def check(self, k: Mapping) -> str:
         smem = k["num_stages"] * (k["block_m"] + k["block_n"]) * k["block_k"] * 2
         if smem > SMEM_LIMIT:
@@ -63,7 +65,7 @@ class TritonSplitK(Family):
 
     def render(self, k: Mapping) -> str:
         """The kernel module's text (knobs are constexpr launch arguments, not source edits)."""
-        return KERNEL_FILE.read_text()
+        return self.kernel_file.read_text()
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
         return triton_available()

@@ -1,0 +1,58 @@
+"""``triton_streamk``: a Triton stream-K GEMM, every program given the same number of k-tiles.
+
+``triton_splitk`` splits every tile into equal slices, so a tile count that does not divide the SM
+count leaves SMs idle or runs a second, mostly empty wave: 72 tiles on 132 SMs run 72 programs
+(split 1, 55 % of the SMs), 144 tiles run two waves of which the second holds 12 tiles. Decode and
+model-projection shapes hit this (9 of the 20 decode shapes and 4 of tune's 20 shapes use under 80 %
+of the SMs at 64-column tiles). Stream-K lays the tiles' k-tiles end to end and cuts them into one
+equal run per program (``partition``); a run may end inside a tile, and the tile's parts are summed in
+the same launch as ``triton_splitk`` sums its slices (fp32 atomic adds into a per-tile accumulator,
+a counter, the last contributor writes C). Where K has fewer than ``SPLIT_MIN_K_TILES`` k-tiles a run
+holds whole tiles only (no tile is cut: the in-launch sum costs about 1 us, more than such a tile's
+loop), so the programs still get equal numbers of tiles.
+
+The workspace (tiles x tile fp32) and the counters are allocated zeroed once per prepared call; every
+call leaves them at zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernels_search.families.triton_splitk import FAMILY as SPLITK
+from kernels_search.families.triton_splitk import MIN_K_TILES, SPLIT_MIN_K_TILES, TritonSplitK
+from kernels_search.family import Knob
+
+KERNEL_FILE = Path(__file__).resolve().parent.parent / "triton_streamk_kernel.py"
+
+
+def partition(tiles: int, k_tiles: int, sms: int, per_sm: int = 1) -> tuple[int, int, int]:
+    """(programs, k-tiles a program, the most programs any tile is summed from) for ``tiles`` output
+    tiles of ``k_tiles`` k-tiles each: one equal run per program, ``sms * per_sm`` programs at most,
+    each run ``MIN_K_TILES`` k-tiles or more, runs of whole tiles where K is shallow (see the module
+    docstring). A tile held by one run is written directly (1 part)."""
+    iters = tiles * k_tiles
+    programs = max(1, min(sms * per_sm, iters // MIN_K_TILES))
+    per = -(-iters // programs)
+    if k_tiles < SPLIT_MIN_K_TILES:
+        per = -(-per // k_tiles) * k_tiles
+    programs = -(-iters // per)
+    parts = max((((t + 1) * k_tiles - 1) // per) - (t * k_tiles) // per + 1 for t in range(tiles))
+    return programs, per, parts
+
+
+class TritonStreamK(TritonSplitK):
+    """Same tiles and resource rules as ``triton_splitk``; its own kernel (``kernel_file``) and launch
+    plan (``triton_method.streamk_plan``)."""
+
+    kernel_file = KERNEL_FILE
+
+
+FAMILY = TritonStreamK(
+    name="triton_streamk",
+    backend="triton",
+    presets=SPLITK.presets,  # triton_splitk's two tiles: 64 x 64, and 16 x 64 for decode and M <= 16
+    # triton_splitk's tile knobs; the run length follows from the programs, so no split knob
+    knobs=tuple(k for k in SPLITK.knobs if k.name != "split_k")
+    + (Knob("per_sm", (1, 2), 1, help="programs per SM (2: a second program's loads cover the first's waits)"),),
+)
