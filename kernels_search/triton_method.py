@@ -42,16 +42,21 @@ def _strides(problem: Problem) -> tuple[int, ...]:
     return (problem.k, 1, sbk, sbn, problem.n, 1)
 
 
+def _fixup_tiles(problem: Problem, knobs: Mapping[str, Any]) -> tuple[int, int, dict[str, Any]]:
+    """(output tiles, k-tiles a tile, constexprs) of the in-launch-sum kernels' tile knobs."""
+    bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
+    return _cdiv(problem.m, bm) * _cdiv(problem.n, bn), _cdiv(problem.k, bk), consts
+
+
 def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
     """The ``triton_splitk`` launch: a (tiles, slices) grid, slices from the knob or ``auto_split``."""
     from kernels_search.families.triton_splitk import auto_split
 
-    m, n, k = problem.m, problem.n, problem.k
-    bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
-    tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    split = int(knobs["split_k"]) or auto_split(tiles, _cdiv(k, bk), num_sms)
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
-    return Plan(m, n, k, False, False, split, (tiles, split), _strides(problem), consts, fixup=True)
+    tiles, k_tiles, consts = _fixup_tiles(problem, knobs)
+    split = int(knobs["split_k"]) or auto_split(tiles, k_tiles, num_sms)
+    return Plan(problem.m, problem.n, problem.k, False, False, split, (tiles, split), _strides(problem), consts,
+                fixup=True)
 
 
 def streamk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
@@ -59,12 +64,10 @@ def streamk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Pl
     ``split`` is the most parts any tile is summed from (1: no tile is cut, no workspace)."""
     from kernels_search.families.triton_streamk import partition
 
-    m, n, k = problem.m, problem.n, problem.k
-    bm, bn, bk = knobs["block_m"], knobs["block_n"], knobs["block_k"]
-    tiles = _cdiv(m, bm) * _cdiv(n, bn)
-    programs, per, parts = partition(tiles, _cdiv(k, bk), num_sms, knobs["per_sm"])
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=knobs["num_warps"], num_stages=knobs["num_stages"])
-    return Plan(m, n, k, False, False, parts, (programs,), _strides(problem), consts, fixup=True, iters_per=per)
+    tiles, k_tiles, consts = _fixup_tiles(problem, knobs)
+    programs, per, parts = partition(tiles, k_tiles, num_sms, knobs["per_sm"])
+    return Plan(problem.m, problem.n, problem.k, False, False, parts, (programs,), _strides(problem), consts,
+                fixup=True, iters_per=per)
 
 
 def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
@@ -118,17 +121,13 @@ def workspace(p: Plan, device) -> tuple:
 
 def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
     """One GEMM on the current stream: kernel, plus zero-fill and cast around it for ``triton``'s split-K."""
-    if p.iters_per:
-        from kernels_search.triton_streamk_kernel import streamk_kernel
-
-        streamk_kernel[p.grid](a, b, c, c if ws is None else ws, c if counts is None else counts,
-                               p.m, p.n, p.k, p.iters_per, *p.strides, **p.consts)
-        return
-    if p.fixup:
-        from kernels_search.triton_splitk_kernel import splitk_fixup_kernel
-
-        splitk_fixup_kernel[p.grid](a, b, c, c if ws is None else ws, c if counts is None else counts,
-                                    p.m, p.n, p.k, p.split, *p.strides, **p.consts)
+    if p.fixup:  # triton_streamk (its run length) or triton_splitk (its slice count); unsplit: no workspace
+        if p.iters_per:
+            from kernels_search.triton_streamk_kernel import streamk_kernel as kernel
+        else:
+            from kernels_search.triton_splitk_kernel import splitk_fixup_kernel as kernel
+        kernel[p.grid](a, b, c, c if ws is None else ws, c if counts is None else counts,
+                       p.m, p.n, p.k, p.iters_per or p.split, *p.strides, **p.consts)
         return
     from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel, gemm_tma_kernel
 

@@ -97,13 +97,14 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
     # a family no evidence holds at all has no score worth ranking by: its best-scored config goes to slot
     # NEW_FAMILY_SLOT, so that a shape's budget measures it (a ranked list of 60-100 configs outlasts a short
     # budget, so a family placed last would go unmeasured however fast it is)
-    known = {c.family for spec in lr.measured_on if (c := lr.candidate_for(spec)) is not None}
+    known = {spec.partition(":")[0] for spec in lr.measured_on}  # a spec is "family:knobs"
     firsts: dict[str, tuple] = {}
     for o in ordered:
         if o[0].family not in known and o[0].family not in firsts:
             firsts[o[0].family] = o
-    if firsts:
-        rest = [o for o in ordered if all(o is not f for f in firsts.values())]
+    moved = {o[0].spec for o in firsts.values()}
+    if moved:
+        rest = [o for o in ordered if o[0].spec not in moved]
         ordered = rest[:NEW_FAMILY_SLOT] + list(firsts.values()) + rest[NEW_FAMILY_SLOT:]
 
     def lift(specs: Sequence[str]) -> None:  # move ``specs`` to the front, in that order
@@ -129,7 +130,7 @@ def rank_pool(picker, shape: Shape, pool_specs: Sequence[str], top: int | None,
         cand = Candidate(cand.family, dict(cand.knobs), cand.spec, ORIGIN)
         out.append(TuneCandidate(r + 1, cand, score, picker.evidence(shape, cand), ok,
                                  incumbent=cand.spec == incumbent, here=here.get(cand.spec),
-                                 new_family=any(cand.spec == f[0].spec for f in firsts.values())))
+                                 new_family=cand.spec in moved))
     return out
 
 
