@@ -104,12 +104,16 @@ def workspace(p: Plan, device) -> tuple:
     """What a call with plan ``p`` needs besides A, B and C: (fp32 workspace or None, counters or None).
     ``triton`` split-K: an M x N fp32 accumulator; ``triton_splitk`` and ``triton_streamk`` (where a
     tile is cut): a zeroed fp32 accumulator and a zeroed counter per tile (the kernel leaves them at
-    zero)."""
+    zero). Where no tile is cut they are one-element placeholders of the same dtypes: Triton compiles
+    a kernel per argument dtype, and ``triton_streamk``'s sum branch is compiled even when no run
+    reaches it (its run length is a runtime value), so an fp16 stand-in for the int32 counter does not
+    compile."""
     import torch
 
     if p.fixup:
         if p.split == 1:
-            return None, None
+            return (torch.zeros(1, dtype=torch.float32, device=device),
+                    torch.zeros(1, dtype=torch.int32, device=device))
         bm, bn = p.consts["BLOCK_M"], p.consts["BLOCK_N"]
         tiles = _cdiv(p.m, bm) * _cdiv(p.n, bn)
         return (torch.zeros(tiles * bm * bn, dtype=torch.float32, device=device),
@@ -126,8 +130,7 @@ def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
             from kernels_search.triton_streamk_kernel import streamk_kernel as kernel
         else:
             from kernels_search.triton_splitk_kernel import splitk_fixup_kernel as kernel
-        kernel[p.grid](a, b, c, c if ws is None else ws, c if counts is None else counts,
-                       p.m, p.n, p.k, p.iters_per or p.split, *p.strides, **p.consts)
+        kernel[p.grid](a, b, c, ws, counts, p.m, p.n, p.k, p.iters_per or p.split, *p.strides, **p.consts)
         return
     from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel, gemm_tma_kernel
 

@@ -957,7 +957,7 @@ def test_triton_streamk_gives_every_program_an_equal_run():
     assert partition(16, 4, 132) == (16, 4, 1)  # shallow K: a tile a program, no tile cut
     for tiles in (1, 3, 7, 72, 144, 500):
         for k_tiles in (3, 15, 16, 17, 56, 256):
-            for per_sm in (1, 2):
+            for per_sm in (1, 2, 4):
                 programs, per, parts = partition(tiles, k_tiles, 132, per_sm)
                 iters = tiles * k_tiles
                 assert programs <= 132 * per_sm and (programs - 1) * per < iters <= programs * per
@@ -967,6 +967,25 @@ def test_triton_streamk_gives_every_program_an_equal_run():
                 cut = [sum(1 for p in range(programs) if p * per < (t + 1) * k_tiles and (p + 1) * per > t * k_tiles)
                        for t in range(tiles)]
                 assert max(cut) == parts, (tiles, k_tiles, per_sm)
+
+
+def test_in_launch_sum_workspaces_have_the_kernels_dtypes_even_where_no_tile_is_cut():
+    """Triton compiles a kernel per argument dtype, and ``triton_streamk`` compiles its sum branch even
+    where no run reaches it: the workspace and counters passed must be fp32 and int32 in every plan,
+    also where the plan cuts no tile (shallow K, one tile a run)."""
+    import torch
+
+    from kernels_search.triton_method import splitk_plan, streamk_plan, workspace
+
+    for name, make_plan, shape, cut in [("triton_streamk", streamk_plan, (64, 64, 64), False),
+                                        ("triton_streamk", streamk_plan, (16, 4096, 4096), True),
+                                        ("triton_splitk", splitk_plan, (64, 64, 64), False),
+                                        ("triton_splitk", splitk_plan, (64, 64, 8192), True)]:
+        p = make_plan(Problem(Shape(*shape), "tn"), FAMILIES[name].parse(""), num_sms=132)
+        assert (p.split > 1) == cut, (name, shape, p.split)
+        ws, counts = workspace(p, "cpu")
+        assert ws.dtype == torch.float32 and counts.dtype == torch.int32, (name, shape)
+        assert not ws.any() and not counts.any()
 
 
 def test_triton_splitk_fills_a_wave_only_where_k_is_deep():

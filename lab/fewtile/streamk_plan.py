@@ -34,7 +34,7 @@ def methods(m: int) -> list[str]:
     tiles = [TILES[16]] if m <= 16 else [TILES[16], TILES[64]]
     out = ["library"]
     for t in tiles:
-        out += [f"triton_splitk:{t}", f"triton_streamk:{t}", f"triton_streamk:{t}:per_sm=2"]
+        out += [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=1", f"triton_streamk:{t}:per_sm=2"]
     return out + list(BASELINES)
 
 

@@ -1,0 +1,59 @@
+"""Write a compare plan: `triton_streamk` on the few-tile class samples, and 4 programs a SM on decode.
+
+Why: the first measurement (`lab/fewtile/streamk-h100.md`, run 67872ae7bb93) had stream-K at 1.11x
+(16 x 64) and 1.30x (64 x 64) over `triton_splitk` where split-K leaves 20 % or more of the SMs
+idle, and slower elsewhere. Two programs a SM beat one on 38 of 44 shape-tiles. Two questions follow:
+does stream-K lift issue 33's few-tile classes (`deepk-60-seed3301.txt`, and the 13 shapes of
+`shallowk-60-seed3301.txt` deep enough to cut a tile, K 1024), beside `triton_splitk` and the
+library; and do 4 programs a SM (more loads in flight) beat 2 where cuBLAS streams the weights
+(decode-20)? Each shape lists the deepest-priority questions first: the classes, then decode.
+
+    python3 -m lab.fewtile.streamk2_plan
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+TILES = {16: "block_m=16:block_n=64:block_k=64:num_warps=4:num_stages=4",
+         64: "block_m=64:block_n=64:block_k=64:num_warps=4:num_stages=3"}
+BASELINES = ("torch", "cublas", "cublaslt")  # the plans stage adds cuBLASLt autotune
+CUT_MIN_K = 1024  # 16 k-tiles of 64: the fewest at which stream-K cuts a tile (SPLIT_MIN_K_TILES)
+
+
+def _names(path: str) -> list[str]:
+    from harness.shapes import resolve_shapes
+
+    return [s.name for s in resolve_shapes([str(ROOT / path)]).shapes]
+
+
+def class_methods(m: int) -> list[str]:
+    tiles = [TILES[64]] + ([TILES[16]] if m <= 32 else [])
+    out = ["library"]
+    for t in tiles:
+        out += [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", f"triton_streamk:{t}:per_sm=4"]
+    return out + list(BASELINES)
+
+
+def decode_methods(m: int) -> list[str]:
+    tiles = [TILES[16]] if m <= 16 else [TILES[16], TILES[64]]
+    return [f"triton_streamk:{t}:per_sm={p}" for t in tiles for p in (2, 4)] + list(BASELINES)
+
+
+def main() -> None:
+    name = "streamk2-plan.txt"
+    deep = _names("lab/fewtile/deepk-60-seed3301.txt")
+    shallow = [s for s in _names("lab/fewtile/shallowk-60-seed3301.txt") if int(s.split("_")[2]) >= CUT_MIN_K]
+    decode = _names("lab/skinny/decode-20.txt")
+    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
+             f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans"]
+    lines += [f"{s} {','.join(class_methods(int(s.split('_')[0])))}" for s in deep + shallow]
+    lines += [f"{s} {','.join(decode_methods(int(s.split('_')[0])))}" for s in decode]
+    (HERE / name).write_text("\n".join(lines) + "\n")
+    print(f"{name}: {len(deep)} deep-K, {len(shallow)} shallow-K, {len(decode)} decode shapes")
+
+
+if __name__ == "__main__":
+    main()
