@@ -7,6 +7,9 @@ does stream-K lift issue 33's few-tile classes (`deepk-60-seed3301.txt`, and the
 `shallowk-60-seed3301.txt` deep enough to cut a tile, K 1024), beside `triton_splitk` and the
 library; and do 4 programs a SM (more loads in flight) beat 2 where cuBLAS streams the weights
 (decode-20)? Each shape lists the deepest-priority questions first: the classes, then decode.
+It also writes `streamk-fence-plan.txt`: the class shapes again at 64 x 64 (split-K, stream-K at 2 and
+4 programs a SM), once every thread fences after its partial adds: the gate, which caught wrong sums
+at 4 programs a SM (run 523abc79a060), on the same shapes, and what the fence costs.
 
     python3 -m lab.fewtile.streamk2_plan
 """
@@ -53,6 +56,14 @@ def main() -> None:
     lines += [f"{s} {','.join(decode_methods(int(s.split('_')[0])))}" for s in decode]
     (HERE / name).write_text("\n".join(lines) + "\n")
     print(f"{name}: {len(deep)} deep-K, {len(shallow)} shallow-K, {len(decode)} decode shapes")
+    fence = "streamk-fence-plan.txt"
+    t = TILES[64]
+    methods = [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", f"triton_streamk:{t}:per_sm=4", *BASELINES]
+    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
+             f"run with PLAN_FILES=lab/fewtile/{fence} bash scripts/gpu_check.sh plans"]
+    lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
+    (HERE / fence).write_text("\n".join(lines) + "\n")
+    print(f"{fence}: {len(deep) + len(shallow)} shapes")
 
 
 if __name__ == "__main__":
