@@ -1,12 +1,7 @@
 """The Triton kernel of the ``triton_splitk`` family (imported only where triton is installed)."""
 
-import os
-
 import triton
 import triton.language as tl
-
-# Triton's CPU interpreter (the CPU tests) runs one program at a time and has no inline PTX
-GPU_FENCE = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") != "1")
 
 
 @triton.jit
@@ -52,14 +47,7 @@ def splitk_fixup_kernel(
         within = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         acc_ptr = ws_ptr + tile * (BLOCK_M * BLOCK_N) + within
         tl.atomic_add(acc_ptr, acc, sem="relaxed", scope="gpu")
-        # every thread waits for its own adds to be performed at gpu scope (a fence each): the barrier
-        # orders the threads, not their reductions still in flight, and the counter's release is one
-        # thread's; without it the last contributor can read a tile before another program's adds land
-        # (wrong sums on an H100 at 4 programs a SM)
-        if GPU_FENCE:
-            tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False,
-                                      pack=1)
-        # every thread's adds are performed before the counter moves (fence, barrier), and the counter's
+        # every thread's adds are issued before the counter moves (the barrier), and the counter's
         # acquire-release orders them before the last program's read (L2, not L1: .cg)
         tl.debug_barrier()
         arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")

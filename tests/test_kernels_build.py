@@ -89,7 +89,7 @@ def test_ptxas_parser_reads_registers_spills_smem_and_stack():
         ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_warps=4,num_stages=2", "more warps or a smaller tile"),
         ("triton_streamk", "block_m=128,block_n=128,block_k=128,num_stages=5", "shared memory"),
         ("triton_streamk", "block_m=128,block_n=128,num_warps=2", "more warps or a smaller tile"),
-        ("triton_streamk", "per_sm=3", "not in"),
+        ("triton_streamk", "per_sm=4", "not in"),
     ],
 )
 def test_invalid_knobs_are_rejected_with_a_reason(family, spec, reason):
@@ -923,9 +923,8 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
         kernel, split_arg, bm, bn, split, warps):
     """``triton_splitk`` and ``triton_streamk`` for sm_90 (Triton's own ptxas): a cp.async pipeline into
     WGMMA (mma.sync under 64 rows), also inside stream-K's run loop; no local memory; the partial's fp32
-    atomic adds (16-byte vectors), then a gpu-scope fence by every thread (its adds performed), then a CTA
-    barrier, then one thread's acq_rel gpu-scope atomic on the tile's counter; no counter at all without a
-    split."""
+    atomic adds (16-byte vectors), then a CTA barrier, then one thread's acq_rel gpu-scope atomic on the
+    tile's counter (CUTLASS's semaphore order); no counter at all without a split."""
     pytest.importorskip("triton")  # before the kernel module, which imports it
     import importlib
     import re
@@ -940,9 +939,7 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
     if split > 1:
         before = ptx[:ptx.index("atom.global.gpu.acq_rel")]
         adds = [m.start() for m in re.finditer(r"(red|atom)\.global\.gpu(\.relaxed)?\.add\.v4\.f32", before)]
-        fence = before.rfind("fence.acq_rel.gpu")
-        assert adds and adds[-1] < fence < before.rstrip().rfind("bar.sync")  # adds, fence, barrier, counter
-        assert "@%p" not in before[before.rfind("\n", 0, fence):fence]  # every thread fences, unpredicated
+        assert adds and before.rstrip().rfind("bar.sync") > adds[-1]  # adds, barrier, counter
     usage = _triton_resource_usage(triton, k.asm["cubin"])
     if usage is not None:
         assert "LOCAL:0" in usage and "STACK:0" in usage, usage

@@ -1,14 +1,17 @@
-"""Does the per-thread fence after the partial adds remove the wrong sums? Side by side on the GPU.
+"""Would a fence by every thread after its partial adds remove the wrong sums? Side by side on the GPU.
 
 The in-launch-sum kernels (`triton_streamk`, `triton_splitk`) add each program's fp32 partial into
-its tile's accumulator, then one thread moves the tile's counter, and the last contributor reads the
-sum. Run 523abc79a060 (H100) had 4 stream-K programs a SM give wrong sums on 34 of 156
-shape-layouts. The kernels now make every thread fence (`fence.acq_rel.gpu`) after its adds, before
-the barrier. This runs each kernel as shipped and a copy with the fence compiled out, CALLS calls
-each on the shapes that failed, counts the calls whose output is wrong, and times both
-(`triton.testing.do_bench_cudagraph`, median, side by side in one process): what the fence costs.
+its tile's accumulator; after a CTA barrier one thread moves the tile's counter (acq_rel, gpu scope),
+and the last contributor reads the sum. Run 523abc79a060 (H100) had 4 stream-K programs a SM give
+wrong sums on 34 of 156 shape-layouts. The barrier orders the threads, not their adds still in
+flight, so one suspect was a missing `fence.acq_rel.gpu` by each thread after its adds (NVIDIA/Fuser
+PR 2391 fixed a split-K race so). This runs each kernel as shipped and a copy with that fence
+inserted, CALLS calls each on shapes that failed, counts the calls whose output is wrong, and times
+both (`triton.testing.do_bench_cudagraph`, median, side by side in one process).
 
-    python3 -m lab.fewtile.fence_check [--calls 50]
+    python3 -m lab.fewtile.fence_check [--calls 30] [--per-sm-4]
+
+(`--per-sm-4`: also 4 programs a SM, a value the family no longer offers; the plan is built here.)
 """
 
 from __future__ import annotations
@@ -21,20 +24,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = ("256_512_8192", "64_4096_8192", "4096_64_1024", "2048_128_4096", "512_512_16384", "128_1024_16384")
-CASES = (("triton_streamk", "block_m=64,block_n=64,per_sm=4", "streamk_kernel", "triton_streamk_kernel.py"),
-         ("triton_streamk", "block_m=64,block_n=64,per_sm=2", "streamk_kernel", "triton_streamk_kernel.py"),
+CASES = (("triton_streamk", "block_m=64,block_n=64,per_sm=2", "streamk_kernel", "triton_streamk_kernel.py"),
          ("triton_splitk", "block_m=64,block_n=64,split_k=16", "splitk_fixup_kernel", "triton_splitk_kernel.py"))
 
 
+FENCE = ('tl.inline_asm_elementwise("fence.acq_rel.gpu;\\n\\tmov.u32 $0, 0;", "=r", [], dtype=tl.int32, '
+         'is_pure=False, pack=1)')
+
+
 def _kernel(file: str, name: str, fence: bool):
-    """The kernel as shipped, or a copy of its file with the fence compiled out (its own module file:
-    Triton compiles from the source text)."""
+    """The kernel as shipped, or a copy of its file with a fence by every thread right after the partial
+    adds (its own module file: Triton compiles from the source text)."""
     src = (ROOT / "kernels_search" / file).read_text()
-    if not fence:
-        assert src.count("if GPU_FENCE:") == 1
-        src = src.replace("if GPU_FENCE:", "if False:")
-    path = Path(tempfile.mkdtemp()) / f"nofence_{file}" if not fence else ROOT / "kernels_search" / file
-    if not fence:
+    path = ROOT / "kernels_search" / file
+    if fence:
+        add = [line for line in src.splitlines() if line.lstrip().startswith("tl.atomic_add(acc_ptr, acc,")]
+        assert len(add) == 1
+        indent = add[0][:len(add[0]) - len(add[0].lstrip())]
+        src = src.replace(add[0] + "\n", add[0] + "\n" + indent + FENCE + "\n")
+        path = Path(tempfile.mkdtemp()) / f"fence_{file}"
         path.write_text(src)
     spec = importlib.util.spec_from_file_location(f"fc_{fence}_{path.stem}", path)
     mod = importlib.util.module_from_spec(spec)
@@ -45,7 +53,8 @@ def _kernel(file: str, name: str, fence: bool):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--per-sm-4", action="store_true")
     args = ap.parse_args()
     import torch
     from triton.testing import do_bench_cudagraph
@@ -58,9 +67,15 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(0)}, {sms} SMs, {args.calls} calls a shape and layout")
     print("| family | config | fence | shape | wrong calls | worst rel. error | us (median) |")
     print("|---|---|---|---|---|---|---|")
-    for family, cfg, name, file in CASES:
-        knobs = ALL[family].parse(cfg)
-        for fence in (True, False):
+    cases = list(CASES)
+    if args.per_sm_4:
+        cases.insert(0, ("triton_streamk", "block_m=64,block_n=64,per_sm=4", "streamk_kernel", "triton_streamk_kernel.py"))
+    for family, cfg, name, file in cases:
+        if "per_sm=4" in cfg:  # not a knob value any more: the shipped default's knobs, 4 programs a SM
+            knobs = {**ALL[family].parse(cfg.replace("per_sm=4", "per_sm=2")), "per_sm": 4}
+        else:
+            knobs = ALL[family].parse(cfg)
+        for fence in (False, True):
             kernel = _kernel(file, name, fence)
             for s in SHAPES:
                 pr = Problem(Shape(*map(int, s.split("_"))), "tn")
