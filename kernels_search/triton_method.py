@@ -30,6 +30,7 @@ class Plan:
     consts: dict[str, Any]
     fixup: bool = False  # triton_splitk: partials reduced in the launch (a zeroed accumulator a tile + counters)
     iters_per: int = 0  # triton_streamk: k-tiles a program (its run); 0 for the other kernels
+    dp_tiles: int = 0  # triton_streamk: the tiles computed whole before the runs start
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -65,9 +66,9 @@ def streamk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Pl
     from kernels_search.families.triton_streamk import partition
 
     tiles, k_tiles, consts = _fixup_tiles(problem, knobs)
-    programs, per, parts = partition(tiles, k_tiles, num_sms, knobs["per_sm"])
+    programs, per, parts, dp_tiles = partition(tiles, k_tiles, num_sms, knobs["per_sm"])
     return Plan(problem.m, problem.n, problem.k, False, False, parts, (programs,), _strides(problem), consts,
-                fixup=True, iters_per=per)
+                fixup=True, iters_per=per, dp_tiles=dp_tiles)
 
 
 def plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
@@ -127,10 +128,13 @@ def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
     """One GEMM on the current stream: kernel, plus zero-fill and cast around it for ``triton``'s split-K."""
     if p.fixup:  # triton_streamk (its run length) or triton_splitk (its slice count); unsplit: no workspace
         if p.iters_per:
-            from kernels_search.triton_streamk_kernel import streamk_kernel as kernel
+            from kernels_search.triton_streamk_kernel import streamk_kernel
+
+            streamk_kernel[p.grid](a, b, c, ws, counts, p.m, p.n, p.k, p.iters_per, p.dp_tiles, *p.strides, **p.consts)
         else:
-            from kernels_search.triton_splitk_kernel import splitk_fixup_kernel as kernel
-        kernel[p.grid](a, b, c, ws, counts, p.m, p.n, p.k, p.iters_per or p.split, *p.strides, **p.consts)
+            from kernels_search.triton_splitk_kernel import splitk_fixup_kernel
+
+            splitk_fixup_kernel[p.grid](a, b, c, ws, counts, p.m, p.n, p.k, p.split, *p.strides, **p.consts)
         return
     from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel, gemm_tma_kernel
 

@@ -897,12 +897,12 @@ def _compile_in_launch_sum_kernel(fn, split_arg: str, bm: int, bn: int, warps: i
 
     consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, stride_ak=1, stride_bk=1, stride_cn=1)
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "ws_ptr": "*fp32", "count_ptr": "*i32"}
-    sig |= {n: "i32" for n in ("M", "N", "K", split_arg, "stride_am", "stride_bn", "stride_cm")}
+    sig |= {n: "i32" for n in ("M", "N", "K", split_arg, "dp_tiles", "stride_am", "stride_bn", "stride_cm")}
     if unsplit:
         sig[split_arg] = "constexpr"
         consts[split_arg] = 1
     sig = {n: sig.get(n, "constexpr") for n in fn.arg_names}
-    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] != "constexpr" and n != split_arg]
+    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] != "constexpr" and n not in (split_arg, "dp_tiles")]
     return triton, triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
                                             attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
@@ -946,26 +946,42 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
 
 
 def test_triton_streamk_gives_every_program_an_equal_run():
-    """partition: one run per program, all but the last of one length, within sms x per_sm programs and
-    MIN_K_TILES k-tiles a run; whole tiles a run where K is shallow; the parts a tile is summed from are
-    the runs that touch it (1 where one run holds it)."""
+    """partition: whole waves of tiles first (as many as fit sms x per_sm programs, a multiple of it),
+    then one run per program over the tiles left, all but the last of one length, MIN_K_TILES k-tiles
+    a run at least; whole tiles a run where K is shallow; the parts a tile is summed from are the runs
+    that touch it (1 where one run holds it); every tile's k-tiles covered once."""
     from kernels_search.families.triton_splitk import MIN_K_TILES, SPLIT_MIN_K_TILES
     from kernels_search.families.triton_streamk import partition
 
-    assert partition(72, 56, 132) == (131, 31, 3)  # 8_4608_3584 at 64-column tiles: 131 programs, not 72
-    assert partition(144, 48, 132)[0] == 131  # one wave where split-K runs 144 programs in two
-    assert partition(16, 4, 132) == (16, 4, 1)  # shallow K: a tile a program, no tile cut
-    for tiles in (1, 3, 7, 72, 144, 500):
+    assert partition(72, 56, 132) == (131, 31, 3, 0)  # 8_4608_3584 at 64-column tiles: 131 programs, not 72
+    assert partition(144, 48, 132) == (132, 5, 11, 132)  # a wave whole, the 12 tiles left cut into 132 runs
+    assert partition(512, 192, 132, 2) == (264, 192, 1, 512)  # 1024_2048_12288 at 64 x 64: two waves, whole
+    assert partition(300, 192, 132, 2) == (264, 27, 8, 264)  # a wave whole, the 36 tiles left cut into 256 runs
+    assert partition(264, 64, 132, 2) == (264, 64, 1, 264)  # whole waves only: no runs
+    assert partition(16, 4, 132) == (16, 4, 1, 0)  # shallow K: a tile a program, no tile cut
+    for tiles in (1, 3, 7, 72, 131, 132, 144, 264, 500):
         for k_tiles in (3, 15, 16, 17, 56, 256):
             for per_sm in (1, 2, 4):
-                programs, per, parts = partition(tiles, k_tiles, 132, per_sm)
-                iters = tiles * k_tiles
-                assert programs <= 132 * per_sm and (programs - 1) * per < iters <= programs * per
-                assert per >= min(MIN_K_TILES, iters) or programs == 1
+                cap = 132 * per_sm
+                programs, per, parts, dp = partition(tiles, k_tiles, 132, per_sm)
+                if tiles < cap:
+                    assert dp == 0
+                else:
+                    assert dp == tiles or (dp % cap == 0 and 0 < 2 * (tiles - dp) < cap)
+                assert programs <= cap
+                rest = tiles - dp
+                iters = rest * k_tiles
+                if dp:
+                    assert programs == cap
+                if rest == 0:
+                    continue
+                runs = -(-iters // per)
+                assert runs <= programs and (runs - 1) * per < iters <= runs * per
+                assert per >= min(MIN_K_TILES, iters) or runs == 1
                 if k_tiles < SPLIT_MIN_K_TILES:
                     assert per % k_tiles == 0 and parts == 1
-                cut = [sum(1 for p in range(programs) if p * per < (t + 1) * k_tiles and (p + 1) * per > t * k_tiles)
-                       for t in range(tiles)]
+                cut = [sum(1 for p in range(runs) if p * per < (t + 1) * k_tiles and (p + 1) * per > t * k_tiles)
+                       for t in range(rest)]
                 assert max(cut) == parts, (tiles, k_tiles, per_sm)
 
 
@@ -1045,7 +1061,7 @@ for name, make_plan, cases in [
                                          "block_m=32,block_n=16,block_k=32,split_k=64"]]),
         ("triton_streamk", streamk_plan, [(spec, sms, [(70, 50, 330), (17, 33, 65), (40, 24, 1000)]) for spec, sms in
                                           [("block_m=16,block_n=32,block_k=16", 5), ("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
-                                           ("block_m=16,block_n=16,block_k=32", 64)]])]:
+                                           ("block_m=16,block_n=16,block_k=32", 64), ("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:
     for spec, sms, shapes in cases:
         k = ALL[name].parse(spec)
         for s in shapes:

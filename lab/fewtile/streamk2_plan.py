@@ -9,7 +9,9 @@ library; and do 4 programs a SM (more loads in flight) beat 2 where cuBLAS strea
 (decode-20)? Each shape lists the deepest-priority questions first: the classes, then decode.
 It also writes `streamk-fence-plan.txt`: the class shapes again at 64 x 64 (split-K, stream-K at 2 and
 4 programs a SM), once every thread fences after its partial adds: the gate, which caught wrong sums
-at 4 programs a SM (run 523abc79a060), on the same shapes, and what the fence costs.
+at 4 programs a SM (run 523abc79a060), on the same shapes, and what the fence costs. And
+`streamk-dp-plan.txt`: the same shapes at 2 programs a SM once whole waves of tiles go whole before the
+runs (Nsight Compute had stream-K reading 16x split-K's DRAM bytes on 1024_2048_12288).
 
     python3 -m lab.fewtile.streamk2_plan
 """
@@ -64,6 +66,13 @@ def main() -> None:
     lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
     (HERE / fence).write_text("\n".join(lines) + "\n")
     print(f"{fence}: {len(deep) + len(shallow)} shapes")
+    dp = "streamk-dp-plan.txt"
+    methods = [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", *BASELINES]
+    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
+             f"run with PLAN_FILES=lab/fewtile/{dp} bash scripts/gpu_check.sh plans"]
+    lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
+    (HERE / dp).write_text("\n".join(lines) + "\n")
+    print(f"{dp}: {len(deep) + len(shallow)} shapes")
 
 
 if __name__ == "__main__":
