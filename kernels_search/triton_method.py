@@ -126,7 +126,7 @@ def workspace(p: Plan, device) -> tuple:
 
 def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
     """One GEMM on the current stream: kernel, plus zero-fill and cast around it for ``triton``'s split-K."""
-    if p.fixup:  # triton_streamk (its run length) or triton_splitk (its slice count); unsplit: no workspace
+    if p.fixup:  # triton_streamk (its run length) or triton_splitk (its slice count); uncut: placeholders
         if p.iters_per:
             from kernels_search.triton_streamk_kernel import streamk_kernel
 
