@@ -9,9 +9,12 @@ PR 2391 fixed a split-K race so). This runs each kernel as shipped and a copy wi
 inserted, CALLS calls each on shapes that failed, counts the calls whose output is wrong, and times
 both (`triton.testing.do_bench_cudagraph`, median, side by side in one process).
 
-    python3 -m lab.fewtile.fence_check [--calls 30] [--per-sm-4]
+    python3 -m lab.fewtile.fence_check [--calls 30] [--per-sm 4 3] [--stages 3 2]
 
-(`--per-sm-4`: also 4 programs a SM, a value the family no longer offers; the plan is built here.)
+(`--per-sm`: stream-K also at these programs a SM, values the family no longer offers (4 gave the wrong
+sums; 3 keeps every program of those shapes resident at once), each at each `--stages`; the plan is
+built here. Hypotheses to tell apart: runs shorter than the pipeline, programs not all resident,
+contention on the tile's adds.)
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def _kernel(file: str, name: str, fence: bool):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=30)
-    ap.add_argument("--per-sm-4", action="store_true")
+    ap.add_argument("--per-sm", type=int, nargs="*", default=[])
+    ap.add_argument("--stages", type=int, nargs="*", default=[3])
     args = ap.parse_args()
     import torch
     from triton.testing import do_bench_cudagraph
@@ -67,12 +71,14 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(0)}, {sms} SMs, {args.calls} calls a shape and layout")
     print("| family | config | fence | shape | wrong calls | worst rel. error | us (median) |")
     print("|---|---|---|---|---|---|---|")
-    cases = list(CASES)
-    if args.per_sm_4:
-        cases.insert(0, ("triton_streamk", "block_m=64,block_n=64,per_sm=4", "streamk_kernel", "triton_streamk_kernel.py"))
-    for family, cfg, name, file in cases:
-        if "per_sm=4" in cfg:  # not a knob value any more: the shipped default's knobs, 4 programs a SM
-            knobs = {**ALL[family].parse(cfg.replace("per_sm=4", "per_sm=2")), "per_sm": 4}
+    cases = [(f, c, n, fl, None) for f, c, n, fl in CASES]
+    for per_sm in args.per_sm:
+        for stages in args.stages:
+            cases.insert(0, ("triton_streamk", f"block_m=64,block_n=64,num_stages={stages},per_sm={per_sm}",
+                             "streamk_kernel", "triton_streamk_kernel.py", per_sm))
+    for family, cfg, name, file, per_sm in cases:
+        if per_sm is not None:  # not a knob value any more: the knobs at 2 programs a SM, then per_sm replaced
+            knobs = {**ALL[family].parse(cfg.replace(f"per_sm={per_sm}", "per_sm=2")), "per_sm": per_sm}
         else:
             knobs = ALL[family].parse(cfg)
         for fence in (False, True):
