@@ -1090,8 +1090,8 @@ def test_triton_kernels_are_correct_in_the_interpreter():
     """The Triton families' exact launch code (plan + launch) run by Triton's CPU interpreter on
     ragged shapes, both layouts, split-K, persistent and TMA (ragged M, clipped edge tiles, split
     epilogue), and the in-launch reductions of ``triton_splitk`` (slices) and ``triton_streamk`` (runs
-    cut inside tiles) on two calls in a row: masks, strides, descriptors, raster, and the accumulators
-    and counters left at zero are right."""
+    cut inside tiles, and whole tiles before the runs in one launch) on two calls in a row: masks,
+    strides, descriptors, raster, and the accumulators and counters left at zero are right."""
     pytest.importorskip("triton")
     import subprocess
     import sys
