@@ -24,8 +24,10 @@ given every advantage cuBLASLt offers:
   top-1's output; a candidate that raises is dropped;
 * timing: ``ctx.time_candidates`` (the harness's timing core, on ``ctx.inputs``) times all valid
   candidates, interleaved; the fastest median wins. This module times nothing itself. ``keep`` (the
-  fraction of candidates screened into the final rounds) and ``final_rounds`` override the timing
-  core's successive halving; set, they make a differently named method, so a cheaper autotune can be
+  fraction of candidates screened into the final rounds), ``final_rounds`` and ``screen_us`` (a
+  screening sample's batch, microseconds: on small shapes each candidate's screening is mostly the
+  host time of capturing that batch) override the timing core's successive halving; set, they make
+  a differently named method, so a cheaper autotune can be
   measured beside the default one in the same run (its pick's time and its ``setup_s``);
 * one tuning per process and problem: the winner is kept (``_TUNED``, keyed by device, shape,
   layout, alignment and the limits above) and a later instance prepared for the same problem in
@@ -89,7 +91,7 @@ class CublasLtAutotune:
     devices = ("cuda",)
 
     def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE,
-                 keep: float | None = None, final_rounds: int | None = None):
+                 keep: float | None = None, final_rounds: int | None = None, screen_us: float | None = None):
         if max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
         if max_workspace < 0:
@@ -98,10 +100,13 @@ class CublasLtAutotune:
             raise ValueError("keep must be in (0, 1]")
         if final_rounds is not None and final_rounds < 1:
             raise ValueError("final_rounds must be >= 1")
+        if screen_us is not None and not screen_us > 0:
+            raise ValueError("screen_us must be > 0")
         self.max_candidates = max_candidates
         self.max_workspace = max_workspace
         # the timing core's successive halving, where set (None: time_candidates' own defaults)
-        self.halving = {k: v for k, v in (("keep_fraction", keep), ("rounds", final_rounds)) if v is not None}
+        self.halving = {k: v for k, v in (("keep_fraction", keep), ("rounds", final_rounds),
+                                          ("screen_batch_us", screen_us)) if v is not None}
         knobs = []
         if max_candidates != DEFAULT_MAX_CANDIDATES:
             knobs.append(f"max_candidates={max_candidates}")
@@ -111,6 +116,8 @@ class CublasLtAutotune:
             knobs.append(f"keep={keep:g}")
         if final_rounds is not None:
             knobs.append(f"final_rounds={final_rounds}")
+        if screen_us is not None:
+            knobs.append(f"screen_us={screen_us:g}")
         self.name = "cublaslt-autotune" + (":" + ",".join(knobs) if knobs else "")
         self.config: dict[str, Any] = {
             "api": "cublasLtMatmul",

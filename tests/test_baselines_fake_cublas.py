@@ -506,10 +506,11 @@ def test_autotune_halving_knobs_name_a_separate_method_tuned_on_its_own(fake):
     from baselines.cublaslt_autotune import CublasLtAutotune
     from harness import registry
 
-    (m,) = registry.resolve(["cublaslt-autotune:keep=0.1,final_rounds=3"])
-    assert m.name == "cublaslt-autotune:keep=0.1,final_rounds=3"
+    (m,) = registry.resolve(["cublaslt-autotune:keep=0.1,final_rounds=3,screen_us=30"])
+    assert m.name == "cublaslt-autotune:keep=0.1,final_rounds=3,screen_us=30"
     assert m.config["halving_keep_fraction"] == 0.1 and m.config["halving_rounds"] == 3
-    for bad in ("keep=0", "keep=1.5", "final_rounds=0"):
+    assert m.config["halving_screen_batch_us"] == 30
+    for bad in ("keep=0", "keep=1.5", "final_rounds=0", "screen_us=0"):
         with pytest.raises(Exception):
             registry.resolve([f"cublaslt-autotune:{bad}"])
     p = Problem(Shape(6, 10, 4), "nn")
@@ -518,7 +519,7 @@ def test_autotune_halving_knobs_name_a_separate_method_tuned_on_its_own(fake):
     default = CublasLtAutotune().prepare(p, ctx)
     cheap = m.prepare(p, ctx)
     assert default.info["tuned"] == cheap.info["tuned"] == "timed" and len(seen) == 2
-    assert ctx.halvings == [{}, {"keep_fraction": 0.1, "rounds": 3}]
+    assert ctx.halvings == [{}, {"keep_fraction": 0.1, "rounds": 3, "screen_batch_us": 30.0}]
     for prep in (default, cheap):
         prep.close()
 

@@ -111,11 +111,12 @@ def test_time_candidates_successive_halving_times_finalists_longer():
 
 
 def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_once():
-    """One call's time sizes every candidate's batches (no per-candidate estimate calls), and a
-    call longer than a screening batch is screened in one round of one call."""
+    """One call's time sizes every candidate's batches (no per-candidate estimate calls), a call
+    longer than a screening batch is screened in one round of one call, and ``screen_batch_us``
+    sets the screening batch (the last candidate is never a finalist: only its screening calls)."""
     from harness.timing.offline import SCREEN_BATCH_US
 
-    def run(us):
+    def run(us, **kw):
         counts = {}
 
         def counted(i):
@@ -125,7 +126,7 @@ def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_
                 f(a, b, c)
             return fn
 
-        time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", rounds=5, screen_rounds=2)
+        time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", rounds=5, screen_rounds=2, **kw)
         return counts
 
     long = run(2 * SCREEN_BATCH_US)
@@ -133,6 +134,9 @@ def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_
     short = run(SCREEN_BATCH_US / 8)
     batch = SCREEN_BATCH_US / (SCREEN_BATCH_US / 8)
     assert short[11] == pytest.approx(2 * batch, abs=2)  # two screening rounds of one batch each
+    quarter = run(SCREEN_BATCH_US / 8, screen_batch_us=SCREEN_BATCH_US / 4)
+    assert quarter[11] == pytest.approx(2 * batch / 4, abs=1)  # a quarter of the batch
+    assert run(SCREEN_BATCH_US / 2, screen_batch_us=SCREEN_BATCH_US / 4)[11] == 1  # now longer than a batch
 
 
 def test_host_samples_stop_after_host_rounds():

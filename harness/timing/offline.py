@@ -147,12 +147,13 @@ FINAL_BATCH_US = 300.0  # a finalist's sample: its median decides the autotune
 
 
 def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0,
-                    screen_rounds: int = 2, keep_fraction: float = 0.25, warmed: bool = False) -> list[float]:
+                    screen_rounds: int = 2, keep_fraction: float = 0.25, warmed: bool = False,
+                    screen_batch_us: float = SCREEN_BATCH_US) -> list[float]:
     """Median device microseconds of each candidate on one input set, interleaved rounds.
 
     This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
     choices are made by the same timing core as everything else. Successive halving: every
-    candidate gets ``screen_rounds`` rounds of ``SCREEN_BATCH_US`` samples; the best
+    candidate gets ``screen_rounds`` rounds of ``screen_batch_us`` (``SCREEN_BATCH_US``) samples; the best
     ``keep_fraction`` (at least 3) are then timed together for ``rounds`` rounds of
     ``FINAL_BATCH_US`` samples and their medians come from those. A call longer than a
     screening batch is screened in one round: a one-call sample of it already ranks it, and the
@@ -184,8 +185,8 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     if len(fns) <= 3 or screen_rounds >= rounds:
         out = run(everyone, rounds, FINAL_BATCH_US)
     else:
-        screens = 1 if call_us is not None and call_us >= SCREEN_BATCH_US else screen_rounds
-        out = run(everyone, screens, SCREEN_BATCH_US)
+        screens = 1 if call_us is not None and call_us >= screen_batch_us else screen_rounds
+        out = run(everyone, screens, screen_batch_us)
         n_keep = max(3, int(round(len(fns) * keep_fraction)))
         finalists = sorted(everyone, key=lambda i: out[i])[:n_keep]
         out.update(run([i for i in finalists if out[i] != float("inf")], rounds, FINAL_BATCH_US))
