@@ -4,7 +4,9 @@
 #   scripts/gpu_check.sh [STAGE ...]      (default: env tests smoke)
 # STAGES
 #   env      nvidia-smi, `hgemm-bench env`
-#   tests    pytest -m gpu (every GPU test in the suite; GPU_TESTS='file ...' and GPU_K='-k expr' narrow it)
+#   tests    pytest -m gpu (every GPU test in the suite; GPU_TESTS='file ...' and GPU_K='-k expr' narrow it;
+#            -k matches test ids: GPU_K=streamk also selects the CUTLASS hopper stream-K cases, which need
+#            the CUTLASS wheel carried, GPU_K=triton_streamk does not)
 #   smoke    compare --shapes smoke, offline, all baselines, both layouts
 #   server   compare --shapes smoke --mode server --qps 200
 #   repeat   the same shapes twice in one run (run-to-run agreement)
