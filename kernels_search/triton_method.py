@@ -62,7 +62,7 @@ def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Pla
 
 def streamk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Plan:
     """The ``triton_streamk`` launch: one program per equal run of k-tiles (``triton_streamk.partition``);
-    ``split`` is the most parts any tile is summed from (1: no tile is cut, no workspace)."""
+    ``split`` is the most parts any tile is summed from (1: no tile is cut; ``workspace`` gives placeholders)."""
     from kernels_search.families.triton_streamk import partition
 
     tiles, k_tiles, consts = _fixup_tiles(problem, knobs)

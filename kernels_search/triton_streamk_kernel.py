@@ -5,6 +5,21 @@ import triton.language as tl
 
 
 @triton.jit
+def _tile_sum(a_ptr, b_ptr, rm, rn, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The fp32 sum over k-tiles [k_lo, k_hi) of the tile with rows ``rm`` and columns ``rn``."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kt in range(k_lo, k_hi):
+        rk = kt * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
 def streamk_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, count_ptr, M, N, K, iters_per, dp_tiles,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
@@ -19,8 +34,9 @@ def streamk_kernel(
     # tile's accumulator, a counter, the last contributor writes C and leaves accumulator and counter at
     # zero). Unlike a split of every tile into equal slices, the runs load every program alike whatever
     # the tile count (72 tiles on 132 SMs: no SM idle, none with two tiles where another has one).
-    # The k loops and the cut tile's sum repeat triton_splitk_kernel's rather than importing them: a
-    # family's source hash (what its measured evidence is keyed by) is its one kernel file's text.
+    # The k loop (``_tile_sum``, for whole tiles and runs alike) and the cut tile's sum repeat
+    # triton_splitk_kernel's rather than importing them: a family's source hash (what its measured
+    # evidence is keyed by) is its one kernel file's text.
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -30,14 +46,8 @@ def streamk_kernel(
         pid_n = tile % num_pid_n
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for kt in range(0, k_tiles):
-            rk = kt * BLOCK_K + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
-                        mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                        mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
+        acc = _tile_sum(a_ptr, b_ptr, rm, rn, 0, k_tiles, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                        BLOCK_M, BLOCK_N, BLOCK_K)
         tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16),
                  mask=(rm[:, None] < M) & (rn[None, :] < N))
     # the runs, over the k-tiles of the tiles after dp_tiles (indices below are relative to dp_tiles)
@@ -53,14 +63,8 @@ def streamk_kernel(
         pid_n = tile % num_pid_n
         rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for kt in range(k_lo, k_hi):
-            rk = kt * BLOCK_K + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
-                        mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                        mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-            acc = tl.dot(a, b, acc)
+        acc = _tile_sum(a_ptr, b_ptr, rm, rn, k_lo, k_hi, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                        BLOCK_M, BLOCK_N, BLOCK_K)
         c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
         c_mask = (rm[:, None] < M) & (rn[None, :] < N)
         if (k_lo == 0) & (k_hi == k_tiles):
