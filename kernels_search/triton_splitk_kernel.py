@@ -55,5 +55,8 @@ def splitk_fixup_kernel(
             total = tl.load(acc_ptr, cache_modifier=".cg")
             tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, total.to(tl.float16),
                      mask=(rm[:, None] < M) & (rn[None, :] < N))
+            # the sum is read in one thread layout and zeroed in another (the adds'): without this
+            # barrier a warp can zero rows another warp has not read yet (wrong sums now and then)
+            tl.debug_barrier()
             tl.store(acc_ptr, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), cache_modifier=".cg")
             tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")

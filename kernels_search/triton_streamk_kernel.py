@@ -83,6 +83,9 @@ def streamk_kernel(
             if arrived == last - first:
                 total = tl.load(acc_ptr, cache_modifier=".cg")
                 tl.store(c_ptrs, total.to(tl.float16), mask=c_mask)
+                # the sum is read in one thread layout and zeroed in another (the adds'): without this
+                # barrier a warp can zero rows another warp has not read yet (wrong sums now and then)
+                tl.debug_barrier()
                 tl.store(acc_ptr, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), cache_modifier=".cg")
                 tl.atomic_xchg(count_ptr + tile, 0, sem="relaxed", scope="gpu")
         it = run_tile * k_tiles + k_hi

@@ -924,7 +924,8 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
     """``triton_splitk`` and ``triton_streamk`` for sm_90 (Triton's own ptxas): a cp.async pipeline into
     WGMMA (mma.sync under 64 rows), also inside stream-K's run loop; no local memory; the partial's fp32
     atomic adds (16-byte vectors), then a CTA barrier, then one thread's acq_rel gpu-scope atomic on the
-    tile's counter (CUTLASS's semaphore order); no counter at all without a split."""
+    tile's counter (CUTLASS's semaphore order); the last program's read of the sum and its zeroing
+    separated by a CTA barrier; no counter at all without a split."""
     pytest.importorskip("triton")  # before the kernel module, which imports it
     import importlib
     import re
@@ -940,6 +941,13 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
         before = ptx[:ptx.index("atom.global.gpu.acq_rel")]
         adds = [m.start() for m in re.finditer(r"(red|atom)\.global\.gpu(\.relaxed)?\.add\.v4\.f32", before)]
         assert adds and before.rstrip().rfind("bar.sync") > adds[-1]  # adds, barrier, counter
+        # the last program reads the sum (.cg loads) in another thread layout than the adds' and zeroes it
+        # in the adds' layout: a CTA barrier between its last read and its first zeroing store
+        after = ptx[ptx.index("atom.global.gpu.acq_rel"):]
+        reads = [m.start() for m in re.finditer(r"ld\.global\.cg\.v4", after)]
+        zeros = [m.start() for m in re.finditer(r"st\.global\.cg\.v4", after)]
+        assert reads and zeros and reads[-1] < zeros[0]
+        assert "bar.sync" in after[reads[-1]:zeros[0]]  # read, barrier, zero
     usage = _triton_resource_usage(triton, k.asm["cubin"])
     if usage is not None:
         assert "LOCAL:0" in usage and "STACK:0" in usage, usage
