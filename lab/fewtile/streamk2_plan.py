@@ -11,7 +11,10 @@ It also writes `streamk-fence-plan.txt`: the class shapes again at 64 x 64 (spli
 4 programs a SM), once every thread fences after its partial adds: the gate, which caught wrong sums
 at 4 programs a SM (run 523abc79a060), on the same shapes, and what the fence costs. And
 `streamk-dp-plan.txt`: the same shapes at 2 programs a SM once whole waves of tiles go whole before the
-runs (Nsight Compute had stream-K reading 16x split-K's DRAM bytes on 1024_2048_12288).
+runs (Nsight Compute had stream-K reading 16x split-K's DRAM bytes on 1024_2048_12288). And
+`streamk4-plan.txt`: 2 against 4 programs a SM once the last contributor's read and zeroing of a tile's
+sum are separated by a CTA barrier (the cause of the wrong sums at 4), on the class shapes at 64 x 64
+beside split-K, and on decode-20 at 16 x 64.
 
     python3 -m lab.fewtile.streamk2_plan
 """
@@ -73,6 +76,16 @@ def main() -> None:
     lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
     (HERE / dp).write_text("\n".join(lines) + "\n")
     print(f"{dp}: {len(deep) + len(shallow)} shapes")
+    four = "streamk4-plan.txt"
+    methods = [f"triton_splitk:{t}", *(f"triton_streamk:{t}:per_sm={n}" for n in (2, 4)), *BASELINES]
+    small = TILES[16]
+    dec = [f"triton_splitk:{small}", *(f"triton_streamk:{small}:per_sm={n}" for n in (2, 4)), *BASELINES]
+    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
+             f"run with PLAN_FILES=lab/fewtile/{four} bash scripts/gpu_check.sh plans"]
+    lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
+    lines += [f"{s} {','.join(dec)}" for s in decode]
+    (HERE / four).write_text("\n".join(lines) + "\n")
+    print(f"{four}: {len(deep) + len(shallow)} class shapes, {len(decode)} decode shapes")
 
 
 if __name__ == "__main__":
