@@ -89,7 +89,7 @@ def test_ptxas_parser_reads_registers_spills_smem_and_stack():
         ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_warps=4,num_stages=2", "more warps or a smaller tile"),
         ("triton_streamk", "block_m=128,block_n=128,block_k=128,num_stages=5", "shared memory"),
         ("triton_streamk", "block_m=128,block_n=128,num_warps=2", "more warps or a smaller tile"),
-        ("triton_streamk", "per_sm=4", "not in"),
+        ("triton_streamk", "per_sm=3", "not in"),
     ],
 )
 def test_invalid_knobs_are_rejected_with_a_reason(family, spec, reason):

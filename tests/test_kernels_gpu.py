@@ -400,11 +400,13 @@ def test_triton_streamk_graph_capture(cfg):
 
 
 @pytest.mark.parametrize("spec", ["triton_streamk:block_m=64,block_n=64,per_sm=2",
+                                  "triton_streamk:block_m=64,block_n=64,per_sm=4",
                                   "triton_splitk:block_m=64,block_n=64,split_k=16"])
 def test_in_launch_sums_hold_with_many_contributors_on_each_sm(spec):
     """Many programs adding into the same tiles, several a SM: the last contributor must read every
-    other program's adds, call after call. 4 stream-K programs a SM gave wrong sums now and then on
-    these shapes (H100, run 523abc79a060; the value is no longer offered); 30 calls on each."""
+    other program's adds, call after call. Without a barrier between the last contributor's read of the
+    sum and its zeroing, 4 stream-K programs a SM gave wrong sums now and then on these shapes (H100,
+    run 523abc79a060); 30 calls on each."""
     pytest.importorskip("triton")
     for shape in ("256_512_8192", "64_4096_8192", "4096_64_1024", "2048_128_4096"):
         assert _run_case(spec, Problem(_shape(shape), "tn"), calls=30)

@@ -74,8 +74,8 @@ FAMILY = TritonStreamK(
     presets=SPLITK.presets,  # triton_splitk's two tiles: 64 x 64, and 16 x 64 for decode and M <= 16
     # triton_splitk's tile knobs; the run length follows from the programs, so no split knob
     knobs=tuple(k for k in SPLITK.knobs if k.name != "split_k")
-    # 2 by default: on 44 shape-tiles (H100, run 67872ae7bb93) two programs a SM beat one on 38. Not 4: at
-    # 64 x 64 it summed some tiles wrongly, now and then, with or without a fence by every thread after its
-    # adds (H100, runs 523abc79a060 and 50d8d0d3aca1, lab/fewtile/fence-check-h100.md); the cause is not known
-    + (Knob("per_sm", (2, 1), 2, help="programs per SM (2: a second program's loads cover the first's waits)"),),
+    # 2 by default: on 44 shape-tiles (H100, run 67872ae7bb93) two programs a SM beat one on 38. 4 keeps as
+    # many programs resident as split-K's tiles do (its wrong sums were the read-then-zero race both
+    # in-launch-sum kernels had; lab/fewtile/fence-check-h100.md)
+    + (Knob("per_sm", (2, 1, 4), 2, help="programs per SM (2: a second program's loads cover the first's waits)"),),
 )
