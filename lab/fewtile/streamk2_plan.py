@@ -50,42 +50,29 @@ def decode_methods(m: int) -> list[str]:
     return [f"triton_streamk:{t}:per_sm={p}" for t in tiles for p in (2, 4)] + list(BASELINES)
 
 
+def _write(name: str, rows: list[tuple[list[str], list[str]]]) -> None:
+    """Write plan ``name``: each (shapes, methods) pair gives one line a shape."""
+    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
+             f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans"]
+    lines += [f"{s} {','.join(methods)}" for shapes, methods in rows for s in shapes]
+    (HERE / name).write_text("\n".join(lines) + "\n")
+    print(f"{name}: {sum(len(shapes) for shapes, _ in rows)} shapes")
+
+
 def main() -> None:
-    name = "streamk2-plan.txt"
     deep = _names("lab/fewtile/deepk-60-seed3301.txt")
     shallow = [s for s in _names("lab/fewtile/shallowk-60-seed3301.txt") if int(s.split("_")[2]) >= CUT_MIN_K]
     decode = _names("lab/skinny/decode-20.txt")
-    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
-             f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans"]
-    lines += [f"{s} {','.join(class_methods(int(s.split('_')[0])))}" for s in deep + shallow]
-    lines += [f"{s} {','.join(decode_methods(int(s.split('_')[0])))}" for s in decode]
-    (HERE / name).write_text("\n".join(lines) + "\n")
-    print(f"{name}: {len(deep)} deep-K, {len(shallow)} shallow-K, {len(decode)} decode shapes")
-    fence = "streamk-fence-plan.txt"
-    t = TILES[64]
-    methods = [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", f"triton_streamk:{t}:per_sm=4", *BASELINES]
-    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
-             f"run with PLAN_FILES=lab/fewtile/{fence} bash scripts/gpu_check.sh plans"]
-    lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
-    (HERE / fence).write_text("\n".join(lines) + "\n")
-    print(f"{fence}: {len(deep) + len(shallow)} shapes")
-    dp = "streamk-dp-plan.txt"
-    methods = [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", *BASELINES]
-    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
-             f"run with PLAN_FILES=lab/fewtile/{dp} bash scripts/gpu_check.sh plans"]
-    lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
-    (HERE / dp).write_text("\n".join(lines) + "\n")
-    print(f"{dp}: {len(deep) + len(shallow)} shapes")
-    four = "streamk4-plan.txt"
-    methods = [f"triton_splitk:{t}", *(f"triton_streamk:{t}:per_sm={n}" for n in (2, 4)), *BASELINES]
-    small = TILES[16]
-    dec = [f"triton_splitk:{small}", *(f"triton_streamk:{small}:per_sm={n}" for n in (2, 4)), *BASELINES]
-    lines = [f"# written by lab/fewtile/streamk2_plan.py (its docstring says why); "
-             f"run with PLAN_FILES=lab/fewtile/{four} bash scripts/gpu_check.sh plans"]
-    lines += [f"{s} {','.join(methods)}" for s in deep + shallow]
-    lines += [f"{s} {','.join(dec)}" for s in decode]
-    (HERE / four).write_text("\n".join(lines) + "\n")
-    print(f"{four}: {len(deep) + len(shallow)} class shapes, {len(decode)} decode shapes")
+    cls = deep + shallow
+    _write("streamk2-plan.txt", [([s], class_methods(int(s.split("_")[0]))) for s in cls]
+           + [([s], decode_methods(int(s.split("_")[0]))) for s in decode])
+    t, small = TILES[64], TILES[16]
+    _write("streamk-fence-plan.txt",
+           [(cls, [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", f"triton_streamk:{t}:per_sm=4", *BASELINES])])
+    _write("streamk-dp-plan.txt", [(cls, [f"triton_splitk:{t}", f"triton_streamk:{t}:per_sm=2", *BASELINES])])
+    _write("streamk4-plan.txt", [
+        (cls, [f"triton_splitk:{t}", *(f"triton_streamk:{t}:per_sm={n}" for n in (2, 4)), *BASELINES]),
+        (decode, [f"triton_splitk:{small}", *(f"triton_streamk:{small}:per_sm={n}" for n in (2, 4)), *BASELINES])])
 
 
 if __name__ == "__main__":
