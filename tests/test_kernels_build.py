@@ -1014,18 +1014,23 @@ def test_in_launch_sum_workspaces_have_the_kernels_dtypes_even_where_no_tile_is_
 
 def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
     """split_k=0: no split under SPLIT_MIN_K_TILES k-tiles (the reduction would cost more than it saves),
-    else tiles x slices within one wave, two k-tiles a slice at least, and no empty slice."""
-    from kernels_search.families.triton_splitk import SPLIT_MIN_K_TILES, auto_split
+    else tiles x slices within one wave, two k-tiles a slice at least; on deep K up to RESIDENT programs a
+    SM while every slice keeps DEEP_K_TILES k-tiles; no empty slice."""
+    from kernels_search.families.triton_splitk import DEEP_K_TILES, RESIDENT, SPLIT_MIN_K_TILES, auto_split
 
     assert auto_split(1, SPLIT_MIN_K_TILES - 1, 132) == 1
     assert auto_split(1, 256, 132) == 128  # 64_64_16384 at 64 x 64: K spread over a wave
     assert auto_split(16, 64, 132) == 8  # 256_256_4096 at 64 x 64
-    assert auto_split(200, 256, 132) == 1  # the tiles alone fill the device
-    for tiles in (1, 3, 7, 16, 40):
-        for k_tiles in (16, 17, 33, 100, 256):
+    assert auto_split(64, 256, 132) == 8  # 512_512_16384: past one wave, 32 k-tiles a slice
+    assert auto_split(32, 256, 132) == 16  # 128_1024_16384
+    assert auto_split(200, 256, 132) == 2  # the tiles alone fill a wave; deep K still splits in two
+    assert auto_split(200, 16, 132) == 1  # ... shallow K does not
+    for tiles in (1, 3, 7, 16, 40, 64, 130, 300, 600):
+        for k_tiles in (16, 17, 33, 100, 256, 448):
             s = auto_split(tiles, k_tiles, 132)
             per = -(-k_tiles // s)
-            assert tiles * s <= 132 and per >= 2 and (s - 1) * per < k_tiles, (tiles, k_tiles, s)
+            assert per >= 2 and (s - 1) * per < k_tiles, (tiles, k_tiles, s)
+            assert s == 1 or tiles * s <= 132 or (tiles * s <= RESIDENT * 132 and per >= DEEP_K_TILES), (tiles, k_tiles, s)
 
 
 _INTERP_SCRIPT = r"""

@@ -11,7 +11,8 @@ spread its K over every SM (a form with a slot per slice, summed by the last pro
 slices by that read and lost on an H100: lab/fewtile/triton-splitk-check-h100.txt).
 
 ``split_k=0`` (the default) sizes the split to the device: as many slices as fill one wave of
-programs, each with at least ``MIN_K_TILES`` k-tiles (``auto_split``). The workspace (tiles x tile
+programs, each with at least ``MIN_K_TILES`` k-tiles, and on deep K more, up to ``RESIDENT`` programs a
+SM, while each slice keeps ``DEEP_K_TILES`` k-tiles (``auto_split``). The workspace (tiles x tile
 fp32) and the counters are allocated zeroed once per prepared call, and every call leaves them at
 zero. The sum's order follows the slices' arrival, so results vary in the last fp32 bits from call
 to call.
@@ -34,15 +35,28 @@ MIN_K_TILES = 2  # k-tiles a slice gets at least under split_k=0 (a shorter loop
 # an H100 (runs 8e08c6569a6d, 2ef326512b00): split in 2-4 at K 256-512 0.72-0.80x of the best baseline where the
 # same tile unsplit is at 1.06x; at K 1024 split 8 at 0.99-1.03x, at K >= 4096 1.09-1.44x
 SPLIT_MIN_K_TILES = 16
+# Past one wave on deep K: one program a SM streams a 128-k-tile slice alone while up to four fit (48 KB
+# of shared memory each at 64 x 64). On the 25 deepk-60 shapes of at most 16 tiles (H100, run e0f4824c2a07,
+# lab/fewtile/split-depth-h100.md) the one-wave split was within 2 % of the best slice count except at
+# K 16384, where 8 or 16 slices of 16-32 k-tiles were 1.2-1.8x faster.
+DEEP_K_TILES = 16
+RESIDENT = 4
 
 
 def auto_split(tiles: int, k_tiles: int, sms: int) -> int:
     """Slices per tile for ``split_k=0``: as many as keep tiles x slices within one wave of ``sms``
-    programs and give each slice ``MIN_K_TILES`` k-tiles or more, rounded so that no slice is empty
-    (1 when the tiles alone fill the device or K is under ``SPLIT_MIN_K_TILES`` k-tiles)."""
+    programs and give each slice ``MIN_K_TILES`` k-tiles or more; where K is deep, more if that keeps
+    tiles x slices within ``RESIDENT`` programs a SM and each slice ``DEEP_K_TILES`` k-tiles (a power of
+    two up to 32); rounded so that no slice is empty (1 when the tiles alone fill the device and K is
+    shallow, or K is under ``SPLIT_MIN_K_TILES`` k-tiles)."""
     if k_tiles < SPLIT_MIN_K_TILES:
         return 1
     split = max(1, min(sms // max(tiles, 1), k_tiles // MIN_K_TILES))
+    cap = min(RESIDENT * sms // max(tiles, 1), k_tiles // DEEP_K_TILES, 32)
+    deep = 1
+    while deep * 2 <= cap:
+        deep *= 2
+    split = max(split, deep)
     per = -(-k_tiles // split)
     return -(-k_tiles // per)
 
@@ -82,8 +96,8 @@ FAMILY = TritonSplitK(
         Knob("block_m", (32, 16, 64, 128), 32),
         Knob("block_n", (64, 16, 32, 128), 64),
         Knob("block_k", (64, 16, 32, 128), 64),
-        Knob("split_k", (0, 2, 4, 8, 16, 32, 64), 0,
-             help="slices of K per tile; 0: one wave of programs on this device (auto_split)"),
+        Knob("split_k", (0, 1, 2, 4, 8, 16, 32, 64), 0,
+             help="slices of K per tile; 0: sized to this device (auto_split); 1: no split"),
         Knob("num_warps", (4, 2, 8), 4),
         Knob("num_stages", (3, 2, 4, 5), 3),
     ),
