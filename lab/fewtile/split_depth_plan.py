@@ -8,6 +8,11 @@ adds' contention and each slice's fixed latency (first load, barrier, counter) d
 slices are faster. Each shape lists the automatic split and 4, 8, 16, 32 slices at the 64 x 64 and
 16 x 64 tiles.
 
+It also writes `split-rule-plan.txt`, the out-of-sample check of the rule chosen on that run (`auto_split`
+past one wave on deep K): on every shape of deepk-60, shallowk-60, decode-20 and tune's 20 not in the first
+plan where the rule's split differs from the one-wave split, `split_k=0` (the rule) beside `split_k=<the
+one-wave split>`, at the preset tile (16 x 64 for M <= 32, else 64 x 64).
+
     python3 -m lab.fewtile.split_depth_plan
 """
 
@@ -24,6 +29,40 @@ BASELINES = ("torch", "cublas", "cublaslt")  # the plans stage adds cuBLASLt aut
 MAX_TILES = 16  # output tiles of 128 x 128
 
 
+def one_wave_split(tiles: int, k_tiles: int, sms: int) -> int:
+    """``auto_split`` before the deep-K rule: one wave of programs, 2 k-tiles a slice at least."""
+    if k_tiles < 16:
+        return 1
+    split = max(1, min(sms // max(tiles, 1), k_tiles // 2))
+    per = -(-k_tiles // split)
+    return -(-k_tiles // per)
+
+
+def rule_plan(first: set[str]) -> None:
+    from harness.shapes import resolve_shapes
+    from kernels_search.families.triton_splitk import auto_split
+
+    files = ("lab/fewtile/deepk-60-seed3301.txt", "lab/skinny/decode-20.txt", "lab/tune/shapes20.txt",
+             "lab/fewtile/shallowk-60-seed3301.txt")
+    lines, seen = [], set(first)
+    for f in files:
+        for s in resolve_shapes([str(ROOT / f)]).shapes:
+            if s.name in seen:
+                continue
+            seen.add(s.name)
+            tile = TILES[1] if s.m <= 32 else TILES[0]
+            bm = 16 if s.m <= 32 else 64
+            tiles, k_tiles = -(-s.m // bm) * -(-s.n // 64), -(-s.k // 64)
+            old = one_wave_split(tiles, k_tiles, 132)
+            if old != auto_split(tiles, k_tiles, 132):
+                lines.append(f"{s.name} triton_splitk:{tile}:split_k=0,triton_splitk:{tile}:split_k={old},cublaslt")
+    name = "split-rule-plan.txt"
+    head = (f"# written by lab/fewtile/split_depth_plan.py (its docstring says why); "
+            f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans")
+    (HERE / name).write_text("\n".join([head] + lines) + "\n")
+    print(f"{name}: {len(lines)} shapes")
+
+
 def main() -> None:
     from harness.shapes import resolve_shapes
 
@@ -36,6 +75,7 @@ def main() -> None:
     lines += [f"{s.name} {','.join(methods)}" for s in shapes]
     (HERE / name).write_text("\n".join(lines) + "\n")
     print(f"{name}: {len(shapes)} shapes, {len(methods)} methods each")
+    rule_plan({s.name for s in shapes})
 
 
 if __name__ == "__main__":
