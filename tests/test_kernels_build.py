@@ -1023,8 +1023,8 @@ def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
     assert auto_split(16, 64, 132) == 8  # 256_256_4096 at 64 x 64
     assert auto_split(64, 256, 132) == 8  # 512_512_16384: past one wave, 32 k-tiles a slice
     assert auto_split(32, 256, 132) == 16  # 128_1024_16384
-    assert auto_split(200, 256, 132) == 2  # the tiles alone fill a wave; deep K still splits in two
-    assert auto_split(200, 16, 132) == 1  # ... shallow K does not
+    assert auto_split(200, 256, 132) == 1  # the tiles alone fill the device
+    assert auto_split(100, 256, 132) == 1  # ... or more than half of it: no deep-K split past one wave
     for tiles in (1, 3, 7, 16, 40, 64, 130, 300, 600):
         for k_tiles in (16, 17, 33, 100, 256, 448):
             s = auto_split(tiles, k_tiles, 132)

@@ -45,18 +45,19 @@ RESIDENT = 4
 
 def auto_split(tiles: int, k_tiles: int, sms: int) -> int:
     """Slices per tile for ``split_k=0``: as many as keep tiles x slices within one wave of ``sms``
-    programs and give each slice ``MIN_K_TILES`` k-tiles or more; where K is deep, more if that keeps
-    tiles x slices within ``RESIDENT`` programs a SM and each slice ``DEEP_K_TILES`` k-tiles (a power of
-    two up to 32); rounded so that no slice is empty (1 when the tiles alone fill the device and K is
-    shallow, or K is under ``SPLIT_MIN_K_TILES`` k-tiles)."""
+    programs and give each slice ``MIN_K_TILES`` k-tiles or more; where that splits and K is deep, more
+    if that keeps tiles x slices within ``RESIDENT`` programs a SM and each slice ``DEEP_K_TILES``
+    k-tiles (a power of two up to 32); rounded so that no slice is empty (1 when the tiles alone fill
+    half a wave or more, or K is under ``SPLIT_MIN_K_TILES`` k-tiles)."""
     if k_tiles < SPLIT_MIN_K_TILES:
         return 1
     split = max(1, min(sms // max(tiles, 1), k_tiles // MIN_K_TILES))
-    cap = min(RESIDENT * sms // max(tiles, 1), k_tiles // DEEP_K_TILES, 32)
-    deep = 1
-    while deep * 2 <= cap:
-        deep *= 2
-    split = max(split, deep)
+    if split >= 2:  # only where the tiles fill at most half a wave: the shapes the rule was measured on
+        cap = min(RESIDENT * sms // max(tiles, 1), k_tiles // DEEP_K_TILES, 32)
+        deep = 1
+        while deep * 2 <= cap:
+            deep *= 2
+        split = max(split, deep)
     per = -(-k_tiles // split)
     return -(-k_tiles // per)
 
