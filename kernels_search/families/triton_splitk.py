@@ -11,8 +11,9 @@ spread its K over every SM (a form with a slot per slice, summed by the last pro
 slices by that read and lost on an H100: lab/fewtile/triton-splitk-check-h100.txt).
 
 ``split_k=0`` (the default) sizes the split to the device: as many slices as fill one wave of
-programs, each with at least ``MIN_K_TILES`` k-tiles, and on deep K more, up to ``RESIDENT`` programs a
-SM, while each slice keeps ``DEEP_K_TILES`` k-tiles (``auto_split``). The workspace (tiles x tile
+programs, each with at least ``MIN_K_TILES`` k-tiles; where the tiles fill at most half a wave and K
+is deep, more, up to ``RESIDENT`` programs a SM, while each slice keeps ``DEEP_K_TILES`` k-tiles
+(``auto_split``). The workspace (tiles x tile
 fp32) and the counters are allocated zeroed once per prepared call, and every call leaves them at
 zero. The sum's order follows the slices' arrival, so results vary in the last fp32 bits from call
 to call.
