@@ -38,6 +38,13 @@ def one_wave_split(tiles: int, k_tiles: int, sms: int) -> int:
     return -(-k_tiles // per)
 
 
+def _write(name: str, lines: list[str]) -> None:
+    """Write plan ``name`` (its header line, then ``lines``)."""
+    head = (f"# written by lab/fewtile/split_depth_plan.py (its docstring says why); "
+            f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans")
+    (HERE / name).write_text("\n".join([head] + lines) + "\n")
+
+
 def rule_plan(first: set[str]) -> None:
     from harness.shapes import resolve_shapes
     from kernels_search.families.triton_splitk import auto_split
@@ -56,11 +63,8 @@ def rule_plan(first: set[str]) -> None:
             old = one_wave_split(tiles, k_tiles, 132)
             if old != auto_split(tiles, k_tiles, 132):
                 lines.append(f"{s.name} triton_splitk:{tile}:split_k=0,triton_splitk:{tile}:split_k={old},cublaslt")
-    name = "split-rule-plan.txt"
-    head = (f"# written by lab/fewtile/split_depth_plan.py (its docstring says why); "
-            f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans")
-    (HERE / name).write_text("\n".join([head] + lines) + "\n")
-    print(f"{name}: {len(lines)} shapes")
+    _write("split-rule-plan.txt", lines)
+    print(f"split-rule-plan.txt: {len(lines)} shapes")
 
 
 def main() -> None:
@@ -69,12 +73,8 @@ def main() -> None:
     shapes = [s for s in resolve_shapes([str(ROOT / "lab/fewtile/deepk-60-seed3301.txt")]).shapes
               if -(-s.m // 128) * -(-s.n // 128) <= MAX_TILES]
     methods = [f"triton_splitk:{t}:split_k={k}" for t in TILES for k in SPLITS] + list(BASELINES)
-    name = "split-depth-plan.txt"
-    lines = [f"# written by lab/fewtile/split_depth_plan.py (its docstring says why); "
-             f"run with PLAN_FILES=lab/fewtile/{name} bash scripts/gpu_check.sh plans"]
-    lines += [f"{s.name} {','.join(methods)}" for s in shapes]
-    (HERE / name).write_text("\n".join(lines) + "\n")
-    print(f"{name}: {len(shapes)} shapes, {len(methods)} methods each")
+    _write("split-depth-plan.txt", [f"{s.name} {','.join(methods)}" for s in shapes])
+    print(f"split-depth-plan.txt: {len(shapes)} shapes, {len(methods)} methods each")
     rule_plan({s.name for s in shapes})
 
 
