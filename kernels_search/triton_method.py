@@ -8,6 +8,8 @@ code runs in the CPU interpreter tests (TRITON_INTERPRET=1) and on the GPU.
 from __future__ import annotations
 
 import hashlib
+import inspect
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -153,10 +155,23 @@ def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
 PLANS = {"triton_splitk": splitk_plan, "triton_streamk": streamk_plan}  # families with their own launch plan
 
 
+def launch_rules_text(family: Family) -> str:
+    """What decides a family's launch besides its kernel file, for families with their own plan: the plan
+    function and the family's module (``auto_split``, ``partition`` and their constants). Part of the
+    source hash, so a changed rule (what ``split_k=0`` launches, say) retires the evidence measured under
+    the old one. Empty for the other Triton families, whose hash stays their kernel file's."""
+    fn = PLANS.get(family.name)
+    if fn is None:
+        return ""
+    module = sys.modules[type(family).__module__]
+    return inspect.getsource(fn) + inspect.getsource(module)
+
+
 class TritonMethod(FamilyMethod):
     def __init__(self, family: Family, knobs: Mapping[str, Any]):
         super().__init__(family, knobs)
-        self.source_hash = hashlib.sha256(family.render(self.knobs).encode()).hexdigest()
+        text = family.render(self.knobs) + launch_rules_text(family)
+        self.source_hash = hashlib.sha256(text.encode()).hexdigest()
 
     def supports(self, problem: Problem, device: str) -> Support:
         if not str(device).startswith("cuda"):

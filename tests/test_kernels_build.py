@@ -1033,6 +1033,28 @@ def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
             assert s == 1 or tiles * s <= 132 or (tiles * s <= RESIDENT * 132 and per >= DEEP_K_TILES), (tiles, k_tiles, s)
 
 
+def test_the_in_launch_sum_families_hash_their_launch_rules_with_the_kernel():
+    """A family with its own launch plan (``split_k=0``'s ``auto_split``, stream-K's ``partition``) changes what
+    a config launches without touching its kernel file: its source hash covers the rule's text too, so evidence
+    measured under an old rule stops counting. The plain ``triton`` family's hash stays its kernel's (the
+    packaged evidence is keyed by it)."""
+    import hashlib
+
+    from kernels_search import make_method
+    from kernels_search.triton_method import launch_rules_text
+
+    for name, rules in [("triton_splitk", ("def auto_split", "DEEP_K_TILES =", "RESIDENT =", "def splitk_plan")),
+                        ("triton_streamk", ("def partition", "def streamk_plan"))]:
+        fam, m = FAMILIES[name], make_method(name, "")
+        text = launch_rules_text(fam)
+        assert all(r in text for r in rules), (name, [r for r in rules if r not in text])
+        assert m.source_hash == hashlib.sha256((fam.render(m.knobs) + text).encode()).hexdigest()
+        assert m.source_hash != hashlib.sha256(fam.render(m.knobs).encode()).hexdigest()
+    plain = make_method("triton", "")
+    assert launch_rules_text(FAMILIES["triton"]) == ""
+    assert plain.source_hash == hashlib.sha256(FAMILIES["triton"].render(plain.knobs).encode()).hexdigest()
+
+
 _INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
