@@ -58,7 +58,10 @@ def splitk_plan(problem: Problem, knobs: Mapping[str, Any], num_sms: int) -> Pla
 
     tiles, k_tiles, consts = _fixup_tiles(problem, knobs)
     split = int(knobs["split_k"]) or auto_split(tiles, k_tiles, num_sms)
-    return Plan(problem.m, problem.n, problem.k, False, False, split, (tiles, split), _strides(problem), consts,
+    tma = bool(knobs["tma"])
+    if tma:
+        consts.update(TMA=True, B_KN=problem.layout == "nn")
+    return Plan(problem.m, problem.n, problem.k, False, tma, split, (tiles, split), _strides(problem), consts,
                 fixup=True)
 
 
@@ -97,10 +100,17 @@ def tma_descriptors(p: Plan, a, b, c) -> tuple:
     encodes the tensor maps at each launch, so a call with other tensors needs new ones."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
+    bm, bn = p.consts["BLOCK_M"], p.consts["BLOCK_N"]
+    return (*ab_descriptors(p, a, b), TensorDescriptor.from_tensor(c, [bm, bn // p.consts["EPI_SPLIT"]]))
+
+
+def ab_descriptors(p: Plan, a, b) -> tuple:
+    """Host TMA descriptors for A and B alone (``triton_splitk``'s tma=1 stores C by pointer)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     bm, bn, bk = p.consts["BLOCK_M"], p.consts["BLOCK_N"], p.consts["BLOCK_K"]
     b_block = [bk, bn] if p.consts["B_KN"] else [bn, bk]
-    return (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, b_block),
-            TensorDescriptor.from_tensor(c, [bm, bn // p.consts["EPI_SPLIT"]]))
+    return TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, b_block)
 
 
 def workspace(p: Plan, device) -> tuple:
@@ -136,6 +146,8 @@ def launch(p: Plan, a, b, c, ws=None, counts=None) -> None:
         else:
             from kernels_search.triton_splitk_kernel import splitk_fixup_kernel
 
+            if p.tma:
+                a, b = ab_descriptors(p, a, b)
             splitk_fixup_kernel[p.grid](a, b, c, ws, counts, p.m, p.n, p.k, p.split, *p.strides, **p.consts)
         return
     from kernels_search.triton_kernels import gemm_kernel, gemm_persistent_kernel, gemm_tma_kernel

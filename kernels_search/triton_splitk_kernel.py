@@ -9,6 +9,7 @@ def splitk_fixup_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, count_ptr, M, N, K, split_k,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    TMA: tl.constexpr = False, B_KN: tl.constexpr = False,
 ):
     # Program (tile, s) multiplies the tile's k-tiles [s*per, (s+1)*per) and adds its fp32 partial
     # into the tile's one fp32 accumulator in the workspace (atomic adds: the slices' order varies,
@@ -19,6 +20,9 @@ def splitk_fixup_kernel(
     # count does not compile another kernel.
     # The k loop repeats triton_kernels.gemm_kernel's rather than sharing it: the library's `triton`
     # entries were measured on that file's exact text (library_build skips a spec whose source changed).
+    # TMA: a_ptr and b_ptr are TMA descriptors (A's block BLOCK_M x BLOCK_K; B's BLOCK_K x BLOCK_N where
+    # B_KN, "nn", else BLOCK_N x BLOCK_K), and the A and B strides are unused. Slices start on k-tile
+    # boundaries, so the descriptor's zero fill past K is the only edge: no masks, no addresses held.
     tile = tl.program_id(0)
     pid_k = tl.program_id(1)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -32,13 +36,22 @@ def splitk_fixup_kernel(
     k_hi = tl.minimum(K, k_lo + k_tiles_per * BLOCK_K)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(0, k_tiles_per):
-        rk = k_lo + kt * BLOCK_K + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
-                    mask=(rm[:, None] < M) & (rk[None, :] < k_hi), other=0.0)
-        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
-                    mask=(rk[:, None] < k_hi) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
+    if TMA:
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            a = a_ptr.load([pid_m * BLOCK_M, k0])
+            if B_KN:
+                b = b_ptr.load([k0, pid_n * BLOCK_N])
+            else:
+                b = b_ptr.load([pid_n * BLOCK_N, k0]).T
+            acc = tl.dot(a, b, acc)
+    else:
+        for kt in range(0, k_tiles_per):
+            rk = k_lo + kt * BLOCK_K + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                        mask=(rm[:, None] < M) & (rk[None, :] < k_hi), other=0.0)
+            b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                        mask=(rk[:, None] < k_hi) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
 
     if split_k == 1:
         tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16),

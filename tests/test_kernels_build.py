@@ -935,6 +935,17 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
     triton, k = _compile_in_launch_sum_kernel(fn, split_arg, bm, bn, warps, unsplit=split == 1)
     ptx = k.asm["ptx"]
     assert ptx.count("cp.async.commit_group") >= 2 and ("wgmma.mma_async" if bm >= 64 else "mma.sync") in ptx
+    _assert_in_launch_sum_order(ptx, split)
+    usage = _triton_resource_usage(triton, k.asm["cubin"])
+    if usage is not None:
+        assert "LOCAL:0" in usage and "STACK:0" in usage, usage
+
+
+def _assert_in_launch_sum_order(ptx: str, split: int) -> None:
+    """The partial's fp32 atomic adds, a CTA barrier, one thread's acq_rel counter atomic; the last program's
+    read of the sum and its zeroing separated by a CTA barrier; no counter at all without a split."""
+    import re
+
     atoms = re.findall(r"@%p\d+ atom\.global\.gpu\.acq_rel\.add\.u32", ptx)
     assert len(atoms) == (1 if split > 1 else 0)
     if split > 1:
@@ -948,6 +959,35 @@ def test_in_launch_sum_kernels_compile_for_sm90_without_spills_and_one_thread_mo
         zeros = [m.start() for m in re.finditer(r"st\.global\.cg\.v4", after)]
         assert reads and zeros and reads[-1] < zeros[0]
         assert "bar.sync" in after[reads[-1]:zeros[0]]  # read, barrier, zero
+
+
+@pytest.mark.parametrize("bm, bn, b_kn, warps", [(64, 64, 0, 4), (64, 64, 1, 4), (128, 128, 0, 8), (16, 64, 0, 4)])
+def test_triton_splitk_tma_compiles_for_sm90_with_tma_loads_and_the_same_sum(bm, bn, b_kn, warps):
+    """``triton_splitk`` tma=1 for sm_90, both B layouts: A and B by TMA (bulk tensor copies) into WGMMA
+    (mma.sync under 64 rows), no local memory, and the in-launch sum in the pointer kernel's order."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels_search.triton_splitk_kernel import splitk_fixup_kernel as fn
+
+    bk = 64
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, TMA=True, B_KN=bool(b_kn), stride_cn=1)
+    b_block = f"[{bk},{bn}]" if b_kn else f"[{bn},{bk}]"
+    sig = {"a_ptr": f"tensordesc<fp16[{bm},{bk}]>", "b_ptr": f"tensordesc<fp16{b_block}>", "c_ptr": "*fp16",
+           "ws_ptr": "*fp32", "count_ptr": "*i32"}
+    sig |= {n: "i32" for n in ("M", "N", "K", "split_k", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                               "stride_cm")}
+    sig = {n: sig.get(n, "constexpr") for n in fn.arg_names}
+    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] in ("*fp16", "*fp32", "*i32")
+             or n in ("M", "N", "K", "stride_cm")]
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
+                                 attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
+    ptx = k.asm["ptx"]
+    assert "cp.async.bulk.tensor" in ptx and ("wgmma.mma_async" if bm >= 64 else "mma.sync") in ptx
+    assert "cp.async.commit_group" not in ptx  # no pointer loads left
+    _assert_in_launch_sum_order(ptx, split=2)
     usage = _triton_resource_usage(triton, k.asm["cubin"])
     if usage is not None:
         assert "LOCAL:0" in usage and "STACK:0" in usage, usage
@@ -1093,7 +1133,11 @@ from kernels_search.triton_method import splitk_plan, streamk_plan, workspace
 for name, make_plan, cases in [
         ("triton_splitk", splitk_plan, [(spec, 12, RAGGED[:1] + [(70, 50, 330)]) for spec in
                                         ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
-                                         "block_m=32,block_n=16,block_k=32,split_k=64"]]),
+                                         "block_m=32,block_n=16,block_k=32,split_k=64"]]
+                                     + [(spec, 12, [(17, 24, 40), (70, 48, 336)]) for spec in
+                                        ["block_m=16,block_n=32,block_k=16,tma=1",
+                                         "block_m=16,block_n=32,block_k=16,split_k=4,tma=1",
+                                         "block_m=32,block_n=16,block_k=32,split_k=64,tma=1"]]),
         ("triton_streamk", streamk_plan, [(spec, sms, [(70, 50, 330), (17, 33, 65), (40, 24, 1000)]) for spec, sms in
                                           [("block_m=16,block_n=32,block_k=16", 5), ("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
                                            ("block_m=16,block_n=16,block_k=32", 64), ("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:

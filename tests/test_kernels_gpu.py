@@ -373,7 +373,7 @@ def test_triton_splitk_matches_reference(shape, layout, cfg):
     assert _run_case(f"triton_splitk:{cfg}", Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("cfg", ["", "block_m=64,block_n=64,split_k=16"])
+@pytest.mark.parametrize("cfg", ["", "block_m=64,block_n=64,split_k=16", "block_m=64,block_n=64,split_k=16,tma=1"])
 def test_triton_splitk_graph_capture(cfg):
     pytest.importorskip("triton")
     for layout in ("nn", "tn"):
@@ -401,7 +401,8 @@ def test_triton_streamk_graph_capture(cfg):
 
 @pytest.mark.parametrize("spec", ["triton_streamk:block_m=64,block_n=64,per_sm=2",
                                   "triton_streamk:block_m=64,block_n=64,per_sm=4",
-                                  "triton_splitk:block_m=64,block_n=64,split_k=16"])
+                                  "triton_splitk:block_m=64,block_n=64,split_k=16",
+                                  "triton_splitk:block_m=64,block_n=64,split_k=16,tma=1"])
 def test_in_launch_sums_hold_with_many_contributors_on_each_sm(spec):
     """Many programs adding into the same tiles, several a SM: the last contributor must read every
     other program's adds, call after call. Without a barrier between the last contributor's read of the
@@ -414,6 +415,18 @@ def test_in_launch_sums_hold_with_many_contributors_on_each_sm(spec):
 
 TMA_SHAPES = ["17_24_40", "100_200_304", "72_136_64", "64_64_64", "256_128_16384", "1024_1024_1024",
               "2048_8192_64"]  # TMA needs K and N multiples of 8; M is free
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+@pytest.mark.parametrize("shape", TMA_SHAPES + ["128_256_4096", "512_512_16384"])
+@pytest.mark.parametrize("cfg", ["tma=1", "block_m=16,block_n=64,block_k=64,num_stages=4,tma=1",
+                                 "block_m=64,block_n=128,tma=1", "block_m=64,block_n=64,split_k=64,tma=1"])
+def test_triton_splitk_tma_matches_reference(shape, layout, cfg):
+    """triton_splitk with A and B through TMA descriptors: the descriptors' zero fill past K and M is the
+    only edge handling (ragged M, K not a multiple of the k-tile), slices split on k-tile boundaries, empty
+    slices (split_k 64 on short K), three calls in a row on one workspace."""
+    pytest.importorskip("triton")
+    assert _run_case(f"triton_splitk:{cfg}", Problem(_shape(shape), layout))
 
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])

@@ -16,7 +16,8 @@ is deep, more, up to ``RESIDENT`` programs a SM, while each slice keeps ``DEEP_K
 (``auto_split``). The workspace (tiles x tile
 fp32) and the counters are allocated zeroed once per prepared call, and every call leaves them at
 zero. The sum's order follows the slices' arrival, so results vary in the last fp32 bits from call
-to call.
+to call. ``tma=1`` loads A and B through TMA descriptors (one instruction a tile, no addresses or masks
+held a thread, so 64 x 128 fits 4 warps); it needs 16-byte row strides (K, and N for "nn", multiples of 8).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from harness.method import Support
+from harness.method import Support, unsupported
 from harness.problem import Problem
 from kernels_search.families.triton_gemm import triton_available
 from kernels_search.family import Family, Knob, SMEM_LIMIT
@@ -72,7 +73,7 @@ class TritonSplitK(Family):
             return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
         threads = k["num_warps"] * 32
         loads = (k["block_m"] + k["block_n"]) * k["block_k"] // threads
-        if loads > 64:  # each loaded element's 64-bit address is a register pair: 96 spilled 64 x 128 at 4 warps
+        if loads > 64 and not k.get("tma"):  # each loaded element's 64-bit address is a register pair: 96 spilled 64 x 128 at 4 warps
             return f"{loads} A and B elements a thread a k-tile (> 64): more warps or a smaller tile"
         acc = k["block_m"] * k["block_n"] // threads
         if acc > 128:
@@ -84,6 +85,9 @@ class TritonSplitK(Family):
         return self.kernel_file.read_text()
 
     def supports(self, k: Mapping, problem: Problem) -> Support:
+        if k.get("tma") and (problem.k % 8 or (problem.layout == "nn" and problem.n % 8)):
+            return unsupported(f"tma=1 needs 16-byte TMA row strides: K (and N for nn) multiples of 8, "
+                               f"not K={problem.k}, N={problem.n}")
         return triton_available()
 
 
@@ -102,5 +106,6 @@ FAMILY = TritonSplitK(
              help="slices of K per tile; 0: sized to this device (auto_split); 1: no split"),
         Knob("num_warps", (4, 2, 8), 4),
         Knob("num_stages", (3, 2, 4, 5), 3),
+        Knob("tma", (0, 1), 0, help="1: A and B through TMA descriptors (no addresses or masks held a thread)"),
     ),
 )

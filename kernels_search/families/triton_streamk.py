@@ -72,8 +72,9 @@ FAMILY = TritonStreamK(
     name="triton_streamk",
     backend="triton",
     presets=SPLITK.presets,  # triton_splitk's two tiles: 64 x 64, and 16 x 64 for decode and M <= 16
-    # triton_splitk's tile knobs; the run length follows from the programs, so no split knob
-    knobs=tuple(k for k in SPLITK.knobs if k.name != "split_k")
+    # triton_splitk's tile knobs; the run length follows from the programs, so no split knob (nor tma: this
+    # kernel loads by pointer only)
+    knobs=tuple(k for k in SPLITK.knobs if k.name not in ("split_k", "tma"))
     # 2 by default: on 44 shape-tiles (H100, run 67872ae7bb93) two programs a SM beat one on 38. 4 is slower
     # than 2 on most shapes (0.92x over 93, run 7fd2754108ad: with 528 programs the many-tile shapes get no
     # whole wave and their runs spread over k) and the fastest of the two and split-K on 16 of them (1.06x)
