@@ -445,6 +445,22 @@ def test_triton_tma_config_rules_and_alignment():
     assert "multiples of 8" not in (plain.reason or "")  # the pointer kernels take any shape
 
 
+def test_triton_splitk_tma_rules():
+    """triton_splitk tma=1 holds no address a loaded element, so 64 x 128 at 4 warps (refused by the pointer
+    kernel's load rule) is a valid config; TMA row strides need K (and N where B is K x N, "nn") multiples
+    of 8, and other shapes are declined with that reason."""
+    fam = FAMILIES["triton_splitk"]
+    with pytest.raises(KnobError, match="more warps or a smaller tile"):
+        fam.parse("block_m=64,block_n=128,num_warps=4")
+    k = fam.parse("block_m=64,block_n=128,num_warps=4,tma=1")
+    sup = fam.supports(k, Problem(Shape(64, 64, 100), "tn"))
+    assert not sup and "multiples of 8" in sup.reason and "K=100" in sup.reason
+    assert not fam.supports(k, Problem(Shape(64, 100, 64), "nn"))
+    assert "multiples of 8" not in (fam.supports(k, Problem(Shape(64, 100, 64), "tn")).reason or "")
+    assert "multiples of 8" not in (fam.supports(fam.parse(""), Problem(Shape(64, 100, 65), "nn")).reason or "")
+    assert "tma" not in {kn.name for kn in FAMILIES["triton_streamk"].knobs}  # stream-K loads by pointer only
+
+
 def test_triton_family_says_when_triton_is_missing(monkeypatch):
     """Without triton the family must decline politely (a reason), not fail at import."""
     import sys
