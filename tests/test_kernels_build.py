@@ -903,22 +903,30 @@ def test_triton_pointer_register_rule_matches_ptxas(bm, bn, bk, warps):
     assert spills == (pointer_kernel_registers(bm, bn, bk, warps) > POINTER_KERNEL_REGISTERS), usage
 
 
-def _compile_in_launch_sum_kernel(fn, split_arg: str, bm: int, bn: int, warps: int, unsplit: bool):
+def _compile_in_launch_sum_kernel(fn, split_arg: str, bm: int, bn: int, warps: int, unsplit: bool,
+                                  tma_b_kn: int | None = None):
     """``fn`` (a kernel with triton_splitk's argument list, ``split_arg`` its run-time split argument)
     compiled for sm_90 as the JIT specializes a "tn" launch: unit K strides constant, the other integers
-    divisible by 16, and a split of 1 constant where ``unsplit``. Returns (Triton, the compiled kernel)."""
+    divisible by 16, and a split of 1 constant where ``unsplit``. With ``tma_b_kn`` (0 or 1), triton_splitk's
+    tma=1: A and B are TMA descriptors (B's block K x N where 1). Returns (Triton, the compiled kernel)."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, stride_ak=1, stride_bk=1, stride_cn=1)
+    bk = 64
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, stride_ak=1, stride_bk=1, stride_cn=1)
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "ws_ptr": "*fp32", "count_ptr": "*i32"}
     sig |= {n: "i32" for n in ("M", "N", "K", split_arg, "dp_tiles", "stride_am", "stride_bn", "stride_cm")}
+    if tma_b_kn is not None:
+        consts |= dict(TMA=True, B_KN=bool(tma_b_kn))
+        b_block = f"[{bk},{bn}]" if tma_b_kn else f"[{bn},{bk}]"
+        sig |= {"a_ptr": f"tensordesc<fp16[{bm},{bk}]>", "b_ptr": f"tensordesc<fp16{b_block}>"}
     if unsplit:
         sig[split_arg] = "constexpr"
         consts[split_arg] = 1
     sig = {n: sig.get(n, "constexpr") for n in fn.arg_names}
-    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] != "constexpr" and n not in (split_arg, "dp_tiles")]
+    div16 = [i for i, n in enumerate(fn.arg_names)
+             if sig[n] != "constexpr" and not sig[n].startswith("tensordesc") and n not in (split_arg, "dp_tiles")]
     return triton, triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
                                             attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
                                   target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
@@ -981,25 +989,10 @@ def _assert_in_launch_sum_order(ptx: str, split: int) -> None:
 def test_triton_splitk_tma_compiles_for_sm90_with_tma_loads_and_the_same_sum(bm, bn, b_kn, warps):
     """``triton_splitk`` tma=1 for sm_90, both B layouts: A and B by TMA (bulk tensor copies) into WGMMA
     (mma.sync under 64 rows), no local memory, and the in-launch sum in the pointer kernel's order."""
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+    pytest.importorskip("triton")  # before the kernel module, which imports it
     from kernels_search.triton_splitk_kernel import splitk_fixup_kernel as fn
 
-    bk = 64
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, TMA=True, B_KN=bool(b_kn), stride_cn=1)
-    b_block = f"[{bk},{bn}]" if b_kn else f"[{bn},{bk}]"
-    sig = {"a_ptr": f"tensordesc<fp16[{bm},{bk}]>", "b_ptr": f"tensordesc<fp16{b_block}>", "c_ptr": "*fp16",
-           "ws_ptr": "*fp32", "count_ptr": "*i32"}
-    sig |= {n: "i32" for n in ("M", "N", "K", "split_k", "stride_am", "stride_ak", "stride_bk", "stride_bn",
-                               "stride_cm")}
-    sig = {n: sig.get(n, "constexpr") for n in fn.arg_names}
-    div16 = [i for i, n in enumerate(fn.arg_names) if sig[n] in ("*fp16", "*fp32", "*i32")
-             or n in ("M", "N", "K", "stride_cm")]
-    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts,
-                                 attrs={(i,): [["tt.divisibility", 16]] for i in div16}),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
+    triton, k = _compile_in_launch_sum_kernel(fn, "split_k", bm, bn, warps, unsplit=False, tma_b_kn=b_kn)
     ptx = k.asm["ptx"]
     assert "cp.async.bulk.tensor" in ptx and ("wgmma.mma_async" if bm >= 64 else "mma.sync") in ptx
     assert "cp.async.commit_group" not in ptx  # no pointer loads left
