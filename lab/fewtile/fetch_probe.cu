@@ -16,6 +16,12 @@
 //      shared::cluster.shared::cta) the rows each peer owns into that peer's inbox, completing on the peer's
 //      mbarrier; each CTA waits for its inbox and sums it from its own shared memory. The second barrier stays (a
 //      CTA must not leave while its outgoing copies may still read its shared memory).
+//   3  pushed by the threads: every thread stores its 16-byte pieces of each peer's rows straight into that peer's
+//      inbox with st.async, completing on the peer's mbarrier (what a kernel would do from its accumulator
+//      registers; here the pieces come from the CTA's own shared memory and carry the sender's rank + 1, which the
+//      owner checks: sink = 2 on a wrong value). The cluster barrier is split: arrived right after the mbarrier is
+//      armed, waited for after the fetch, before the first store; no second barrier (a CTA leaves only after its
+//      inbox is full, and its outgoing stores read registers, not its shared memory). T = 0: the split barrier alone.
 // Build: nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o fetch_probe.so fetch_probe.cu
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -103,14 +109,21 @@ __global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict_
   const int inbox_off = x > tile ? x : tile;
   const uint32_t inbox = smem_addr(smem) + inbox_off;
   const uint32_t bar = smem_addr(&inbox_bar);
-  if (mode == 2 && tile > 0 && threadIdx.x == 0) {
+  if ((mode == 2 || mode == 3) && tile > 0 && threadIdx.x == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((int)(ranks - 1) * share)
                  : "memory");
   }
-  if (x > 0) bulk_fetch(smem, buf, buf_bytes, x);
-  cluster_sync();  // every CTA's tile written and (mode 2) its inbox barrier armed
+  if (mode == 3) {
+    // armed above; the fetch runs while the other CTAs arrive
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    if (x > 0) bulk_fetch(smem, buf, buf_bytes, x);
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  } else {
+    if (x > 0) bulk_fetch(smem, buf, buf_bytes, x);
+    cluster_sync();  // every CTA's tile written and (mode 2) its inbox barrier armed
+  }
   float acc = 0.f;
   const uint32_t mine = smem_addr(smem) + rank * share;
   if (tile > 0 && mode == 0) {
@@ -151,8 +164,35 @@ __global__ void __launch_bounds__(THREADS) fetch_cluster(const char* __restrict_
         acc += v.x + v.y + v.z + v.w;
       }
     }
+  } else if (tile > 0 && mode == 3) {
+    const float mark = (float)(rank + 1);
+    for (uint32_t p = 1; p < ranks; ++p) {
+      const uint32_t peer = (rank + p) % ranks;
+      const uint32_t to = peer_addr(inbox + rank * share, peer), to_bar = peer_addr(bar, peer);
+      for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
+        const float4 v = *reinterpret_cast<const float4*>(smem + peer * share + off);
+        // the piece's bytes as they would leave the accumulators; the value the owner checks
+        const float w = (v.x == 1.2345f) ? v.y : mark;
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+                     ::"r"(to + off), "f"(w), "f"(mark), "f"(mark), "f"(mark), "r"(to_bar) : "memory");
+      }
+    }
+    uint32_t done = 0;
+    while (!done)
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; "
+                   "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar) : "memory");
+    bool wrong = false;
+    for (uint32_t p = 0; p < ranks; ++p) {
+      if (p == rank) continue;
+      for (int off = threadIdx.x * 16; off < share; off += THREADS * 16) {
+        const float4 v = *reinterpret_cast<const float4*>(smem + inbox_off + p * share + off);
+        acc += v.x + v.y + v.z + v.w;
+        wrong |= v.y != (float)(p + 1) || v.z != (float)(p + 1) || v.w != (float)(p + 1);
+      }
+    }
+    if (wrong) sink[blockIdx.x] = 2;
   }
-  cluster_sync();
+  if (mode != 3) cluster_sync();
   if (acc == 1.2345f || (x > 0 && *reinterpret_cast<const unsigned*>(smem + threadIdx.x * 4) == 0x9e3779b9u))
     sink[blockIdx.x] = 1;
 }
@@ -188,7 +228,7 @@ extern "C" int hb_fetch_cluster(const void* buf, size_t buf_bytes, int ctas, int
   attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(ctas);
   cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = (x > tile ? x : tile) + (mode == 2 ? tile : 0);
+  cfg.dynamicSmemBytes = (x > tile ? x : tile) + (mode >= 2 ? tile : 0);
   cfg.stream = static_cast<cudaStream_t>(stream);
   cfg.attrs = attr;
   cfg.numAttrs = 1;

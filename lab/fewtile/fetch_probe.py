@@ -10,7 +10,8 @@ lab/fewtile/fetch_probe.cu: variant 0 cp.async by every thread, variant 1 cp.asy
 ``--cluster``: also the bulk fetch launched in clusters of 8 (kind ``cluster``), then the cluster split-K sum's
 cost on top: two cluster barriers around each CTA reading its eighth of a 16 KB (64x64) or 64 KB (128x128) fp32
 tile from the 7 peers through DSMEM (column ``tile_kb``; 0: the barriers only; ``sum_mode``: peer by peer, all
-peers' loads in flight, or pushed by bulk copies into each owner's shared memory), against the same fetch unclustered.
+peers' loads in flight, pushed by bulk copies into each owner's shared memory, or pushed by every thread's st.async
+with one split barrier and no second), against the same fetch unclustered.
 
     nvcc -O3 -shared -Xcompiler -fPIC -gencode=arch=compute_90a,code=sm_90a -o /tmp/fetch_probe.so lab/fewtile/fetch_probe.cu
     python3 -m lab.fewtile.fetch_probe --lib /tmp/fetch_probe.so [--out FILE.csv]
@@ -76,6 +77,9 @@ def main() -> None:
                                          ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         entries += cluster_entries(lib, buf, sink, dummy, fetch)
     got = measure_offline(entries, "cuda", OfflineSettings(budget_s=args.budget, seed=5))
+    torch.cuda.synchronize()
+    # mode 3's owners check every pushed value (fetch_probe.cu): 2 marks a CTA that received a wrong one
+    wrong = int((sink == 2).sum())
     rows = [dict(kind=k[0], shape=k[1], ctas=k[2], kb=k[3], tile_kb=k[4] if len(k) > 4 else 0,
                  sum_mode=k[5] if len(k) > 5 else 0,
                  us=float(pd.Series(m.device_us).median()) if m.device_us else float("nan"),
@@ -84,13 +88,17 @@ def main() -> None:
     if args.out:
         df.to_csv(args.out, index=False)
     summarize(df)
+    print(f"st.async sum check: {wrong} CTAs received a wrong value" if wrong else
+          "st.async sum check: every CTA received its peers' values")
 
 
 CLUSTER = 8
 CLUSTER_CTAS = (16, 64, 112, 128)  # 112: 14 clusters of 8, all at once on the H200 (15 fit); 128: 16, two waves
 CLUSTER_KB = (0, 16, 64, 128)
 TILE_KB = (0, 16, 64)
-SUM_MODES = {0: "peer by peer", 1: "all peers in flight", 2: "pushed by bulk copy"}  # fetch_probe.cu's `mode`
+SUM_MODES = {0: "peer by peer", 1: "all peers in flight", 2: "pushed by bulk copy",
+             3: "pushed by st.async, one split barrier"}  # fetch_probe.cu's `mode`
+BARRIER_MODES = (0, 3)  # tile 0: the two barriers (modes 0-2), or the one split barrier (mode 3)
 
 
 def cluster_entries(lib, buf, sink, dummy, fetch) -> list[Entry]:
@@ -110,7 +118,7 @@ def cluster_entries(lib, buf, sink, dummy, fetch) -> list[Entry]:
     for ctas in CLUSTER_CTAS:
         for kb in CLUSTER_KB:
             for t in TILE_KB:
-                for mode in SUM_MODES if t else (0,):
+                for mode in SUM_MODES if t else BARRIER_MODES:
                     out.append(Entry(("cluster", "", ctas, kb, t, mode), launch(ctas, kb * 1024, t * 1024, mode), dummy))
     return out
 
@@ -124,7 +132,7 @@ def summarize(df: pd.DataFrame) -> None:
     print(t.round(2).to_string())
     cl = df[df.kind == "cluster"]
     if len(cl):
-        print(f"the bulk fetch in clusters of {CLUSTER}, then a DSMEM sum of a TILE_KB fp32 tile (0: two cluster barriers):")
+        print(f"the bulk fetch in clusters of {CLUSTER}, then a DSMEM sum of a TILE_KB fp32 tile (0: the barriers alone):")
         print(cl.pivot_table(index=["ctas", "tile_kb", "sum_mode"], columns="kb", values="us").round(2).to_string())
         print("sum_mode: " + "; ".join(f"{k} {v}" for k, v in SUM_MODES.items()))
     bad = df[df.error.astype(str) != ""]
