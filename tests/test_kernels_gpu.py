@@ -590,7 +590,13 @@ SPLITK_DSMEM_SPECS = ["splitk_dsmem:", "splitk_dsmem:splits=1", "splitk_dsmem:sp
                       "splitk_dsmem:chains=4,swap=1,bn=16,mma_pipe=1,stages=8",
                       "splitk_dsmem:sum=1,prefetch=1,mma_pipe=1,stages=8", "splitk_dsmem:sum=1,splits=16",
                       "splitk_dsmem:sum=1,prefetch=1,swap=1,bn=16,mma_pipe=1,stages=8,splits=4",
-                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2"]
+                      "splitk_dsmem:sum=1,swap=1,bn=8,splits=2",
+                      # sum=2, pushed: automatic and every explicit slice count; 16 slices of an 8-row swapped tile
+                      # leave ranks 8-15 without rows (their inboxes expect nothing); a 128 x 128 tile
+                      "splitk_dsmem:sum=2,mma_pipe=1,stages=8", "splitk_dsmem:sum=2,splits=2",
+                      "splitk_dsmem:sum=2,bn=32,stages=8,splits=8", "splitk_dsmem:sum=2,splits=16",
+                      "splitk_dsmem:sum=2,swap=1,bn=16,mma_pipe=1,stages=8,splits=4",
+                      "splitk_dsmem:sum=2,swap=1,bn=8,splits=16", "splitk_dsmem:sum=2,bn=128,mma_pipe=1,stages=6"]
 # bm 256 (the fp32 tile reuses the stages' memory): swapped with automatic and explicit slices, and unswapped
 SPLITK_DSMEM_FAT_SPECS = ["splitk_dsmem:swap=1,bm=256,bn=32,mma_pipe=1,stages=6",
                           "splitk_dsmem:swap=1,bm=256,bn=16,mma_pipe=1,stages=6,splits=4",
@@ -612,7 +618,8 @@ def test_splitk_dsmem_matches_reference(spec, shape):
 SPLITK_DSMEM_NN_SPECS = ["splitk_dsmem:nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "splitk_dsmem:nn=1,bn=64,splits=4",
                          "splitk_dsmem:nn=1,swap=1,bm=128,bn=32,mma_pipe=1,stages=8,splits=8",
                          "splitk_dsmem:nn=1,bn=128,mma_pipe=1,stages=6,sum=1",
-                         "splitk_dsmem:nn=1,swap=1,bm=128,bn=128,mma_pipe=1,stages=4,sum=1,splits=2"]
+                         "splitk_dsmem:nn=1,swap=1,bm=128,bn=128,mma_pipe=1,stages=4,sum=1,splits=2",
+                         "splitk_dsmem:nn=1,bn=64,splits=4,sum=2"]
 
 
 @pytest.mark.parametrize("shape", SPLITK_DSMEM_SHAPES)
@@ -626,7 +633,8 @@ def test_splitk_dsmem_nn_matches_reference(spec, shape):
 
 
 @pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
-                                         ("splitk_dsmem:swap=1,bn=8,stages=8", "1_4096_4096")])
+                                         ("splitk_dsmem:swap=1,bn=8,stages=8", "1_4096_4096"),
+                                         ("splitk_dsmem:sum=2,mma_pipe=1,stages=8", "256_256_4096")])
 def test_splitk_dsmem_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 
