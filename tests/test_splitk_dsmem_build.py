@@ -148,6 +148,7 @@ def test_the_gpu_tests_specs_are_valid_configs():
     the knob's values did): every one parses here."""
     import test_kernels_gpu as gpu
 
-    for spec in gpu.SPLITK_DSMEM_SPECS + gpu.SPLITK_DSMEM_FAT_SPECS + gpu.SPLITK_DSMEM_NN_SPECS:
+    for spec in (gpu.SPLITK_DSMEM_SPECS + gpu.SPLITK_DSMEM_FAT_SPECS + gpu.SPLITK_DSMEM_NN_SPECS
+                 + gpu.SPLITK_DSMEM_PUSH_SPECS):
         family, _, args = spec.partition(":")
         FAMILIES[family].parse(args)
