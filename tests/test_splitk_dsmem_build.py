@@ -64,9 +64,7 @@ def test_source_carries_the_shared_cluster_header_verbatim():
                                   "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2",
                                   "swap=1,bm=256,bn=32,mma_pipe=1,stages=6", "bm=256,bn=64,stages=4",
                                   "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8",
-                                  "nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "nn=1,bn=128,mma_pipe=1,stages=6,sum=1",
-                                  "sum=2,mma_pipe=1,stages=8", "swap=1,bn=16,sum=2,mma_pipe=1,stages=8",
-                                  "bn=128,mma_pipe=1,stages=6,sum=2"])
+                                  "nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "nn=1,bn=128,mma_pipe=1,stages=6,sum=1"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)
@@ -79,19 +77,6 @@ def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     assert "UCGABAR_ARV" in sass and "UCGABAR_WAIT" in sass  # the cluster barriers around the DSMEM reduction
     # mma_pipe: one stage's WGMMAs left in flight while the previous stage is freed
     assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass) == bool(k["mma_pipe"])
-
-
-@needs_nvcc
-@pytest.mark.parametrize("spec", ["sum=2,mma_pipe=1,stages=8", "swap=1,bn=8,sum=2,mma_pipe=1,stages=8"])
-def test_pushed_sum_stores_peer_rows_by_st_async_counted_on_an_inbox_barrier(spec, cache):
-    """sum=2: the slices' rows leave by st.async (STAS, 16 bytes) into the peers' shared memory, completing on their
-    inbox barrier, which is armed with a transaction count like the stages' barriers; the pulled sum (sum=0) reads the
-    peers' tiles instead and has no such store."""
-    pushed = sass_of(build_config(FAM, FAM.parse(spec)).lib_path)
-    pulled = sass_of(build_config(FAM, FAM.parse(spec.replace("sum=2", "sum=0"))).lib_path)
-    assert "STAS.128" in pushed and "STAS" not in pulled
-    # the inbox barrier's transaction count is armed (the stages' barriers arm theirs the same way) and waited on
-    assert pushed.count("SYNCS.ARRIVE.TRANS64") > pulled.count("SYNCS.ARRIVE.TRANS64")
 
 
 PICK_SLICES_MAIN = r"""
@@ -148,7 +133,6 @@ def test_the_gpu_tests_specs_are_valid_configs():
     the knob's values did): every one parses here."""
     import test_kernels_gpu as gpu
 
-    for spec in (gpu.SPLITK_DSMEM_SPECS + gpu.SPLITK_DSMEM_FAT_SPECS + gpu.SPLITK_DSMEM_NN_SPECS
-                 + gpu.SPLITK_DSMEM_PUSH_SPECS):
+    for spec in gpu.SPLITK_DSMEM_SPECS + gpu.SPLITK_DSMEM_FAT_SPECS + gpu.SPLITK_DSMEM_NN_SPECS:
         family, _, args = spec.partition(":")
         FAMILIES[family].parse(args)

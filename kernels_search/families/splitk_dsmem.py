@@ -21,18 +21,15 @@ from kernels_search import toolchain
 from kernels_search.family import DEFAULT_SMS, SMEM_LIMIT, Family, Knob, cuda_source
 
 BK = 64  # k of a TMA stage (128-byte swizzled fp16 rows)
-MAX_CLUSTER = 16  # slices a tile at most (cluster_slices.cuh's cs::MAX_CLUSTER)
 
 
 def smem_bytes(k: Mapping) -> int:
     """Dynamic shared memory: the A and B stages, the CTA's fp32 tile as C lays it out (row stride: its columns + 4;
-    at bm 256 it reuses the stages' memory, so 16 bytes of its own), with sum=2 the inbox of the peers' rows (at most
-    rows + 16 rows of its columns) and its barrier, the barriers."""
+    at bm 256 it reuses the stages' memory, so 16 bytes of its own), the barriers."""
     stages = k["stages"] * (k["bm"] + k["bn"]) * BK * 2
     rows, cols = (k["bn"], k["bm"]) if k["swap"] else (k["bm"], k["bn"])
     part = 16 if k["bm"] == 256 else rows * (cols + 4) * 4
-    inbox = (rows + MAX_CLUSTER) * cols * 4 + 16 if k["sum"] == 2 else 0  # else 24 bytes, in the 1 KB of slack
-    return stages + part + inbox + 16 * k["stages"] + 1024
+    return stages + part + 16 * k["stages"] + 1024
 
 
 MAX_ACC_REGISTERS = 128  # fp32 accumulators a thread; more would spill with the main loop's own registers
@@ -106,10 +103,9 @@ FAMILY = SplitKDsmem(
         Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
         Knob("chains", (1, 2, 4), 1,
              help="independent accumulator sets a stage's k16 WGMMAs alternate over (1: each waits for the one before)"),
-        Knob("sum", (0, 1, 2), 0,
+        Knob("sum", (0, 1), 0,
              help="1: with >= 4 slices, the slice sum with every rank's DSMEM load in flight, 4 columns a thread "
-                  "(0: 8 columns, two ranks at a time); 2: each CTA pushes its peers' rows into their inboxes "
-                  "(st.async), one split cluster barrier"),
+                  "(0: 8 columns, two ranks at a time)"),
         Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
         Knob("nn", (0, 1), 0, help="1: serves layout nn (B K x N, N-contiguous, an MN-major WGMMA operand) instead of tn"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,

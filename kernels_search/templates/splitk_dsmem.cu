@@ -37,13 +37,7 @@
 //              streamed its weights at about 20 GB/s whatever its stage count
 //   SD_SUM     1: with 4 or more slices, the slice sum with every rank's load in flight, 4 columns a thread
 //              (cs::sum_slices_store_wide); side by side on an H100 (lab/fewtile/sum-h100.md) 7 % faster on the 15
-//              deep-K study shapes, and 8-14 % slower where a tile had 1-2 slices, hence the slice threshold.
-//              2: pushed (push_sum_store): each CTA stores the rows every peer owns straight into that peer's inbox
-//              with st.async, counted on the peer's inbox mbarrier, and sums its own rows from its inbox; the cluster
-//              barrier is split (arrived at entry, waited for before the first store) and there is no second one (a
-//              CTA leaves once its inbox is full; what it sends leaves from registers). Why: the pulled sum's two
-//              cluster barriers and its DSMEM round trips were most of the cluster design's fixed cost
-//              (lab/fewtile/cluster-probe-plan.txt, fetch_probe.cu modes 1 and 3). Same rank order: the same sums
+//              deep-K study shapes, and 8-14 % slower where a tile had 1-2 slices, hence the slice threshold
 //   SD_PREFETCH 1: thread 0 prefetches both TMA descriptors on entry, so the first loads need not fetch them
 //   SD_NN      1: serves layout nn instead of tn: B stored K x N (N-contiguous), loaded by TMA into an MN-major
 //              128-byte-swizzled stage and fed to the WGMMA as an MN-major operand (the WGMMA's A when swapped, its B
@@ -66,7 +60,7 @@ constexpr int BM = SD_BM, BN = SD_BN, BK = 64, STAGES = SD_STAGES;
 constexpr bool SWAP = SD_SWAP;
 constexpr bool MMA_PIPE = SD_MMA_PIPE;
 constexpr int CHAINS = SD_CHAINS;
-constexpr bool WIDE_SUM = SD_SUM == 1, PUSH = SD_SUM == 2, PREFETCH = SD_PREFETCH, NN = SD_NN;
+constexpr bool WIDE_SUM = SD_SUM, PREFETCH = SD_PREFETCH, NN = SD_NN;
 static_assert(CHAINS == 1 || CHAINS == 2 || CHAINS == 4, "CHAINS: 1, 2 or 4");
 constexpr int NTH = 128;
 // the CTA's fp32 tile in shared memory as C lays it out (swapped: BN rows of C, BM columns), row stride PART_LD
@@ -99,91 +93,17 @@ using TiledMma = decltype(make_tiled_mma(
                          MN_B ? GMMA::Major::MN : GMMA::Major::K>()));
 static_assert(size(TiledMma{}) == NTH, "one warpgroup");
 
-// PUSH: the inbox, one slot a sending rank of ceil(PART_ROWS / S) rows of PART_COLS floats (dense); S <= 16 ranks, so
-// the slots never take more than PART_ROWS + 16 rows. Its own memory: a peer may push while this CTA still loads.
-constexpr int INBOX_FLOATS = PUSH ? (PART_ROWS + cs::MAX_CLUSTER) * PART_COLS : 4;
-
 struct SharedStorage {
   alignas(1024) TA a[cosize_v<SmemLayoutA>];  // 128-byte swizzle: stages start on 1 KB
   alignas(1024) TA b[cosize_v<SmemLayoutB>];
   alignas(16) float part[PART_ALIAS ? 4 : PART_FLOATS];  // PART_ALIAS: the tile starts at `a` instead
-  alignas(16) float inbox[INBOX_FLOATS];
   alignas(8) uint64_t full[STAGES];   // TMA bytes landed
   alignas(8) uint64_t empty[STAGES];  // the warpgroup is done with the stage
-  alignas(8) uint64_t inbox_full;     // PUSH: every peer's rows of this CTA's share landed
 };
 constexpr size_t SMEM = sizeof(SharedStorage);
 static_assert(!PART_ALIAS || PART_FLOATS * sizeof(float) <= (cosize_v<SmemLayoutA> + cosize_v<SmemLayoutB>) * sizeof(TA),
               "the aliased fp32 tile fits in the stages");
 constexpr int TX_BYTES = (BM + BN) * BK * (int)sizeof(TA);
-
-// Rows [first, first + count) of the PART_ROWS-row tile that rank r of S sums (cs::slice_sum_begin's split).
-__device__ __forceinline__ int2 owned_rows(int r, int splits) {
-  const int rows = (PART_ROWS + splits - 1) / splits;
-  const int first = min(PART_ROWS, r * rows);
-  return make_int2(first, min(PART_ROWS, first + rows) - first);
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ uint32_t peer_u32(const void* p, int rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(p)), "r"(rank));
-  return remote;
-}
-
-// PUSH, called by every thread once this CTA's fp32 tile is in `part` and the inbox barrier of every CTA of the
-// cluster was armed before the cluster barrier's arrive at entry: send each peer its rows (st.async, 16 bytes a
-// piece, completing on that peer's inbox barrier), wait for this CTA's own inbox, then sum its rows over the ranks
-// in rank order (its own slice from `part`) and store them as fp16 at (m0, n0) of C, 4 columns a thread.
-__device__ __forceinline__ void push_sum_store(SharedStorage& smem, const float* part, half* __restrict__ C, int M,
-                                               int N, int m0, int n0) {
-  const int splits = gridDim.z;
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-  const int slot = (PART_ROWS + splits - 1) / splits * PART_COLS;  // floats of one sender's slot
-  constexpr int CPR = PART_COLS / 4;  // 16-byte pieces a row
-  __syncthreads();  // the whole tile is in `part`
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // every peer's inbox barrier armed
-  for (int d = 1; d < splits; ++d) {
-    const int peer = ((int)rank + d) % splits;
-    const int2 rows = owned_rows(peer, splits);
-    const uint32_t to = peer_u32(smem.inbox + rank * slot, peer), bar = peer_u32(&smem.inbox_full, peer);
-    for (int i = threadIdx.x; i < rows.y * CPR; i += NTH) {
-      const int row = i / CPR, col = (i % CPR) * 4;
-      const float4 v = *reinterpret_cast<const float4*>(part + (rows.x + row) * PART_LD + col);
-      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
-                   ::"r"(to + (uint32_t)((row * PART_COLS + col) * sizeof(float))), "f"(v.x), "f"(v.y), "f"(v.z),
-                   "f"(v.w), "r"(bar) : "memory");
-    }
-  }
-  const int2 mine = owned_rows((int)rank, splits);
-  const uint32_t own_bar = smem_u32(&smem.inbox_full);
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0; "
-                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(own_bar) : "memory");
-  const bool vec = (N % 4 == 0) && (reinterpret_cast<uintptr_t>(C) & 7u) == 0;
-  for (int i = threadIdx.x; i < mine.y * CPR; i += NTH) {
-    const int row = i / CPR, col = (i % CPR) * 4;
-    const int gm = m0 + mine.x + row, gn = n0 + col;
-    if (gm >= M || gn >= N) continue;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int z = 0; z < splits; ++z) {
-      const float4 v = z == (int)rank ? *reinterpret_cast<const float4*>(part + (mine.x + row) * PART_LD + col)
-                                      : *reinterpret_cast<const float4*>(smem.inbox + z * slot + row * PART_COLS + col);
-      acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-    }
-    half* p = C + (size_t)gm * N + gn;
-    if (vec && gn + 4 <= N) {
-      __half2 h2[2] = {__floats2half2_rn(acc.x, acc.y), __floats2half2_rn(acc.z, acc.w)};
-      *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(h2);
-    } else {
-      const float f[4] = {acc.x, acc.y, acc.z, acc.w};
-      for (int e = 0; e < 4 && gn + e < N; ++e) p[e] = __float2half_rn(f[e]);
-    }
-  }
-}
 
 template <class TmaA, class TmaB>
 __global__ void __launch_bounds__(NTH, 1)
@@ -217,24 +137,14 @@ __global__ void __launch_bounds__(NTH, 1)
   const int warp = threadIdx.x / 32;
   const bool leader = warp == 0 && cute::elect_one_sync();
 
-  const bool push = PUSH && gridDim.z > 1;
   if (warp == 0 && threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       FullBar::init(&smem.full[s], 1);
       EmptyBar::init(&smem.empty[s], NTH);
     }
-    if (push) {  // armed for the bytes of this CTA's rows from every other rank
-      uint32_t rank;
-      asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-      FullBar::init(&smem.inbox_full, 1);
-      FullBar::arrive_and_expect_tx(&smem.inbox_full,
-          (gridDim.z - 1) * owned_rows((int)rank, gridDim.z).y * PART_COLS * (uint32_t)sizeof(float));
-    }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
-  // the split cluster barrier: armed inboxes before any peer's store (waited for in push_sum_store)
-  if (push) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 
   // k-tile kt of A and B into stage s; the stage's barrier expects both
   auto load_stage = [&](int s, int kt) {
@@ -331,10 +241,6 @@ __global__ void __launch_bounds__(NTH, 1)
   for (int e = 0; e < size(acc); ++e) tCsP(e) = acc(e);
 
   const int m0 = SWAP ? blockIdx.y * BN : blockIdx.x * BM, n0 = SWAP ? blockIdx.x * BM : blockIdx.y * BN;
-  if (push) {
-    push_sum_store(smem, part, C, M, N, m0, n0);
-    return;
-  }
   if constexpr (WIDE_SUM) {
     if (gridDim.z >= 4) {  // with 1-2 slices the wide sum's extra items and 8-byte stores cost more than they save
       cs::sum_slices_store_wide<PART_ROWS, PART_COLS, PART_LD, NTH>(part, C, M, N, m0, n0);
