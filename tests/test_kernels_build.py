@@ -1139,14 +1139,12 @@ for spec, shapes in [("block_m=32,block_n=32,block_k=16", RAGGED),
 # a ragged last run), each with its own plan; each config twice on one workspace: the accumulators and
 # counters must be back at zero after a call
 from kernels_search.triton_method import splitk_plan, streamk_plan, workspace
+# each split-K config also with tma=1, on shapes whose K and N are multiples of 8 (TMA row strides)
+SPLITK_SPECS = ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
+                "block_m=32,block_n=16,block_k=32,split_k=64"]
 for name, make_plan, cases in [
-        ("triton_splitk", splitk_plan, [(spec, 12, RAGGED[:1] + [(70, 50, 330)]) for spec in
-                                        ["block_m=16,block_n=32,block_k=16", "block_m=16,block_n=32,block_k=16,split_k=4",
-                                         "block_m=32,block_n=16,block_k=32,split_k=64"]]
-                                     + [(spec, 12, [(17, 24, 40), (70, 48, 336)]) for spec in
-                                        ["block_m=16,block_n=32,block_k=16,tma=1",
-                                         "block_m=16,block_n=32,block_k=16,split_k=4,tma=1",
-                                         "block_m=32,block_n=16,block_k=32,split_k=64,tma=1"]]),
+        ("triton_splitk", splitk_plan, [(spec, 12, RAGGED[:1] + [(70, 50, 330)]) for spec in SPLITK_SPECS]
+                                     + [(spec + ",tma=1", 12, [(17, 24, 40), (70, 48, 336)]) for spec in SPLITK_SPECS]),
         ("triton_streamk", streamk_plan, [(spec, sms, [(70, 50, 330), (17, 33, 65), (40, 24, 1000)]) for spec, sms in
                                           [("block_m=16,block_n=32,block_k=16", 5), ("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
                                            ("block_m=16,block_n=16,block_k=32", 64), ("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:
