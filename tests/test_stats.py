@@ -82,6 +82,17 @@ def test_paired_speedup_known_ratio_and_pairing():
     assert paired_speedup(base, fast) == sp  # a fixed seed: the same data give the same interval
 
 
+def test_paired_speedup_without_ci_is_the_same_ratio_with_no_interval():
+    """A caller that shows no interval (the summary of a run too large for its per-row table) skips
+    the bootstrap and gets the very ratio the interval would have come with."""
+    rng = np.random.default_rng(4)
+    base, meth = 10 + rng.normal(0, 1, 41), 8 + rng.normal(0, 1, 37)
+    for paired in (True, False):
+        full, bare = paired_speedup(base, meth, paired=paired), paired_speedup(base, meth, paired=paired, ci=False)
+        assert bare.ratio == full.ratio and bare.n_pairs == full.n_pairs and full.lo < full.ratio < full.hi
+        assert math.isnan(bare.lo) and math.isnan(bare.hi)
+
+
 def test_paired_speedup_ci_is_scipys_percentile_bootstrap_over_rounds():
     from scipy.stats import bootstrap
 

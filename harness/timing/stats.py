@@ -118,13 +118,15 @@ def paired_speedup(
     confidence: float = CONFIDENCE,
     seed: int = SEED,
     paired: bool = True,
+    ci: bool = True,
 ) -> Speedup:
     """Speedup of ``method`` over ``baseline``: ratio of medians with a bootstrap CI.
 
     Offline samples are paired: ``baseline[i]`` and ``method[i]`` were measured in the same
     round (unequal lengths are truncated to the common rounds) and the bootstrap resamples
     round indices jointly. Server samples are single calls in a random interleaving, not
-    pairs (``paired=False``): each side is resampled on its own.
+    pairs (``paired=False``): each side is resampled on its own. ``ci=False``: the ratio alone
+    (the same ratio; ``lo``/``hi`` NaN), for callers that show no interval.
     """
     b = np.asarray(baseline, dtype=float)
     m = np.asarray(method, dtype=float)
@@ -135,7 +137,7 @@ def paired_speedup(
     if n == 0:
         return Speedup(math.nan, math.nan, math.nan, 0)
     ratio = speedup(np.median(b), np.median(m))
-    if n < min_samples_for_ci(confidence) or not math.isfinite(ratio):
+    if not ci or n < min_samples_for_ci(confidence) or not math.isfinite(ratio):
         return Speedup(ratio, math.nan, math.nan, n)
     from scipy.stats import bootstrap
 
