@@ -93,6 +93,26 @@ def test_server_mode_paces_calls_and_measures_latency():
         measure_server(entries, "cpu", qps=0, calls_per_entry=1)
 
 
+def test_server_mode_interleaves_methods_within_a_layout_and_runs_layouts_in_blocks():
+    """Entries that share operands (one B layout) are interleaved; another layout's entries run in
+    their own block, so no call finds its matrices evicted by the other layout's (the L2 state of a
+    32 MB weight matrix otherwise depended on the call before)."""
+    order = []
+
+    def tagged(tag):
+        return lambda a, b, c: order.append(tag)
+
+    nn_sets, tn_sets = [InputSet(None, None, None)], [InputSet(None, None, None)]
+    entries = [Entry("x-nn", tagged("x-nn"), nn_sets), Entry("x-tn", tagged("x-tn"), tn_sets),
+               Entry("y-nn", tagged("y-nn"), nn_sets), Entry("y-tn", tagged("y-tn"), tn_sets)]
+    res = measure_server(entries, "cpu", qps=5000, calls_per_entry=12, seed=3)
+    assert all(len(res[e.key].device_us) == 12 for e in entries)
+    layouts = [t[-2:] for t in order]
+    assert layouts == ["nn"] * 24 + ["tn"] * 24  # one block per layout
+    first = order[:24]
+    assert first != sorted(first) and 0 < first[:12].count("x-nn") < 12  # methods interleaved inside it
+
+
 def test_time_candidates_successive_halving_times_finalists_longer():
     counts = {}
 
