@@ -9,6 +9,9 @@
 #            the CUTLASS wheel carried, GPU_K=triton_streamk does not)
 #   smoke    compare --shapes smoke, offline, all baselines, both layouts
 #   server   compare --shapes smoke --mode server --qps 200
+#   server4  issue 35's server-mode check: 64_64_64, 256_128_16384, 1_4096_4096 and 4096_4096_4096, the four baselines,
+#            --mode both --cache both, then lab.throughput.server_check (server against offline per method and layout,
+#            nn against tn); SERVER4_CACHE narrows the caches (warm or cold)
 #   repeat   the same shapes twice in one run (run-to-run agreement)
 #   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
 #   cold     compare --shapes smoke --cache cold
@@ -186,6 +189,12 @@ for stage in $STAGES; do
       log "compare smoke server"
       $HB compare --shapes smoke --mode server --qps 200 --out /tmp/hb/server.parquet --fresh --seed 2 2>&1 \
         | tee "$OUT/server.txt" | tail -40 ;;
+    server4)
+      log "server4: four shapes, --mode both --cache ${SERVER4_CACHE:-both}"
+      $HB compare --shapes 64_64_64,256_128_16384,1_4096_4096,4096_4096_4096 --mode both --cache "${SERVER4_CACHE:-both}" \
+        --seed 12 --out /tmp/hb/server4.parquet --fresh --label "server mode against offline, four shapes" > "$OUT/server4.txt" 2>&1
+      tail -2 "$OUT/server4.txt"; cp /tmp/hb/server4.parquet "$OUT/"
+      python3 -m lab.throughput.server_check /tmp/hb/server4.parquet 2>&1 | tee -a "$OUT/server4.txt" | tail -45 ;;
     cold)
       log "compare smoke cold"
       $HB compare --shapes smoke --cache cold --out /tmp/hb/cold.parquet --fresh --seed 3 2>&1 | tee "$OUT/cold.txt" | tail -40 ;;
