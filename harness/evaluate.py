@@ -340,7 +340,7 @@ class ShapeEvaluator:
             meas = measure_offline(entries, self.device, st, self.clocks, log, on_round=self._heartbeat)
         else:
             meas = measure_server(entries, self.device, self.s.qps, self.s.server_calls, self.seed, self.clocks, log,
-                                  on_call=lambda n: self._heartbeat(n) if n % 16 == 0 else None)
+                                  on_call=lambda n: self._heartbeat(n) if n % 16 == 0 else None, flush_bytes=flush)
         clock_cols = log.columns() if self.device == "cuda" else {}
         rows, samples = [], []
         for s in slots:

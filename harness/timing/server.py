@@ -72,10 +72,13 @@ def measure_server(
     clock_log: ClockLog | None = None,
     on_call: Callable[[int], None] | None = None,
     open_clock: Callable[[], KernelClock] | None = None,
+    flush_bytes: int = 0,
 ) -> dict[Hashable, Measurement]:
     """Time ``calls_per_entry`` isolated calls of every entry at ``qps`` arrivals a second.
     ``open_clock`` starts the GPU-side clock (default ``KernelClock.open``); if it raises
-    ``KernelClockUnavailable``, device time comes from CUDA events, labelled."""
+    ``KernelClockUnavailable``, device time comes from CUDA events, labelled. ``flush_bytes``: a
+    scratch buffer of that size is overwritten before each call, ahead of its arrival and outside
+    its window (the cold cache of a shape too small to rotate input sets, as offline flushes)."""
     if qps <= 0:
         raise ValueError(f"--qps must be > 0, got {qps}")
     rng = random.Random(seed)
@@ -101,6 +104,7 @@ def measure_server(
             clock = (open_clock or KernelClock.open)()
         except KernelClockUnavailable as ex:
             unavailable = f"CUPTI unavailable: {ex}"
+    scratch = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if cuda and flush_bytes else None
     counter = {e.key: 0 for e in entries}
     every = max(1, len(schedule) // 50)
     t0 = time.perf_counter() + 0.01
@@ -112,6 +116,14 @@ def measure_server(
             s = e.sets[counter[e.key] % len(e.sets)]
             counter[e.key] += 1
             arrive = t0 + at
+            if scratch is not None:
+                # the flush's memset gets a window of its own (a negative id, no call's), then the GPU idles
+                if clock:
+                    clock.begin(-(i + 1))
+                scratch.zero_()
+                if clock:
+                    clock.end()
+                torch.cuda.synchronize()
             _wait_until(arrive)
             try:
                 if cuda:
