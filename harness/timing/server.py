@@ -5,9 +5,9 @@ GPU cools, clocks drop and caches hold other data, so a call costs more than in 
 offline timing. Methods are interleaved in one random arrival sequence (every method sees the
 same conditions), within blocks of the entries that share operands (one block per B layout): a
 layout's calls run together, so whether a call finds its matrices in L2 does not depend on which
-layout the call before it used. Interleaved across layouts, 1_4096_4096's 32 MB weights were in
+layout the call before it used. Interleaved across layouts, 1_4096_4096's 32 MB weights are in
 the H200's 60 MB L2 for some calls and not for others (9 against 12.6 us a call, nn and tn of one
-algorithm up to 39 % apart). Per call:
+method up to 39 % apart, run 87). Per call:
 
 * ``device_us``: the GPU's own time for the call, from CUPTI activity records of its kernels
   (``kernel_clock``): the time the GPU spent on the call's operations (their intervals'
