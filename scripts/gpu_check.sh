@@ -12,6 +12,8 @@
 #   server4  issue 35's server-mode check: 64_64_64, 256_128_16384, 1_4096_4096 and 4096_4096_4096, the four baselines,
 #            --mode both --cache both, then lab.throughput.server_check (server against offline per method and layout,
 #            nn against tn); SERVER4_CACHE narrows the caches (warm or cold)
+#   coldprobe lab/throughput/cold_probe.py: offline cold's time on shapes that flush, split into the events' cost on one
+#            call, the flush's tail and the kernels' own (CUPTI) time
 #   repeat   the same shapes twice in one run (run-to-run agreement)
 #   grid50   50 shapes spread over the cuda-l2 grid (harness throughput, extrapolated to 1,000)
 #   cold     compare --shapes smoke --cache cold
@@ -195,6 +197,9 @@ for stage in $STAGES; do
         --seed 12 --out /tmp/hb/server4.parquet --fresh --label "server mode against offline, four shapes" > "$OUT/server4.txt" 2>&1
       tail -2 "$OUT/server4.txt"; cp /tmp/hb/server4.parquet "$OUT/"
       python3 -m lab.throughput.server_check /tmp/hb/server4.parquet 2>&1 | tee -a "$OUT/server4.txt" | tail -45 ;;
+    coldprobe)
+      log "coldprobe: offline cold on flushing shapes, by variant"
+      python3 -m lab.throughput.cold_probe --out "$OUT/cold-probe.csv" 2>&1 | tee "$OUT/cold-probe.txt" | tail -30 ;;
     cold)
       log "compare smoke cold"
       $HB compare --shapes smoke --cache cold --out /tmp/hb/cold.parquet --fresh --seed 3 2>&1 | tee "$OUT/cold.txt" | tail -40 ;;
