@@ -389,6 +389,9 @@ class ShapeEvaluator:
                 if m.timing_method == "events":  # a server row timed with host dispatch in it: said on screen
                     info["warnings"] = list(info.get("warnings") or []) + [
                         "server device_us from CUDA events, host dispatch included (" + m.timing_note + ")"]
+                elif m.timing_method == "events+flush":  # the events' own cost is in each cold call's time
+                    info["warnings"] = list(info.get("warnings") or []) + [
+                        "cold device_us from CUDA events around one call, their own cost included (" + m.timing_note + ")"]
             cols["info"] = config_json(info)
         return cols
 

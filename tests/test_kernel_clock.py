@@ -213,3 +213,49 @@ def test_the_default_session_traces_operations_only(fake_cupti):
     mod = fake_cupti()
     KernelClock.open()
     assert set(mod.enabled) == {10, 2, 1}
+
+
+def test_take_reads_each_call_while_the_session_goes_on(fake_cupti):
+    """Offline cold samples: a flush in a window no call owns, then the call; ``take`` returns the
+    call's span from what the flush delivered and forgets the records before it."""
+    mod = fake_cupti()
+    clock = KernelClock.open()
+    done = next(c[2] for c in mod.calls if c[0] == "register")
+    stamps = iter([100, 1_000, 20_000, 30_000])
+    mod.get_timestamp = lambda: next(stamps)
+    delivered = []
+    mod.activity_flush_all = lambda flag: (done(delivered[:]), delivered.clear())
+    clock.begin(-1)  # flush window
+    clock.begin(1)
+    delivered += [NS(kind=2, start=200, end=900, correlation_id=5),  # the flush's memset
+                  NS(kind=10, start=1_500, end=3_900, correlation_id=6)]
+    assert clock.take(1) == CallSpan(1_500, 3_900, 1, 600)
+    clock.begin(-2)
+    clock.begin(2)
+    delivered += [NS(kind=2, start=20_100, end=29_000, correlation_id=7),
+                  NS(kind=10, start=30_500, end=31_000, correlation_id=8),
+                  NS(kind=10, start=31_200, end=32_000, correlation_id=9)]  # split-K and its reduction
+    span = clock.take(2)
+    assert (span.start_ns, span.end_ns, span.ops, span.device_us) == (30_500, 32_000, 2, 1.3)
+    assert [o.start_ns for o in clock._sink.ops] == [30_500, 31_200]  # the records before the call are dropped
+
+
+def test_take_without_a_record_of_the_call_is_none(fake_cupti):
+    mod = fake_cupti()
+    clock = KernelClock.open()
+    clock.begin(1)
+    assert clock.take(1) is None and sum(c == ("flush", 1) for c in mod.calls) == 3  # asked three times
+    mod.activity_flush_all = lambda flag: (_ for _ in ()).throw(RuntimeError("gone"))
+    assert clock.take(1) is None and "flush: RuntimeError: gone" in clock.summary()
+
+
+def test_offline_cold_asks_cupti_only_for_flushed_cuda_groups(monkeypatch):
+    from harness.timing.offline import OfflineSettings, _cold_clock
+
+    assert _cold_clock("cpu", OfflineSettings(flush_bytes=1 << 20)) == (None, "")
+    assert _cold_clock("cuda", OfflineSettings()) == (None, "")
+    clock, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=False))
+    assert clock is None and "CUDA events around one call" in note
+    monkeypatch.setitem(sys.modules, "cupti", None)
+    clock, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20))
+    assert clock is None and note.startswith("CUPTI unavailable (cupti-python not importable")

@@ -1,8 +1,9 @@
 """The GPU's own timestamps on each isolated call, from CUPTI activity records (cupti-python).
 
-Owns CUPTI for one server-mode session: ``KernelClock.open`` turns on activity records for GPU
-operations (kernels, memsets, memory copies), ``begin``/``end`` tag each call, and ``close``
-collects the records and maps them to calls. A call's device time is the time the GPU spent on its
+Owns CUPTI for one session of isolated calls (server mode; offline cold samples of shapes that flush
+the L2): ``KernelClock.open`` turns on activity records for GPU operations (kernels, memsets, memory
+copies), ``begin``/``end`` tag each call, ``take`` reads one call's span while the session goes on,
+and ``close`` collects the records and maps them to calls. A call's device time is the time the GPU spent on its
 operations (the union of their intervals), so the several kernels of one call (split-K and its
 reduction, a memset before a GEMM) are one call and a host launch gap between them is not in it;
 its span (first start to last end) is kept beside. The idle time before a call runs from the end of
@@ -253,6 +254,35 @@ class KernelClock:
             self._cupti.activity_pop_external_correlation_id(self._custom)
         except Exception as e:
             self.failed = f"end: {type(e).__name__}: {e}"
+
+    def take(self, call_id: int) -> CallSpan | None:
+        """Call ``call_id``'s span now, while the session goes on (offline cold samples, one call at
+        a time): call after it synchronized. Flushes CUPTI's buffer; the records of operations that
+        began before the call are then dropped, so each take reads only what came since. None when
+        no record of the call arrived or the session failed."""
+        if self.failed:
+            return None
+        cupti, sink = self._cupti, self._sink
+        for wait_s in (0.0, 0.001, 0.01):  # as in close: a buffer can arrive just after the flush returns
+            time.sleep(wait_s)
+            try:
+                cupti.activity_flush_all(1)
+            except Exception as e:
+                self.failed = f"flush: {type(e).__name__}: {e}"
+                return None
+            if sink.errors:
+                self.failed = f"reading records: {sink.errors[0]}"
+                return None
+            if self.attribution == "correlation":
+                ops = ops_by_correlation(sink.ops, sink.call_of_api).get(call_id, [])
+            else:
+                ops = ops_by_window(sink.ops, self._call_starts).get(call_id, [])
+            span = call_spans({call_id: ops}, sink.ops).get(call_id)
+            if span is not None:
+                sink.ops = [op for op in sink.ops if op.start_ns >= span.start_ns]
+                self._call_starts = {call_id: self._call_starts[call_id]} if call_id in self._call_starts else {}
+                return span
+        return None
 
     def close(self) -> dict[int, CallSpan]:
         """Deliver the records (call after the last call synchronized), turn tracing off, and map

@@ -18,6 +18,7 @@ from typing import Callable, Hashable, Sequence
 
 from harness.tensors import InputSet
 from harness.timing.clocks import ClockLog, ClockSampler
+from harness.timing.kernel_clock import KernelClock, KernelClockUnavailable
 from harness.timing.samplers import Sampler, estimate_call_us, host_call_us, make_sampler
 from harness.timing.stats import rel_half_width
 
@@ -52,6 +53,9 @@ class OfflineSettings:
     call_us: float | None = None
     warmed: bool = False  # every entry has already run on inputs of this shape (no warm-up call needed)
     prime: bool = True  # one eager call before each graph sample (samplers' docstring); off only for A/B
+    # flush_bytes > 0 on CUDA: time each cold call by its kernels' CUPTI records (samplers' docstring); off, or
+    # where CUPTI cannot trace (timing_note says so), by CUDA events around the one call
+    cold_by_cupti: bool = True
 
 
 @dataclass
@@ -85,14 +89,16 @@ def measure_offline(
     rng = random.Random(settings.seed)
     out: dict[Hashable, Measurement] = {e.key: Measurement() for e in entries}
     samplers: dict[Hashable, Sampler] = {}
+    clock, note = _cold_clock(device, settings)
     for e in entries:
         try:
             s = make_sampler(
                 e.fn, e.sets, device, e.capturable, settings.target_batch_us, flush_bytes=settings.flush_bytes,
-                call_us=settings.call_us, warmed=settings.warmed, prime=settings.prime,
+                call_us=settings.call_us, warmed=settings.warmed, prime=settings.prime, clock=clock,
             )
             samplers[e.key] = s
             out[e.key].timing_method = s.kind
+            out[e.key].timing_note = note
             out[e.key].calls_per_batch = s.batch
         except Exception as ex:  # a method that fails to run is an error row, not a crash
             out[e.key].error = f"{type(ex).__name__}: {ex}"
@@ -137,9 +143,24 @@ def measure_offline(
         for k, s in samplers.items():
             out[k].starved = s.starved
             s.close()
+        if clock is not None:
+            clock.close()
     for m in out.values():
         m.stop_reason = stop if m.error is None else "error"
     return out
+
+
+def _cold_clock(device: str, settings: OfflineSettings) -> tuple[KernelClock | None, str]:
+    """The CUPTI session that times a flushed group's cold calls, or None and why not (the note its
+    rows carry: their cold samples then come from CUDA events around one call)."""
+    if not (settings.flush_bytes and device == "cuda"):
+        return None, ""
+    if not settings.cold_by_cupti:
+        return None, "cold calls timed by CUDA events around one call (cold_by_cupti off)"
+    try:
+        return KernelClock.open(), ""
+    except KernelClockUnavailable as ex:
+        return None, f"CUPTI unavailable ({ex}): cold calls timed by CUDA events around one call"
 
 
 SCREEN_BATCH_US = 100.0  # a screening sample's batch: enough to rank, a third of a final sample's

@@ -19,8 +19,14 @@ small kernels run 2-4 us):
 * ``spin-events``: for calls that cannot be captured, and for batches of one call (long
   kernels, where a graph would add nothing): spin kernel, start event, the direct launches,
   end event (nvbench's blocking-kernel method).
-* ``events+flush``: cold cache where rotating input sets would need too many sets: an L2-sized
-  buffer is overwritten before every single call, then spin, events around one call.
+* ``cupti+flush``: cold cache where rotating input sets would need too many sets: a buffer of twice
+  the L2 is overwritten before every single call, the GPU drains, then the call's own kernels are
+  timed by CUPTI (``kernel_clock``). Events around one call would add their own cost to it: on an
+  H100, 64^3 read 4.74 us that way against 2.43 us for its kernel (warm, graph-timed: 2.08 us), and
+  the flush's tail was not the difference (synchronizing after it: 4.83 us;
+  lab/throughput/cold_probe.py).
+* ``events+flush``: the same with CUDA events around the one call, where CUPTI cannot trace (the
+  row's ``timing_note`` says why).
 * ``host-clock``: CPU device: wall clock around the batch (the CPU is the device).
 
 If the GPU reached the start event before the host finished enqueuing (the spin was too short),
@@ -29,6 +35,7 @@ the sample could contain launch gaps: it is thrown away and the spin doubled ("s
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Callable, Sequence
 
@@ -36,6 +43,7 @@ import torch
 
 from harness.cuda_streams import current_stream_ptr
 from harness.tensors import InputSet
+from harness.timing.kernel_clock import KernelClock
 
 PRIME_MIN_BATCH = 20  # graph samples of at least this many calls follow one eager call (see above)
 SPIN_CYCLES_PER_US = 2000  # ~2 GHz boost clock; only sets how long the spin holds the stream
@@ -205,6 +213,40 @@ class FlushSampler(_EventSampler):
         return super().sample()
 
 
+class CuptiFlushSampler(Sampler):
+    """Cold cache by overwriting a scratch buffer before each single call, the call timed by its
+    kernels' CUPTI records (module docstring). The flush runs in a window of its own and the GPU
+    drains before the call, so neither is in the call's time."""
+
+    kind = "cupti+flush"
+
+    def __init__(self, fn, sets, flush_bytes: int, clock: KernelClock):
+        super().__init__(fn, sets, 1)
+        self.scratch = torch.empty(max(1, flush_bytes), dtype=torch.uint8, device="cuda")
+        self.clock = clock
+        self.i = 0
+
+    def sample(self) -> float:
+        s = self.sets[self.i % len(self.sets)]
+        self.i += 1
+        call = next(_CALL_IDS)
+        self.clock.begin(-call)  # the flush: a window no call owns
+        self.scratch.zero_()
+        self.clock.end()
+        torch.cuda.synchronize()
+        self.clock.begin(call)
+        self.fn(s.a, s.b, s.c)
+        self.clock.end()
+        torch.cuda.synchronize()
+        span = self.clock.take(call)
+        if span is None:
+            raise RuntimeError(f"CUPTI delivered no record of the call ({self.clock.summary()})")
+        return span.device_us
+
+
+_CALL_IDS = itertools.count(1)  # call ids unique in the process (a KernelClock session needs them unique)
+
+
 def host_call_us(fn: Callable, s: InputSet, device: str) -> float:
     """Wall-clock of one synchronous call as a Python user sees it (CUDA-L2's measure).
 
@@ -242,6 +284,7 @@ def make_sampler(
     call_us: float | None = None,
     warmed: bool = False,
     prime: bool = True,
+    clock: KernelClock | None = None,
 ) -> Sampler:
     """Pick the sampler and batch size for one (method, layout) entry.
 
@@ -250,13 +293,14 @@ def make_sampler(
     when the caller knows it, is one call's device time; else one warm call is timed here.
     ``warmed``: ``fn`` has already run on inputs of this shape, so a known ``call_us`` needs no
     warm-up call before the first sample. ``prime``: a graph sample follows one eager call.
+    ``clock``: an open CUPTI session, which times cold single calls (``flush_bytes``) by their kernels.
     """
     est = max(call_us if call_us is not None else estimate_call_us(fn, sets[0], device), 0.5)
     batch = int(min(max_batch, max(1, round(target_batch_us / est))))
     if device != "cuda":
         return HostClockSampler(fn, sets, batch)
     if flush_bytes:
-        return FlushSampler(fn, sets, flush_bytes)
+        return CuptiFlushSampler(fn, sets, flush_bytes, clock) if clock else FlushSampler(fn, sets, flush_bytes)
     if len(sets) > 1:
         batch = max(batch, len(sets))
         batch = -(-batch // len(sets)) * len(sets)
