@@ -391,7 +391,8 @@ class ShapeEvaluator:
                         "server device_us from CUDA events, host dispatch included (" + m.timing_note + ")"]
                 elif m.timing_method == "events+flush":  # the events' own cost is in each cold call's time
                     info["warnings"] = list(info.get("warnings") or []) + [
-                        "cold device_us from CUDA events around one call, their own cost included (" + m.timing_note + ")"]
+                        "cold device_us from CUDA events around one call, their own cost included ("
+                        + m.timing_note + ")"]
             cols["info"] = config_json(info)
         return cols
 

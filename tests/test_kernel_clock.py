@@ -252,10 +252,9 @@ def test_take_without_a_record_of_the_call_is_none(fake_cupti):
 def test_offline_cold_asks_cupti_only_for_flushed_cuda_groups(monkeypatch):
     from harness.timing.offline import OfflineSettings, _cold_clock
 
-    assert _cold_clock("cpu", OfflineSettings(flush_bytes=1 << 20)) == (None, "")
-    assert _cold_clock("cuda", OfflineSettings()) == (None, "")
-    clock, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=False))
-    assert clock is None and "CUDA events around one call" in note
+    assert _cold_clock("cpu", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=True)) == (None, "")
+    assert _cold_clock("cuda", OfflineSettings(cold_by_cupti=True)) == (None, "")
+    assert _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20)) == (None, "")  # off by default: events
     monkeypatch.setitem(sys.modules, "cupti", None)
-    clock, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20))
+    clock, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=True))
     assert clock is None and note.startswith("CUPTI unavailable (cupti-python not importable")

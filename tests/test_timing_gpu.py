@@ -162,9 +162,10 @@ def test_server_mode_cold_flushes_before_each_call_and_leaves_the_flush_out_of_i
 
 
 def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():
-    """Offline cold on a shape too small to rotate input sets flushes before each call and times the
-    call's kernels by CUPTI: events around one call would add their own cost (on an H100, 64^3: 4.7 us by
-    events, 2.4 us by CUPTI, warm 2.1 us). Cold is slower than warm by the L2 misses, not by microseconds."""
+    """Offline cold by CUPTI (``cold_by_cupti``) on a shape too small to rotate input sets: a flush before
+    each call, the call's kernels timed by CUPTI. Events around one call add their own cost (on an H100,
+    64^3: 4.7 us by events, 2.4 us by CUPTI, warm 2.1 us). Cold is slower than warm by the L2 misses,
+    not by microseconds."""
     import statistics
     import torch
     from harness.timing import Entry, OfflineSettings, measure_offline
@@ -173,10 +174,10 @@ def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():
     flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
     settings = dict(min_rounds=20, max_rounds=20, budget_s=10)
     warm = measure_offline([entry], "cuda", OfflineSettings(**settings))["t"]
-    cold = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, **settings))["t"]
-    events = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, cold_by_cupti=False, **settings))["t"]
+    cold = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, cold_by_cupti=True, **settings))["t"]
+    events = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, **settings))["t"]
     assert cold.timing_method == "cupti+flush" and cold.timing_note == "" and len(cold.device_us) == 20
-    assert events.timing_method == "events+flush" and "cold_by_cupti off" in events.timing_note
+    assert events.timing_method == "events+flush" and events.timing_note == ""
     w, c, e = (statistics.median(m.device_us) for m in (warm, cold, events))
     assert w < c < w + 1.5, (w, c)  # cold costs something, but no event's or flush's microseconds
     assert e > c + 1.0, (c, e)  # the events' cost on one call, which the kernels' records leave out

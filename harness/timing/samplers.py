@@ -19,14 +19,14 @@ small kernels run 2-4 us):
 * ``spin-events``: for calls that cannot be captured, and for batches of one call (long
   kernels, where a graph would add nothing): spin kernel, start event, the direct launches,
   end event (nvbench's blocking-kernel method).
-* ``cupti+flush``: cold cache where rotating input sets would need too many sets: a buffer of twice
-  the L2 is overwritten before every single call, the GPU drains, then the call's own kernels are
-  timed by CUPTI (``kernel_clock``). Events around one call would add their own cost to it: on an
-  H100, 64^3 read 4.74 us that way against 2.43 us for its kernel (warm, graph-timed: 2.08 us), and
-  the flush's tail was not the difference (synchronizing after it: 4.83 us;
-  lab/throughput/cold_probe.py).
-* ``events+flush``: the same with CUDA events around the one call, where CUPTI cannot trace (the
-  row's ``timing_note`` says why).
+* ``events+flush``: cold cache where rotating input sets would need too many sets: a buffer of twice
+  the L2 is overwritten before every single call, then spin, events around one call. The events add
+  their own cost to that one call: on an H100, 64^3 read 4.74 us this way against 2.43 us for its
+  kernel by CUPTI (warm, graph-timed: 2.08 us); the flush's tail was not the difference
+  (synchronizing after it: 4.83 us; lab/throughput/cold_probe.py).
+* ``cupti+flush`` (``OfflineSettings.cold_by_cupti``, off by default until its GPU test has passed
+  on a GPU host): the same flush, the GPU drained, then the call's own kernels timed by CUPTI
+  (``kernel_clock``).
 * ``host-clock``: CPU device: wall clock around the batch (the CPU is the device).
 
 If the GPU reached the start event before the host finished enqueuing (the spin was too short),
