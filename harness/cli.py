@@ -205,6 +205,10 @@ def compare(
     no_prime: bool = typer.Option(False, "--no-prime", help="Offline: graph samples without the eager call that "
                                   "precedes each (rows say graph instead of graph+prime; for A/B only: without it "
                                   "cuBLAS's time on small split-K shapes depends on what ran before each sample)."),
+    cold_by_cupti: bool = typer.Option(False, "--cold-by-cupti", help="Offline --cache cold on shapes too small to "
+                                       "rotate input sets: time each flushed call by its kernels' CUPTI records "
+                                       "instead of CUDA events around it, which add their own ~2 us (rows say "
+                                       "cupti+flush; off by default until its GPU test has run on a GPU host)."),
     qps: float = typer.Option(compare_defaults.QPS, help="Server: mean arrival rate, calls per second."),
     server_calls: int = typer.Option(compare_defaults.SERVER_CALLS, help="Server: calls per method and layout."),
     seed: Optional[int] = typer.Option(None, help="Seed for the gate's draws and the round order (default: fresh)."),
@@ -317,7 +321,7 @@ def compare(
         modes=["offline", "server"] if mode == Mode.both else [mode.value],
         caches=["warm", "cold"] if cache == Cache.both else [cache.value],
         ci_target=ci_target, min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget,
-        **({"batch_us": batch_us} if batch_us is not None else {}), prime=not no_prime,
+        **({"batch_us": batch_us} if batch_us is not None else {}), prime=not no_prime, cold_by_cupti=cold_by_cupti,
         qps=qps, server_calls=server_calls, seed=seed, anticheat=not no_anticheat, only=only, origins=origins,
     )
     isolated = isolate == Isolate.on or (isolate == Isolate.auto and any(not m.is_baseline for m in method_objs))

@@ -68,6 +68,7 @@ class CompareSettings:
     # BENCHMARKS.md's throughput section before changing the default
     batch_us: float = OfflineSettings.target_batch_us
     prime: bool = True  # offline: one eager call before each graph sample (harness.timing.samplers says why)
+    cold_by_cupti: bool = False  # offline cold on shapes that flush: CUPTI times each call (OfflineSettings says why)
     qps: float = defaults.QPS
     server_calls: int = defaults.SERVER_CALLS
     seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws
@@ -335,7 +336,7 @@ class ShapeEvaluator:
             st = OfflineSettings(
                 ci_target=self.s.ci_target, min_rounds=self.s.min_rounds, max_rounds=self.s.max_rounds,
                 budget_s=self.s.budget_s, flush_bytes=flush, seed=self.seed, target_batch_us=self.s.batch_us,
-                prime=self.s.prime,
+                prime=self.s.prime, cold_by_cupti=self.s.cold_by_cupti,
             )
             meas = measure_offline(entries, self.device, st, self.clocks, log, on_round=self._heartbeat)
         else:

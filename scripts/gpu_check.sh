@@ -11,7 +11,8 @@
 #   server   compare --shapes smoke --mode server --qps 200
 #   server4  issue 35's server-mode check: 64_64_64, 256_128_16384, 1_4096_4096 and 4096_4096_4096, the four baselines,
 #            --mode both --cache both, then lab.throughput.server_check (server against offline per method and layout,
-#            nn against tn); SERVER4_CACHE narrows the caches (warm or cold)
+#            nn against tn); SERVER4_CACHE narrows the caches (warm or cold); SERVER4_EXTRA: more compare options
+#            (e.g. --cold-by-cupti)
 #   coldprobe lab/throughput/cold_probe.py: offline cold's time on shapes that flush, split into the events' cost on one
 #            call, the flush's tail and the kernels' own (CUPTI) time
 #   repeat   the same shapes twice in one run (run-to-run agreement)
@@ -194,7 +195,7 @@ for stage in $STAGES; do
     server4)
       log "server4: four shapes, --mode both --cache ${SERVER4_CACHE:-both}"
       $HB compare --shapes 64_64_64,256_128_16384,1_4096_4096,4096_4096_4096 --mode both --cache "${SERVER4_CACHE:-both}" \
-        --seed 12 --out /tmp/hb/server4.parquet --fresh --label "server mode against offline, four shapes" > "$OUT/server4.txt" 2>&1
+        --seed 12 ${SERVER4_EXTRA:-} --out /tmp/hb/server4.parquet --fresh --label "server mode against offline, four shapes" > "$OUT/server4.txt" 2>&1
       tail -2 "$OUT/server4.txt"; cp /tmp/hb/server4.parquet "$OUT/"
       python3 -m lab.throughput.server_check /tmp/hb/server4.parquet 2>&1 | tee -a "$OUT/server4.txt" | tail -45 ;;
     coldprobe)

@@ -73,6 +73,24 @@ def test_compare_primes_graph_samples_unless_told_not_to(tmp_path, monkeypatch, 
     assert seen and set(seen) == {primed}
 
 
+@pytest.mark.parametrize("flag, by_cupti", [((), False), (("--cold-by-cupti",), True)])
+def test_compare_times_flushed_cold_calls_by_cupti_only_when_asked(tmp_path, monkeypatch, flag, by_cupti):
+    import harness.evaluate as evaluate
+
+    seen = []
+    real = evaluate.measure_offline
+
+    def spy(entries, device, settings, *a, **kw):
+        seen.append(settings.cold_by_cupti)
+        return real(entries, device, settings, *a, **kw)
+
+    monkeypatch.setattr(evaluate, "measure_offline", spy)
+    res = run("compare", "--device", "cpu", "--shapes", "64_64_64", "--methods", "torch", "--budget", "0.2",
+              "--cache", "cold", "--isolate", "off", "--out", str(tmp_path / "r.parquet"), *flag)
+    assert res.exit_code == 0, res.output
+    assert seen and set(seen) == {by_cupti}
+
+
 def test_compare_plan_measures_each_shape_with_its_own_methods(tmp_path):
     """``--plan``: a shape gets its line's methods and --methods, no other (in the sandboxed
     worker too: a family method makes the run isolated); a rerun resumes without a warning about
