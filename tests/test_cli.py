@@ -55,40 +55,25 @@ def test_compare_cpu_end_to_end(tmp_path):
     assert len(read_results(out).to_pandas()) == len(df)
 
 
-@pytest.mark.parametrize("flag, primed", [((), True), (("--no-prime",), False)])
-def test_compare_primes_graph_samples_unless_told_not_to(tmp_path, monkeypatch, flag, primed):
+@pytest.mark.parametrize("flag, attr, value", [
+    ((), "prime", True), (("--no-prime",), "prime", False),  # graph samples primed unless told not to
+    (("--cache", "cold"), "cold_by_cupti", False), (("--cache", "cold", "--cold-by-cupti"), "cold_by_cupti", True),
+])
+def test_compare_passes_its_timing_switches_to_the_timing_core(tmp_path, monkeypatch, flag, attr, value):
     import harness.evaluate as evaluate
 
     seen = []
     real = evaluate.measure_offline
 
     def spy(entries, device, settings, *a, **kw):
-        seen.append(settings.prime)
+        seen.append(getattr(settings, attr))
         return real(entries, device, settings, *a, **kw)
 
     monkeypatch.setattr(evaluate, "measure_offline", spy)
     res = run("compare", "--device", "cpu", "--shapes", "64_64_64", "--methods", "torch", "--budget", "0.2",
               "--isolate", "off", "--out", str(tmp_path / "r.parquet"), *flag)
     assert res.exit_code == 0, res.output
-    assert seen and set(seen) == {primed}
-
-
-@pytest.mark.parametrize("flag, by_cupti", [((), False), (("--cold-by-cupti",), True)])
-def test_compare_times_flushed_cold_calls_by_cupti_only_when_asked(tmp_path, monkeypatch, flag, by_cupti):
-    import harness.evaluate as evaluate
-
-    seen = []
-    real = evaluate.measure_offline
-
-    def spy(entries, device, settings, *a, **kw):
-        seen.append(settings.cold_by_cupti)
-        return real(entries, device, settings, *a, **kw)
-
-    monkeypatch.setattr(evaluate, "measure_offline", spy)
-    res = run("compare", "--device", "cpu", "--shapes", "64_64_64", "--methods", "torch", "--budget", "0.2",
-              "--cache", "cold", "--isolate", "off", "--out", str(tmp_path / "r.parquet"), *flag)
-    assert res.exit_code == 0, res.output
-    assert seen and set(seen) == {by_cupti}
+    assert seen and set(seen) == {value}
 
 
 def test_compare_plan_measures_each_shape_with_its_own_methods(tmp_path):
