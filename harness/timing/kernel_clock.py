@@ -273,11 +273,7 @@ class KernelClock:
             if sink.errors:
                 self.failed = f"reading records: {sink.errors[0]}"
                 return None
-            if self.attribution == "correlation":
-                ops = ops_by_correlation(sink.ops, sink.call_of_api).get(call_id, [])
-            else:
-                ops = ops_by_window(sink.ops, self._call_starts).get(call_id, [])
-            span = call_spans({call_id: ops}, sink.ops).get(call_id)
+            span = call_spans({call_id: self._ops_by_call().get(call_id, [])}, sink.ops).get(call_id)
             if span is not None:
                 sink.ops = [op for op in sink.ops if op.start_ns >= span.start_ns]
                 self._call_starts = {call_id: self._call_starts[call_id]} if call_id in self._call_starts else {}
@@ -306,11 +302,13 @@ class KernelClock:
             self.failed = self.failed or f"reading records: {sink.errors[0]}"
         if self.failed:
             return {}
+        return call_spans(self._ops_by_call(), sink.ops)
+
+    def _ops_by_call(self) -> dict[int, list[GpuOp]]:
+        """The records delivered so far, grouped by call under the session's attribution."""
         if self.attribution == "correlation":
-            grouped = ops_by_correlation(sink.ops, sink.call_of_api)
-        else:
-            grouped = ops_by_window(sink.ops, self._call_starts)
-        return call_spans(grouped, sink.ops)
+            return ops_by_correlation(self._sink.ops, self._sink.call_of_api)
+        return ops_by_window(self._sink.ops, self._call_starts)
 
     def summary(self) -> str:
         """The session's record counts, for a note beside a fallback."""

@@ -230,10 +230,7 @@ class CuptiFlushSampler(Sampler):
         s = self.sets[self.i % len(self.sets)]
         self.i += 1
         call = next(_CALL_IDS)
-        self.clock.begin(-call)  # the flush: a window no call owns
-        self.scratch.zero_()
-        self.clock.end()
-        torch.cuda.synchronize()
+        flush_drained(self.scratch, self.clock, -call)
         self.clock.begin(call)
         self.fn(s.a, s.b, s.c)
         self.clock.end()
@@ -245,6 +242,18 @@ class CuptiFlushSampler(Sampler):
 
 
 _CALL_IDS = itertools.count(1)  # call ids unique in the process (a KernelClock session needs them unique)
+
+
+def flush_drained(scratch: torch.Tensor, clock: KernelClock | None = None, window: int = -1) -> None:
+    """Overwrite ``scratch`` (twice the L2: every input line is evicted) and wait until the GPU is done.
+    With a CUPTI session the memset runs in ``window``, a negative id no call owns, so it is in no
+    call's time (server mode's cold calls, ``CuptiFlushSampler``)."""
+    if clock:
+        clock.begin(window)
+    scratch.zero_()
+    if clock:
+        clock.end()
+    torch.cuda.synchronize()
 
 
 def host_call_us(fn: Callable, s: InputSet, device: str) -> float:

@@ -41,6 +41,7 @@ import torch
 from harness.timing.clocks import ClockLog, ClockSampler
 from harness.timing.kernel_clock import CallSpan, KernelClock, KernelClockUnavailable
 from harness.timing.offline import Entry, Measurement
+from harness.timing.samplers import flush_drained
 
 
 def _wait_until(t: float) -> None:
@@ -116,14 +117,8 @@ def measure_server(
             s = e.sets[counter[e.key] % len(e.sets)]
             counter[e.key] += 1
             arrive = t0 + at
-            if scratch is not None:
-                # the flush's memset gets a window of its own (a negative id, no call's), then the GPU idles
-                if clock:
-                    clock.begin(-(i + 1))
-                scratch.zero_()
-                if clock:
-                    clock.end()
-                torch.cuda.synchronize()
+            if scratch is not None:  # the flush's memset in a window no call owns, then the GPU idles
+                flush_drained(scratch, clock, -(i + 1))
             _wait_until(arrive)
             try:
                 if cuda:
