@@ -130,20 +130,28 @@ def test_time_candidates_successive_halving_times_finalists_longer():
     assert all(x < float("inf") for x in t)
 
 
-def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_once():
+def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_once(monkeypatch):
     """One call's time sizes every candidate's batches (no per-candidate estimate calls), a call
     longer than a screening batch is screened in one round of one call, and ``screen_batch_us``
-    sets the screening batch (the last candidate is never a finalist: only its screening calls)."""
+    sets the screening batch (the last candidate is never a finalist: only its screening calls).
+
+    The samplers read a clock that advances only by each call's cost: the counts depend on the
+    one sizing call's time, which a preempted busy-wait on a shared host would inflate."""
+    import types
+
+    from harness.timing import samplers
     from harness.timing.offline import SCREEN_BATCH_US
+
+    now = [0.0]
+    monkeypatch.setattr(samplers, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
 
     def run(us, **kw):
         counts = {}
 
         def counted(i):
-            f = busy(us * (1 + 0.5 * i))
             def fn(a, b, c):
                 counts[i] = counts.get(i, 0) + 1
-                f(a, b, c)
+                now[0] += us * (1 + 0.5 * i) * 1e-6
             return fn
 
         time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", rounds=5, screen_rounds=2, **kw)
