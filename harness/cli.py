@@ -241,8 +241,13 @@ def compare(
     bad = [x for x in lays if x not in ("nn", "tn")]
     if bad or not lays:
         _fail(f"unknown layout(s) {bad or lays}: use nn and/or tn")
-    if ci_target <= 0 or budget <= 0 or min_rounds < 1 or max_rounds < min_rounds or qps <= 0 or server_calls < 1:
-        _fail("--ci-target, --budget, --qps must be > 0; --min-rounds >= 1; --max-rounds >= --min-rounds; --server-calls >= 1")
+    bad_numbers = [f"{flag} {value:g} must be {rule}" for flag, value, ok, rule in (
+        ("--ci-target", ci_target, ci_target > 0, "> 0"), ("--budget", budget, budget > 0, "> 0"),
+        ("--qps", qps, qps > 0, "> 0"), ("--min-rounds", min_rounds, min_rounds >= 1, ">= 1"),
+        ("--max-rounds", max_rounds, max_rounds >= min_rounds, f">= --min-rounds ({min_rounds})"),
+        ("--server-calls", server_calls, server_calls >= 1, ">= 1")) if not ok]
+    if bad_numbers:
+        _fail("; ".join(bad_numbers))
     if batch_us is not None and batch_us < MIN_BATCH_US:
         _fail(f"--batch-us must be at least {MIN_BATCH_US:g}: the events' resolution is about 0.5 us")
     if plan is not None and shapes:

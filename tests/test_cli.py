@@ -131,7 +131,9 @@ def test_plan_and_shapes_together_or_a_missing_plan_are_clear_errors(tmp_path):
     (["--methods", "nosuch"], "unknown method 'nosuch'"),
     (["--methods", "cublaslt-autotune:frobnicate=1"], "bad method spec"),
     (["--layouts", "nt"], "unknown layout"),
-    (["--qps", "0"], "must be > 0"),
+    (["--qps", "0"], "--qps 0 must be > 0"),
+    (["--budget", "-1"], "--budget -1 must be > 0"),
+    (["--min-rounds", "5", "--max-rounds", "3"], "--max-rounds 3 must be >= --min-rounds (5)"),
     (["--batch-us", "10"], "--batch-us must be at least 50"),
 ])
 def test_bad_input_is_one_clear_error(tmp_path, args, needle):
