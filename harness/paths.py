@@ -2,12 +2,15 @@
 
 A run that measures for minutes and then cannot write its results loses them; a path whose
 parent is a file, a directory given where a file is meant, or a folder the user cannot write
-in is caught up front instead. Nothing is created here.
+in is caught up front instead. Permission bits are not the last word (root on a read-only
+mount, procfs, ACLs), so a folder that will receive files is also probed with a temporary file,
+removed at once; nothing else is created here.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -30,6 +33,17 @@ def _check_parents(path: Path) -> None:
         raise OutputPathError(f"cannot create {path}: {anc} is a file, not a folder")
     if not os.access(anc, os.W_OK | os.X_OK):
         raise OutputPathError(f"cannot create {path}: no permission to write in {anc}")
+    _probe_write(anc, path)
+
+
+def _probe_write(folder: Path, path: Path) -> None:
+    """A file can really be created in ``folder`` (and is removed again)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".hgemm-write-probe.", dir=folder)
+    except OSError as e:
+        raise OutputPathError(f"cannot create {path}: {folder} refuses new files ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def check_output_file(path: Path, *, companions: tuple[Path, ...] = ()) -> None:
@@ -55,5 +69,6 @@ def check_output_dir(path: Path) -> None:
     if path.is_dir():
         if not os.access(path, os.W_OK | os.X_OK):
             raise OutputPathError(f"cannot write in {path}: permission denied")
+        _probe_write(path, path)
         return
     _check_parents(path)

@@ -392,6 +392,21 @@ def test_unwritable_out_folder_is_one_error(tmp_path):
         d.chmod(0o700)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's procfs: a folder that refuses new files to root too")
+def test_out_folder_that_refuses_files_despite_its_permissions_is_one_error(tmp_path):
+    """Permission bits can say yes where the filesystem says no (procfs, a read-only mount seen by
+    root): the probe file catches it before anything is measured, and a probe leaves nothing behind."""
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64", "--out", "/proc/hgemm-r.parquet"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "/proc refuses new files" in said and "Traceback" not in said, said
+    assert "CPU path" not in said  # refused before the run was set up
+    import harness.paths as paths
+
+    paths.check_output_file(tmp_path / "r.parquet")
+    paths.check_output_dir(tmp_path / "site")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_output_checks_follow_the_permissions(tmp_path, monkeypatch):
     """The same checks where this user may not write (simulated: root may write anywhere)."""
     import harness.paths as paths
