@@ -407,6 +407,25 @@ def test_out_folder_that_refuses_files_despite_its_permissions_is_one_error(tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [["search", "--budget", "1s"], ["tune"]])
+def test_search_and_tune_refuse_a_file_as_their_out_folder(tmp_path, command):
+    """Their --out is a folder (a DB they resume from): a file there is one error, the file untouched."""
+    f = tmp_path / "r.parquet"
+    f.write_bytes(b"kept")
+    res = runner.invoke(app, [*command, "--device", "cpu", "--shapes", "64_64_64", "--out", str(f)])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"--out: {f} is a file; give a folder" in said and "Traceback" not in said, said
+    assert f.read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("typed", ["model:llama", "[bold]64_64"])
+def test_an_error_prints_the_input_as_typed(typed):
+    """An error line is not read as markup or emoji codes (``:llama:`` is one), and a pipe gets it on one line."""
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", typed])
+    assert res.exit_code == 2 and typed in res.output, res.output
+    assert res.output.strip().count("\n") == 0, res.output
+
+
 def test_output_checks_follow_the_permissions(tmp_path, monkeypatch):
     """The same checks where this user may not write (simulated: root may write anywhere)."""
     import harness.paths as paths

@@ -142,7 +142,13 @@ def search(
         rank_first_picks(shape_list, pick, print_fn=echo)
         return
     from harness import env as envmod
+    from harness.paths import OutputPathError, check_output_dir
     from kernels_search.search.run import holdout_shapes, search_main
+
+    try:
+        check_output_dir(out)
+    except OutputPathError as e:
+        fail(f"--out: {e}")
 
     try:
         dev = envmod.resolve_device(device)

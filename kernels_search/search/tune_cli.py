@@ -71,7 +71,12 @@ def tune(
         plan(shape_list, replace(settings, device="cuda" if device == "auto" else device), print_fn=echo, dry_run=True)
         return
     from harness import env as envmod
+    from harness.paths import OutputPathError, check_output_dir
 
+    try:
+        check_output_dir(out)
+    except OutputPathError as e:
+        fail(f"--out: {e}")
     try:
         settings = replace(settings, device=envmod.resolve_device(device))
     except (envmod.NoGPUError, ValueError) as e:
