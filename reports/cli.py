@@ -32,13 +32,13 @@ def report(
     from harness.paths import OutputPathError
     from harness.results import ResultsError
     from reports.headline import HeadlineError
-    from reports.site import build_site
+    from reports.site import BaselineError, build_site
 
     try:
         index = build_site(list(results), out, baseline=baseline, metric=metric, headline=headline or None)
     except OutputPathError as e:
         fail(f"-o: {e}")
-    except (ResultsError, HeadlineError) as e:
+    except (ResultsError, HeadlineError, BaselineError) as e:
         fail(str(e))
     console.print(f"site: {index}")
 

@@ -131,6 +131,10 @@ def _install(stage: Path, out_dir: Path, old: set[str]) -> set[str]:
     return new
 
 
+class BaselineError(ValueError):
+    """The leaderboard's baseline is a method no input file holds (a typo would give a page without speedups)."""
+
+
 def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublaslt-autotune",
                metric: str = "device", headline: str | None = None) -> Path:
     """Build the static report from results files into ``out_dir``; return the index.html path.
@@ -139,7 +143,8 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
     (``reports.headline``). Raises ``harness.paths.OutputPathError`` for an output folder the
     report may not write into (see ``owned_files``), ``harness.results.ResultsError`` (naming the
     file) for a missing, foreign, empty or wrong-version input and ``reports.headline.HeadlineError``
-    for a headline that names no run, all before anything is written.
+    for a headline that names no run, and ``BaselineError`` for a baseline no file holds, all before
+    anything is written.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")
@@ -147,6 +152,9 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
     old = owned_files(out_dir)
     paths = [Path(p) for p in result_paths]
     files, df = load_all(paths)
+    if baseline not in set(df["method"]):
+        raise BaselineError(f"--baseline {baseline!r} is no method of these results; they hold "
+                            f"{', '.join(sorted(set(df['method'])))}")
     runs = build_runs(df, baseline, metric, [f.path for f in files])
     lead = headline_rule.pick([{"id": r.id, "run_id": r.run_id, "name": r.name, "full": r.full, "last": r.last}
                                for r in runs], headline)

@@ -285,6 +285,15 @@ def test_missing_file_is_a_clear_error(tmp_path):
     assert not (tmp_path / "site").exists()
 
 
+def test_a_baseline_no_file_holds_is_a_clear_error(run_a, tmp_path):
+    """A mistyped --baseline would give a page without speedups: refused, naming the methods there are."""
+    from reports.site import BaselineError
+
+    with pytest.raises(BaselineError, match="'cublaslt-autotun' is no method of these results; they hold .*cublaslt-autotune"):
+        build_site([run_a], tmp_path / "site", baseline="cublaslt-autotun")
+    assert not (tmp_path / "site").exists()
+
+
 def test_foreign_parquet_is_rejected(tmp_path):
     p = tmp_path / "other.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), p)
