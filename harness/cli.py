@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
@@ -81,7 +82,7 @@ def _warn_methods_missing_from_done_groups(store, methods: list[str], only: dict
         missing = sorted(set().union(*(expected(g) - have[g] for g in lacking)))
         shapes = sorted({g[shape_at] for g in lacking})
         err_console.print(f"[yellow]warning:[/] {len(missing)} requested method(s) are not in {len(lacking)} finished "
-                          f"group(s) of {store.path} and will not be measured there ({', '.join(missing[:3])}"
+                          f"group(s) of {escape(str(store.path))} and will not be measured there ({', '.join(missing[:3])}"
                           f"{', ...' if len(missing) > 3 else ''}; shapes {', '.join(shapes[:5])}"
                           f"{', ...' if len(shapes) > 5 else ''}): use --fresh or another --out to measure them")
 
@@ -433,12 +434,12 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
                               f"{work.flops_per_s / 1e9:.1f} GFLOP/s, measured on a 256^3 fp16 matmul; larger products "
                               "run slower); the smoke-cpu set is sized for a CPU")
     if store.resumed:
-        console.print(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
+        console.print(f"resuming run {store.run_id} in {escape(str(out))}: {len(store.done_groups())} group(s) already measured")
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
                   f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)}"
                   f"{' | sandboxed worker' if isolated else ''}{f' | {pool.count} Ray actors' if pool else ''}"
-                  f" -> {out}")
+                  f" -> {escape(str(out))}")
     eta = Eta(work, shape_list, workers=pool.count if pool else 1)
     progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), _EtaColumn(eta), TextColumn("{task.fields[stage]}"),
@@ -460,7 +461,7 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
                 runner = CompareRunner(settings, method_objs, store, env, reporter, evaluator=evaluator, specs=specs)
             runner.run()
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {out}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {escape(str(out))}; rerun the same command to resume")
         raise typer.Exit(130)
     except ContextLost as e:
         _fail(f"{e}. Finished groups are saved in {out}; rerun with --isolate on to sandbox the methods", code=3)
@@ -476,7 +477,7 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
         console.print(f"[yellow]baseline {baseline!r} has no CPU results; speedups are shown vs 'torch'[/]")
         baseline = "torch"
     print_summary(results, samples, baseline, console)
-    console.print(f"results: {out}  samples: {samples_dir(out)}/")
+    console.print(f"results: {escape(str(out))}  samples: {escape(str(samples_dir(out)))}/")
 
 
 def _run_label(store, label: str, out: Path) -> str:
@@ -578,7 +579,7 @@ def mount_commands(target: typer.Typer, builtins: Sequence[str] = BUILTIN_COMMAN
             (obj if callable(obj) else obj.register)(target)
         except Exception as e:
             err_console.print(f"[yellow]warning:[/] command plug-in {ep.name} ({ep.value}) failed to load: "
-                              f"{type(e).__name__}: {e}")
+                              f"{type(e).__name__}: {escape(str(e))}")
             continue
         mounted.append(ep.module)
     return mounted

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
+from rich.markup import escape
 
 from harness.results import rankable
 from harness.timing.stats import Speedup, geomean, paired_speedup
@@ -121,10 +122,10 @@ def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, c
     bad = results[results["status"] != "ok"]
     if len(bad):
         counts = bad.groupby(["status", "method"]).size()
-        console.print("[bold]not ranked:[/] " + ", ".join(f"{m} {s} x{n}" for (s, m), n in counts.items()))
+        console.print("[bold]not ranked:[/] " + escape(", ".join(f"{m} {s} x{n}" for (s, m), n in counts.items())))
         reasons = bad[bad["status"].isin(["gate_failed", "error"])].drop_duplicates(["method", "status_reason"]).head(8)
         for _, r in reasons.iterrows():
-            console.print(f"  [red]{r['method']}[/] {r['layout']} {r['shape']}: {r['status_reason']}")
+            console.print(f"  [red]{escape(str(r['method']))}[/] {r['layout']} {r['shape']}: {escape(str(r['status_reason']))}")
 
 
 def _fmt_speedup(s: Speedup | None) -> str:
@@ -157,4 +158,4 @@ def row_warnings(results: pd.DataFrame) -> dict[tuple[str, str], int]:
 
 def _print_warnings(results: pd.DataFrame, console) -> None:
     for (method, text), n in sorted(row_warnings(results).items(), key=lambda kv: -kv[1])[:8]:
-        console.print(f"[bold yellow]warning[/] {method}: {text} ({n} row{'s' if n > 1 else ''})")
+        console.print(f"[bold yellow]warning[/] {escape(str(method))}: {escape(str(text))} ({n} row{'s' if n > 1 else ''})")

@@ -40,7 +40,7 @@ def report(
         fail(f"-o: {e}")
     except (ResultsError, HeadlineError, BaselineError) as e:
         fail(str(e))
-    console.print(f"site: {index}")
+    console.print(f"site: {index}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

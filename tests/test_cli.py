@@ -426,6 +426,19 @@ def test_an_error_prints_the_input_as_typed(typed):
     assert res.output.strip().count("\n") == 0, res.output
 
 
+def test_a_path_with_brackets_is_printed_whole_not_read_as_markup(tmp_path):
+    """'[/x]' in a folder name is a closing tag to rich: the run, its resume and the report still print
+    the path as it is."""
+    out = tmp_path / "[/x]" / "r.parquet"
+    for _ in range(2):  # the second run resumes
+        res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "8_8_8", "--out", str(out)])
+        assert res.exit_code == 0, res.output
+    said = "".join(res.output.split())
+    assert "resumingrun" in said and "".join(f"results: {out}".split()) in said
+    res = runner.invoke(app, ["report", str(out), "-o", str(tmp_path / "[/x]" / "site")])
+    assert res.exit_code == 0 and "".join(str(tmp_path / "[/x]" / "site").split()) in "".join(res.output.split())
+
+
 def test_output_checks_follow_the_permissions(tmp_path, monkeypatch):
     """The same checks where this user may not write (simulated: root may write anywhere)."""
     import harness.paths as paths

@@ -41,3 +41,14 @@ def test_a_run_too_large_for_the_per_row_table_gets_no_bootstrap_and_the_same_ge
     small, small_samples = _run(3)
     summary.print_summary(small, small_samples, "cublaslt-autotune", Console(file=io.StringIO(), width=200))
     assert asked and all(asked)  # the per-row table shows intervals: they are computed
+
+
+def test_failure_reasons_print_as_they_are_even_with_brackets():
+    """A kernel's error text is not markup: '[/tmp/k.cu]' or '[with T = half]' prints whole and
+    cannot stop the summary (a closing tag that matches nothing raised MarkupError)."""
+    results, samples = _run(2)
+    reason = "nvcc failed: [/tmp/k.cu:12] error [with T = half]"
+    results.loc[1, ["status", "status_reason", "method"]] = ["error", reason, "splitk"]
+    out = io.StringIO()
+    summary.print_summary(results, samples, "cublaslt-autotune", Console(file=out, width=200))
+    assert reason in out.getvalue()

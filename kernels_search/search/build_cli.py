@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 
 def build(
@@ -90,7 +91,7 @@ def build(
          f"(nvcc time {sum(r.compile_s for r in results):.0f}s); {len(cached)} were cached")
     for b, res in failed:
         tail = "\n".join(res.log.strip().splitlines()[-10:])
-        err_console.print(f"[bold red]failed:[/] {b.spec}\n{tail}", markup=True, highlight=False)
+        err_console.print(f"[bold red]failed:[/] {escape(b.spec)}\n{escape(tail)}", markup=True, highlight=False)
     if failed:
         raise typer.Exit(1)
 
@@ -139,7 +140,7 @@ def _build_dirs(dirs: list[Path], workers: int, dry_run: bool) -> None:
          f"builders; {len(cached)} were built before; {len(failed)} failed")
     for r in failed:
         tail = "\n".join(r.reason.strip().splitlines()[-10:])
-        err_console.print(f"[bold red]failed:[/] {r.method}\n{tail}", markup=True, highlight=False)
+        err_console.print(f"[bold red]failed:[/] {escape(r.method)}\n{escape(tail)}", markup=True, highlight=False)
     if failed:
         raise typer.Exit(1)
 

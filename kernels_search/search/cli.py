@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from kernels_search.search.settings import FirstPickSettings as FP
 from kernels_search.search.settings import LearnerSettings as LS
@@ -183,7 +184,7 @@ def search(
         # if the exclusion list has grown since: its first pick is tested on one fixed set
         before = parse_shapes(str(kept))
         if before != held:
-            console.print(f"keeping the {len(before)} held-out shapes of {kept} (this command's draw differs)")
+            console.print(f"keeping the {len(before)} held-out shapes of {escape(str(kept))} (this command's draw differs)")
         held = before
     proposers = []
     if llm:
@@ -199,7 +200,7 @@ def search(
     except ValueError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted:[/] everything measured is in {out}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] everything measured is in {escape(str(out))}; rerun the same command to resume")
         raise typer.Exit(130)
 
 

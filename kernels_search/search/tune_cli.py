@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 
 from kernels_search.search.settings import TuneSettings as TS
 
@@ -88,7 +89,7 @@ def tune(
     except ValueError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted:[/] what was measured is in {out}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] what was measured is in {escape(str(out))}; rerun the same command to resume")
         raise typer.Exit(130)
 
 
