@@ -7,7 +7,7 @@ one error line and exit code 2, as in ``compare``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -19,7 +19,8 @@ def report(
     out: Path = typer.Option(DEFAULT_OUT, "--out", "-o",
                              help="Output folder for the static site: a new or empty folder, or one an earlier "
                                   "report made (only the files it wrote there are replaced)."),
-    baseline: str = typer.Option("cublaslt-autotune", help="Method the leaderboard's speedups are relative to."),
+    baseline: Optional[str] = typer.Option(None, help="Method the leaderboard's speedups are relative to "
+                                                      "(default: cublaslt-autotune)."),
     metric: str = typer.Option("device", help="View the page opens on: device (GPU time per call) or host."),
     headline: str = typer.Option("", help="Run the page opens on (run id or run name); default: the latest full "
                                           "comparison (every cuBLAS-family baseline and another method, offline, GPU)."),
@@ -35,7 +36,8 @@ def report(
     from reports.site import BaselineError, build_site
 
     try:
-        index = build_site(list(results), out, baseline=baseline, metric=metric, headline=headline or None)
+        index = build_site(list(results), out, baseline=baseline or "cublaslt-autotune", metric=metric,
+                           headline=headline or None, baseline_asked=baseline is not None)
     except OutputPathError as e:
         fail(f"-o: {e}")
     except (ResultsError, HeadlineError, BaselineError) as e:
