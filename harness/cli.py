@@ -117,6 +117,14 @@ class _EtaColumn(ProgressColumn):
         return Text(f"~{timedelta(seconds=round(left))} left", style="progress.remaining")
 
 
+def _progress_bar(eta: Eta, out=None) -> Progress:
+    """The bar over shapes; its stage text names methods (a --kernels-dir file name among them), so it is
+    printed as it is, never read as markup."""
+    return Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), _EtaColumn(eta), TextColumn("{task.fields[stage]}", markup=False),
+                    console=out or console, transient=False)
+
+
 class _RichReporter(Reporter):
     """Progress bars for the runner: one bar over shapes, a line for the current stage."""
 
@@ -441,9 +449,7 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
                   f"{' | sandboxed worker' if isolated else ''}{f' | {pool.count} Ray actors' if pool else ''}"
                   f" -> {escape(str(out))}")
     eta = Eta(work, shape_list, workers=pool.count if pool else 1)
-    progress = Progress(TextColumn("[bold]{task.description:>16}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), _EtaColumn(eta), TextColumn("{task.fields[stage]}"),
-                        console=console, transient=False)
+    progress = _progress_bar(eta)
     from harness.method import ContextLost
     from harness.sandbox import Evaluator
 

@@ -94,3 +94,22 @@ def test_the_models_mirrors_match_the_measurement_settings():
     assert progress.GATE_DRAWS == len(DISTRIBUTIONS)
     assert progress.MIN_BUDGET_ROUNDS == MIN_BUDGET_ROUNDS
     assert progress.BATCH_S == OfflineSettings().target_batch_us / 1e6
+
+
+def test_the_bar_prints_a_stage_naming_a_bracketed_kernel_file_as_it_is():
+    """The stage line names methods, a --kernels-dir file among them: 'k[/v2]' is text, not a rich
+    closing tag (which raised MarkupError mid-run)."""
+    import io
+
+    from rich.console import Console
+
+    from harness.cli import _RichReporter, _progress_bar
+
+    out = io.StringIO()
+    eta = Eta(WorkModel(flops_per_s=1e9, entries=1), [SMALL], clock=Clock())
+    with _progress_bar(eta, Console(file=out, force_terminal=True, width=200)) as bar:
+        reporter = _RichReporter(bar, 1, eta)
+        reporter.shape_started(0, 1, SMALL)
+        reporter.stage("anti-cheat k[/v2] [bold] tn")
+        bar.refresh()
+    assert "anti-cheat k[/v2] [bold] tn" in out.getvalue()
