@@ -309,3 +309,13 @@ def test_compare_prints_row_warnings_once_per_method_and_text():
     print_summary(rows, pd.DataFrame(), "cublaslt-autotune", con)
     out = con.export_text()
     assert out.count("warning library: a tuned kernel was not served (CUTLASS headers not found) (4 rows)") == 1
+
+
+def test_a_library_path_that_names_no_file_is_a_bad_spec(tmp_path):
+    """An empty library would serve every shape by the fallback, rows that look measured: refused."""
+    with pytest.raises(ValueError, match="path=.*none.json is not a file"):
+        lib.make_method(f"path={tmp_path / 'none.json'}")
+    with pytest.raises(ValueError, match="is not a file"):
+        lib.make_method(f"path={tmp_path}")  # a folder
+    path = _lib(tmp_path, [entry("16_16_32", K_FAST)])
+    assert lib.make_method(f"path={path}").path == path

@@ -378,8 +378,15 @@ def _parse_args(args: str | None) -> dict:
 
 
 def make_method(args: str | None) -> "LibraryMethod":
-    """The ``library`` Method for ``library[:args]`` (registered by the ``kernels_search`` package)."""
-    return LibraryMethod(**_parse_args(args))
+    """The ``library`` Method for ``library[:args]`` (registered by the ``kernels_search`` package).
+
+    A ``path=`` that names no file is refused: an empty library would still serve every shape, by the
+    fallback, and the rows would look like a measured library."""
+    kw = _parse_args(args)
+    if "path" in kw and not Path(kw["path"]).is_file():
+        raise ValueError(f"library: path={kw['path']} is not a file (a library JSON written by the search or "
+                         "`python -m kernels_search.search.library_build`)")
+    return LibraryMethod(**kw)
 
 
 # ---------------------------------------------------------------------------------- PyTorch API
