@@ -1,7 +1,8 @@
 """The command line's two consoles and its one way to refuse input.
 
 Every command, the harness's own and those other packages plug in, prints results to ``console``
-and refuses bad input with ``fail``: one red line on stderr naming the problem (printed as given: no markup, no emoji codes), exit code 2.
+and refuses bad input with ``fail``: one red line on stderr naming the problem (printed as given:
+no markup, no emoji codes), exit code 2.
 Rich resolves stdout and stderr when it prints, so a test runner's captured streams see the output.
 """
 
