@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from harness import compare_defaults
-from harness.console import console, err_console
+from harness.console import console, echo, err_console
 from harness.console import fail as _fail
 from harness.model_shapes import BUNDLED as BUNDLED_MODELS
 from harness.model_shapes import DEFAULT_BATCHES as DEFAULT_MODEL_BATCHES
@@ -442,7 +442,7 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
                               f"{work.flops_per_s / 1e9:.1f} GFLOP/s, measured on a 256^3 fp16 matmul; larger products "
                               "run slower); the smoke-cpu set is sized for a CPU")
     if store.resumed:
-        console.print(f"resuming run {store.run_id} in {escape(str(out))}: {len(store.done_groups())} group(s) already measured")
+        echo(f"resuming run {store.run_id} in {out}: {len(store.done_groups())} group(s) already measured")
         _warn_methods_missing_from_done_groups(store, [m.name for m in method_objs], only)
     console.print(f"[bold]{env.get('gpu_name')}[/] | {len(shape_list)} shapes x {len(method_objs)} methods x "
                   f"{len(lays)} layouts | {', '.join(settings.modes)} / {', '.join(settings.caches)}"
@@ -483,7 +483,7 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
         console.print(f"[yellow]baseline {baseline!r} has no CPU results; speedups are shown vs 'torch'[/]")
         baseline = "torch"
     print_summary(results, samples, baseline, console)
-    console.print(f"results: {escape(str(out))}  samples: {escape(str(samples_dir(out)))}/")
+    echo(f"results: {out}  samples: {samples_dir(out)}/")
 
 
 def _run_label(store, label: str, out: Path) -> str:

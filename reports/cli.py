@@ -26,7 +26,7 @@ def report(
                                           "comparison (every cuBLAS-family baseline and another method, offline, GPU)."),
 ):
     """Build the static HTML leaderboard from results Parquet files."""
-    from harness.console import console, fail
+    from harness.console import echo, fail
 
     if metric not in ("device", "host"):
         fail(f"unknown metric {metric!r}: use device or host")
@@ -42,7 +42,7 @@ def report(
         fail(f"-o: {e}")
     except (ResultsError, HeadlineError, BaselineError) as e:
         fail(str(e))
-    console.print(f"site: {index}", markup=False)
+    echo(f"site: {index}")
 
 
 def register(app: typer.Typer) -> None:

@@ -184,7 +184,7 @@ def search(
         # if the exclusion list has grown since: its first pick is tested on one fixed set
         before = parse_shapes(str(kept))
         if before != held:
-            console.print(f"keeping the {len(before)} held-out shapes of {escape(str(kept))} (this command's draw differs)")
+            echo(f"keeping the {len(before)} held-out shapes of {kept} (this command's draw differs)")
         held = before
     proposers = []
     if llm:
