@@ -240,6 +240,22 @@ def test_take_reads_each_call_while_the_session_goes_on(fake_cupti):
     assert [o.start_ns for o in clock._sink.ops] == [30_500, 31_200]  # the records before the call are dropped
 
 
+def test_a_session_read_call_by_call_asks_cupti_for_small_buffers(fake_cupti):
+    """CUPTI zero-fills each buffer it requests, and ``take`` flushes after every call: offline cold's
+    session asks for 1 MB buffers, a whole-session one (server mode) for 64 MB."""
+    from harness.timing.kernel_clock import BUFFER_BYTES, TAKE_BUFFER_BYTES
+    from harness.timing.offline import OfflineSettings, _cold_clock
+
+    mod = fake_cupti()
+    clock = KernelClock.open()
+    requested = next(c[1] for c in mod.calls if c[0] == "register")
+    assert requested() == (BUFFER_BYTES, 0)
+    clock.close()
+    cold, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=True))
+    assert note == "" and requested() == (TAKE_BUFFER_BYTES, 0) and TAKE_BUFFER_BYTES <= 1 << 20
+    cold.close()
+
+
 def test_take_without_a_record_of_the_call_is_none(fake_cupti):
     mod = fake_cupti()
     clock = KernelClock.open()

@@ -181,3 +181,7 @@ def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():
     w, c, e = (statistics.median(m.device_us) for m in (warm, cold, events))
     assert w < c < w + 1.5, (w, c)  # cold costs something, but no event's or flush's microseconds
     assert e > c + 1.0, (c, e)  # the events' cost on one call, which the kernels' records leave out
+    # CUPTI's next buffer (zero-filled on request) is taken inside the sample, not by the host call after it
+    # (64 MB cost each host call ~36 ms on an H100)
+    hc, he = statistics.median(cold.host_us), statistics.median(events.host_us)
+    assert hc < 2 * he + 20, (hc, he)

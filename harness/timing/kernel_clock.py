@@ -42,6 +42,10 @@ DEFAULT_ATTRIBUTION = "window"  # half the host-time cost of "correlation" (modu
 # CUPTI hands it back only at the flush in ``close``, on the caller's thread: no Python callback
 # runs on CUPTI's own thread while the caller holds the GIL inside a CUDA call.
 BUFFER_BYTES = 64 << 20
+# A session read call by call (``take``) flushes after every call, and CUPTI zero-fills each new
+# buffer it requests: 64 MB cost about 36 ms of the next caller's host time (an H100, offline cold
+# at 64^3). A call and its flush leave a few records; 1 MB holds about 5,000.
+TAKE_BUFFER_BYTES = 1 << 20
 
 
 class KernelClockUnavailable(RuntimeError):
@@ -156,9 +160,10 @@ class _Sink:
     op_kinds: dict[int, str] = field(default_factory=dict)
     external_kind: int = -1
     custom_kind: int = -1
+    buffer_bytes: int = BUFFER_BYTES  # the open session's (``KernelClock.open``)
 
     def requested(self):
-        return BUFFER_BYTES, 0
+        return self.buffer_bytes, 0
 
     def completed(self, activities) -> None:
         try:
@@ -207,7 +212,9 @@ class KernelClock:
         self.dropped: int | None = None
 
     @classmethod
-    def open(cls, attribution: str = DEFAULT_ATTRIBUTION) -> KernelClock:
+    def open(cls, attribution: str = DEFAULT_ATTRIBUTION, buffer_bytes: int = BUFFER_BYTES) -> KernelClock:
+        """``buffer_bytes``: of each buffer CUPTI asks for (``TAKE_BUFFER_BYTES`` for a session read
+        by ``take``)."""
         if attribution not in ATTRIBUTIONS:
             raise ValueError(f"attribution must be one of {ATTRIBUTIONS}, got {attribution!r}")
         try:
@@ -222,6 +229,7 @@ class KernelClock:
         try:
             sink = _sink(cupti)
             sink.clear()
+            sink.buffer_bytes = buffer_bytes
             for kind in kinds:
                 cupti.activity_enable(kind)
                 enabled.append(kind)

@@ -18,7 +18,7 @@ from typing import Callable, Hashable, Sequence
 
 from harness.tensors import InputSet
 from harness.timing.clocks import ClockLog, ClockSampler
-from harness.timing.kernel_clock import KernelClock, KernelClockUnavailable
+from harness.timing.kernel_clock import TAKE_BUFFER_BYTES, KernelClock, KernelClockUnavailable
 from harness.timing.samplers import Sampler, estimate_call_us, host_call_us, make_sampler
 from harness.timing.stats import rel_half_width
 
@@ -157,7 +157,7 @@ def _cold_clock(device: str, settings: OfflineSettings) -> tuple[KernelClock | N
     if not (settings.flush_bytes and device == "cuda" and settings.cold_by_cupti):
         return None, ""
     try:
-        return KernelClock.open(), ""
+        return KernelClock.open(buffer_bytes=TAKE_BUFFER_BYTES), ""
     except KernelClockUnavailable as ex:
         return None, f"CUPTI unavailable ({ex}): cold calls timed by CUDA events around one call"
 
