@@ -214,10 +214,10 @@ def compare(
     no_prime: bool = typer.Option(False, "--no-prime", help="Offline: graph samples without the eager call that "
                                   "precedes each (rows say graph instead of graph+prime; for A/B only: without it "
                                   "cuBLAS's time on small split-K shapes depends on what ran before each sample)."),
-    cold_by_cupti: bool = typer.Option(False, "--cold-by-cupti", help="Offline --cache cold on shapes too small to "
-                                       "rotate input sets: time each flushed call by its kernels' CUPTI records "
-                                       "instead of CUDA events around it, which add their own ~2 us (rows say "
-                                       "cupti+flush; off by default until its GPU test has run on a GPU host)."),
+    cold_by_cupti: bool = typer.Option(True, "--cold-by-cupti/--cold-by-events", help="Offline --cache cold on "
+                                       "shapes too small to rotate input sets: time each flushed call by its "
+                                       "kernels' CUPTI records (rows say cupti+flush), or by CUDA events around it, "
+                                       "which add their own ~2 us (events+flush; also where CUPTI cannot trace)."),
     qps: float = typer.Option(compare_defaults.QPS, help="Server: mean arrival rate, calls per second."),
     server_calls: int = typer.Option(compare_defaults.SERVER_CALLS, help="Server: calls per method and layout."),
     seed: Optional[int] = typer.Option(None, help="Seed for the gate's draws and the round order (default: fresh)."),

@@ -68,7 +68,7 @@ class CompareSettings:
     # BENCHMARKS.md's throughput section before changing the default
     batch_us: float = OfflineSettings.target_batch_us
     prime: bool = True  # offline: one eager call before each graph sample (harness.timing.samplers says why)
-    cold_by_cupti: bool = False  # offline cold on shapes that flush: CUPTI times each call (OfflineSettings says why)
+    cold_by_cupti: bool = True  # offline cold on shapes that flush: CUPTI times each call (OfflineSettings says why)
     qps: float = defaults.QPS
     server_calls: int = defaults.SERVER_CALLS
     seed: int | None = None  # None: a fresh unpredictable seed for the gate's draws

@@ -57,7 +57,7 @@ def test_compare_cpu_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("flag, attr, value", [
     ((), "prime", True), (("--no-prime",), "prime", False),  # graph samples primed unless told not to
-    (("--cache", "cold"), "cold_by_cupti", False), (("--cache", "cold", "--cold-by-cupti"), "cold_by_cupti", True),
+    (("--cache", "cold"), "cold_by_cupti", True), (("--cache", "cold", "--cold-by-events"), "cold_by_cupti", False),
 ])
 def test_compare_passes_its_timing_switches_to_the_timing_core(tmp_path, monkeypatch, flag, attr, value):
     import harness.evaluate as evaluate

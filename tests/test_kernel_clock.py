@@ -270,7 +270,7 @@ def test_offline_cold_asks_cupti_only_for_flushed_cuda_groups(monkeypatch):
 
     assert _cold_clock("cpu", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=True)) == (None, "")
     assert _cold_clock("cuda", OfflineSettings(cold_by_cupti=True)) == (None, "")
-    assert _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20)) == (None, "")  # off by default: events
+    assert _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=False)) == (None, "")  # events
     monkeypatch.setitem(sys.modules, "cupti", None)
     clock, note = _cold_clock("cuda", OfflineSettings(flush_bytes=1 << 20, cold_by_cupti=True))
     assert clock is None and note.startswith("CUPTI unavailable (cupti-python not importable")

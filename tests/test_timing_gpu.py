@@ -175,7 +175,7 @@ def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():
     settings = dict(min_rounds=20, max_rounds=20, budget_s=10)
     warm = measure_offline([entry], "cuda", OfflineSettings(**settings))["t"]
     cold = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, cold_by_cupti=True, **settings))["t"]
-    events = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, **settings))["t"]
+    events = measure_offline([entry], "cuda", OfflineSettings(flush_bytes=flush, cold_by_cupti=False, **settings))["t"]
     assert cold.timing_method == "cupti+flush" and cold.timing_note == "" and len(cold.device_us) == 20
     assert events.timing_method == "events+flush" and events.timing_note == ""
     w, c, e = (statistics.median(m.device_us) for m in (warm, cold, events))

@@ -54,9 +54,8 @@ class OfflineSettings:
     warmed: bool = False  # every entry has already run on inputs of this shape (no warm-up call needed)
     prime: bool = True  # one eager call before each graph sample (samplers' docstring); off only for A/B
     # flush_bytes > 0 on CUDA: time each cold call by its kernels' CUPTI records (samplers' docstring) instead of
-    # CUDA events around the one call. Off by default until its GPU test has passed on a GPU host; where CUPTI
-    # cannot trace, events serve and timing_note says why
-    cold_by_cupti: bool = False
+    # CUDA events around the one call; where CUPTI cannot trace, events serve and timing_note says why
+    cold_by_cupti: bool = True
 
 
 @dataclass

@@ -24,9 +24,9 @@ small kernels run 2-4 us):
   their own cost to that one call: on an H100, 64^3 read 4.74 us this way against 2.43 us for its
   kernel by CUPTI (warm, graph-timed: 2.08 us); the flush's tail was not the difference
   (synchronizing after it: 4.83 us; lab/throughput/cold_probe.py).
-* ``cupti+flush`` (``OfflineSettings.cold_by_cupti``, off by default until its GPU test has passed
-  on a GPU host): the same flush, the GPU drained, then the call's own kernels timed by CUPTI
-  (``kernel_clock``).
+* ``cupti+flush`` (``OfflineSettings.cold_by_cupti``, the default; ``events+flush`` where CUPTI cannot
+  trace or when it is off): the same flush, the GPU drained, then the call's own kernels timed by
+  CUPTI (``kernel_clock``).
 * ``host-clock``: CPU device: wall clock around the batch (the CPU is the device).
 
 If the GPU reached the start event before the host finished enqueuing (the spin was too short),
