@@ -12,7 +12,7 @@
 #   server4  issue 35's server-mode check: 64_64_64, 256_128_16384, 1_4096_4096 and 4096_4096_4096, the four baselines,
 #            --mode both --cache both, then lab.throughput.server_check (server against offline per method and layout,
 #            nn against tn); SERVER4_CACHE narrows the caches (warm or cold); SERVER4_EXTRA: more compare options
-#            (e.g. --cold-by-cupti)
+#            (e.g. --cold-by-events)
 #   coldprobe lab/throughput/cold_probe.py: offline cold's time on shapes that flush, split into the events' cost on one
 #            call, the flush's tail and the kernels' own (CUPTI) time
 #   repeat   the same shapes twice in one run (run-to-run agreement)
