@@ -146,26 +146,29 @@ def test_dry_run_lists_ranked_candidates_their_call_and_why_without_measuring(tm
 def test_dry_run_for_the_gpu_lists_the_triton_configs_where_triton_is_missing(tmp_path):
     """The GPU host measures the Triton families' presets (they compile there, in process): a dry run made
     on a machine without Triton lists them as well, so it shows what the tune would measure; configs that
-    no evidence holds yet are not dropped, and a family none of whose configs the evidence holds
-    (triton_splitk) has its first config measured right after the first NEW_FAMILY_SLOT ranked ones."""
+    no evidence holds yet are not dropped, and a family none of whose configs the packaged H200 evidence
+    holds (triton_streamk) has its first config measured right after the first NEW_FAMILY_SLOT ranked ones.
+    A family the evidence holds (triton_splitk, runs 164-165) is ranked like any other. The shape is off the
+    grid and in no evidence, so no config is lifted for having been measured on it."""
     from kernels_search.search.tune import NEW_FAMILY_SLOT
     from kernels_search.families import ALL
 
-    got = CliRunner().invoke(app, ["tune", "--dry-run", "--device", "cuda", "--shapes", "128_64_4096",
+    got = CliRunner().invoke(app, ["tune", "--dry-run", "--device", "cuda", "--shapes", "128_64_4352",
                                    "--out", str(tmp_path / "t")])
     assert got.exit_code == 0, got.output
-    for name in ("triton", "triton_splitk"):
+    for name in ("triton", "triton_splitk", "triton_streamk"):
         for k in ALL[name].preset_configs():
             assert ALL[name].spec(k) in got.output, (name, got.output[-2000:])
     lines = got.output.splitlines()
-    ranks = [int(line.split()[0][1:]) for line in lines if "triton_splitk:" in line]
+    ranks = [int(line.split()[0][1:]) for line in lines if "triton_streamk:" in line]
     early = sum("measured early" in line for line in lines)  # one config of each family new to the evidence
     assert early >= 1 and NEW_FAMILY_SLOT < ranks[0] <= NEW_FAMILY_SLOT + early, ranks  # moved up
     assert ranks[1] > 2 * NEW_FAMILY_SLOT, ranks  # its other configs keep their place
-    at = next(i for i, line in enumerate(lines) if "triton_splitk:" in line)
+    at = next(i for i, line in enumerate(lines) if "triton_streamk:" in line)
     assert "a family new to the evidence, measured early" in lines[at + 1]
-    at = max(i for i, line in enumerate(lines) if "triton_splitk:" in line)
+    at = max(i for i, line in enumerate(lines) if "triton_streamk:" in line)
     assert "pool, no evidence yet" in lines[at + 1] and "measured early" not in lines[at + 1]
+    assert not any("triton_splitk:" in line and "measured early" in lines[i + 1] for i, line in enumerate(lines))
 
 
 def test_a_missing_cuda_toolchain_does_not_stop_the_plan(monkeypatch):
