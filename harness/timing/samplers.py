@@ -237,11 +237,9 @@ class CuptiFlushSampler(Sampler):
         torch.cuda.synchronize()
         span = self.clock.take(call)
         # take's flush handed CUPTI's buffer back; the next record makes CUPTI request and zero-fill
-        # another. A one-byte memset in a window no call owns takes that cost here, not the host
+        # another. A one-byte flush in a window no call owns takes that cost here, not the host
         # time of whatever the caller runs next (offline's host_us call)
-        self.clock.begin(-call)
-        self.scratch[:1].zero_()
-        torch.cuda.synchronize()
+        flush_drained(self.scratch[:1], self.clock, -call)
         if span is None:
             raise RuntimeError(f"CUPTI delivered no record of the call ({self.clock.summary()})")
         return span.device_us
