@@ -36,8 +36,7 @@ def report(
     from reports.site import BaselineError, build_site
 
     try:
-        index = build_site(list(results), out, baseline=baseline or "cublaslt-autotune", metric=metric,
-                           headline=headline or None, baseline_asked=baseline is not None)
+        index = build_site(list(results), out, baseline=baseline, metric=metric, headline=headline or None)
     except OutputPathError as e:
         fail(f"-o: {e}")
     except (ResultsError, HeadlineError, BaselineError) as e:

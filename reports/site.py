@@ -135,17 +135,20 @@ class BaselineError(ValueError):
     """The leaderboard's baseline is a method no input file holds (a typo would give a page without speedups)."""
 
 
-def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublaslt-autotune",
-               metric: str = "device", headline: str | None = None, baseline_asked: bool = False) -> Path:
+DEFAULT_BASELINE = "cublaslt-autotune"
+
+
+def build_site(result_paths: list[Path], out_dir: Path, baseline: str | None = None,
+               metric: str = "device", headline: str | None = None) -> Path:
     """Build the static report from results files into ``out_dir``; return the index.html path.
 
     ``headline``: the run the page opens on (run id or name); default the latest full comparison
     (``reports.headline``). Raises ``harness.paths.OutputPathError`` for an output folder the
     report may not write into (see ``owned_files``), ``harness.results.ResultsError`` (naming the
     file) for a missing, foreign, empty or wrong-version input and ``reports.headline.HeadlineError``
-    for a headline that names no run, and ``BaselineError`` for an asked-for baseline
-    (``baseline_asked``) that no file holds, all before anything is written. The default baseline may
-    be absent (a torch-only run): its page then has no speedups.
+    for a headline that names no run, and ``BaselineError`` for a ``baseline`` that no file holds,
+    all before anything is written. ``baseline`` None: ``DEFAULT_BASELINE``, which may be absent (a
+    torch-only run): its page then has no speedups.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {sorted(METRICS)}")
@@ -153,7 +156,9 @@ def build_site(result_paths: list[Path], out_dir: Path, baseline: str = "cublasl
     old = owned_files(out_dir)
     paths = [Path(p) for p in result_paths]
     files, df = load_all(paths)
-    if baseline_asked and baseline not in set(df["method"]):
+    if baseline is None:
+        baseline = DEFAULT_BASELINE
+    elif baseline not in set(df["method"]):
         raise BaselineError(f"--baseline {baseline!r} is no method of these results; they hold "
                             f"{', '.join(sorted(set(df['method'])))}")
     runs = build_runs(df, baseline, metric, [f.path for f in files])

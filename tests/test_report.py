@@ -290,7 +290,7 @@ def test_a_baseline_no_file_holds_is_a_clear_error(run_a, tmp_path):
     from reports.site import BaselineError
 
     with pytest.raises(BaselineError, match="'cublaslt-autotun' is no method of these results; they hold .*cublaslt-autotune"):
-        build_site([run_a], tmp_path / "site", baseline="cublaslt-autotun", baseline_asked=True)
+        build_site([run_a], tmp_path / "site", baseline="cublaslt-autotun")
     assert not (tmp_path / "site").exists()
 
 
