@@ -203,7 +203,8 @@ for stage in $STAGES; do
       python3 -m lab.throughput.cold_probe --out "$OUT/cold-probe.csv" 2>&1 | tee "$OUT/cold-probe.txt" | tail -30 ;;
     cold)
       log "compare smoke cold"
-      $HB compare --shapes smoke --cache cold --out /tmp/hb/cold.parquet --fresh --seed 3 2>&1 | tee "$OUT/cold.txt" | tail -40 ;;
+      $HB compare --shapes smoke --cache cold --out /tmp/hb/cold.parquet --fresh --seed 3 2>&1 | tee "$OUT/cold.txt" | tail -40
+      cp /tmp/hb/cold.parquet "$OUT/" ;;
     repeat)
       log "repeat: 64_64_64,4096_4096_4096 measured twice in one run"
       python3 scripts/repeat_check.py /tmp/hb/repeat.parquet 2>&1 | tee "$OUT/repeat.txt" | tail -20 ;;
