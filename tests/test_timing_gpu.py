@@ -182,6 +182,7 @@ def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():
     assert w < c < w + 1.5, (w, c)  # cold costs something, but no event's or flush's microseconds
     assert e > c + 1.0, (c, e)  # the events' cost on one call, which the kernels' records leave out
     # CUPTI's next buffer (zero-filled on request) is taken inside the sample, not by the host call after it
-    # (64 MB cost each host call ~36 ms on an H100)
+    # (64 MB cost each host call ~36 ms on an H100). The host call itself runs under the CUPTI session, which
+    # costs tens of microseconds on its own: 91 us against 25 us by events on an H100 host, 50-70 us on an H200's.
     hc, he = statistics.median(cold.host_us), statistics.median(events.host_us)
-    assert hc < 2 * he + 20, (hc, he)
+    assert hc < 2 * he + 100, (hc, he)
