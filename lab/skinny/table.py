@@ -4,7 +4,7 @@
 
 For each shape: the best baseline (the fastest of torch, cublas, cublaslt, cublaslt-autotune over
 both layouts, rows that passed the gate), its efficiency against the physical floor
-(max(bytes / 4.8 TB/s, FLOPs / 990 TFLOP/s, 1 us) / time), and the best family config (best
+(max(bytes / DRAM rate, FLOPs / 990 TFLOP/s, 1 us) / time, at the run's GPU's DRAM rate: 4.8 TB/s on an H200), and the best family config (best
 layout) with its speedup over that baseline, its bytes moved / time in TB/s, and its efficiency.
 Geomeans per shape class follow; --by-class adds each family config's geomean per class (over the
 class's shapes it was measured on, counted); --cache cold scores the run's cold rows instead of the warm.
@@ -27,8 +27,9 @@ from harness.timing.stats import geomean as geo
 BASELINES = ("torch", "cublas", "cublaslt", "cublaslt-autotune")
 
 
-def floor_us(shape: str) -> float:
-    return max(Problem(parse_shape(shape)).floor_us("NVIDIA H200"), LAUNCH_FLOOR_US)
+def floor_us(shape: str, gpu_name: str = "NVIDIA H200") -> float:
+    """The shape's physical floor on ``gpu_name`` (its DRAM rate: an H100's is 3.35 TB/s, an H200's 4.8)."""
+    return max(Problem(parse_shape(shape)).floor_us(gpu_name), LAUNCH_FLOOR_US)
 
 
 def tbps(shape: str, us: float) -> float:
@@ -109,7 +110,7 @@ def main() -> int:
             fam = fam[fam["method"] == chosen.get(shape, "")]
         best = fam.loc[fam["device_us_median"].idxmin()] if len(fam) else None
         bad = df[(df["shape"] == shape) & ~df["is_baseline"] & df["status"].isin(["gate_failed", "error"])]
-        f = floor_us(shape)
+        f = floor_us(shape, b["gpu_name"])
         rows.append(dict(
             shape=shape, cls=klass(shape), base=f"{b['method']}/{b['layout']}", base_us=b["device_us_median"],
             base_eff=f / b["device_us_median"], base_tbps=tbps(shape, b["device_us_median"]),
