@@ -22,14 +22,11 @@ import re
 import sys
 from pathlib import Path
 
+from harness.timing.stats import geomean
+
 TENSOR_TFLOPS = 750.0
 SUM_US = 0.7
 BARS = {"K >= 2048": 1.25, "K < 2048": 1.20}
-
-
-def geomean(xs) -> float:
-    xs = list(xs)
-    return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
 def floors(path: str) -> dict[str, tuple[str, float, float, int]]:
@@ -52,8 +49,8 @@ def main(split_path: str, unsplit_path: str) -> None:
         whole = max(unsplit[shape][2], flop) if shape in unsplit else math.inf
         by_class.setdefault(cls, []).append((base, max(fetch, flop), min(summed, whole)))
     for cls, rows in by_class.items():
-        fetch_only = geomean(b / f for b, f, _ in rows)
-        with_sum = geomean(b / f for b, _, f in rows)
+        fetch_only = geomean([b / f for b, f, _ in rows])
+        with_sum = geomean([b / f for b, _, f in rows])
         bar = BARS.get(cls)
         share = f"; the bar {bar:.2f}x is {math.log(bar) / math.log(with_sum):.0%} of that room (log scale)" if bar else ""
         print(f"{cls}: {len(rows)} shapes, room over the best baseline: fetch and FLOP floors {fetch_only:.3f}x, "
