@@ -32,7 +32,8 @@
 #            compare of the library against the four baselines, scored by lab/skinny/table.py; stopped by SIGINT at
 #            TUNE_LIMIT (480 s) after the stage began, or at TUNE_END (epoch seconds) when set (tune resumes from
 #            $OUT/tune-state.tgz carried as .hbstate/tune-state.tgz);
-#            TUNE_SHAPES replaces the shape file, TUNE_NO_COMPARE=1 skips the compare
+#            TUNE_SHAPES replaces the shape file, TUNE_NO_COMPARE=1 skips the compare, TUNE_TOP=N measures at most
+#            the N best-ranked candidates a shape (tune --top)
 #   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
 #            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
 #            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
@@ -277,7 +278,7 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       [ -n "${TUNE_END:-}" ] && left=$(( TUNE_END - $(date +%s) ))  # an absolute end (epoch s) after earlier stages
       [ "$left" -lt 30 ] && left=30  # timeout 0 would mean none
       timeout -s INT "$left" $HB tune --shapes "$shapes" --per-shape "${TUNE_PER_SHAPE:-60s}" \
-        --out /tmp/hb/tune/run > "$OUT/tune20.txt" 2>&1
+        ${TUNE_TOP:+--top $TUNE_TOP} --out /tmp/hb/tune/run > "$OUT/tune20.txt" 2>&1
       rc=$?; echo "tune rc=$rc after $(( $(date +%s) - t0 )) s"
       kill $util
       python3 -c "import sys; v=[float(x) for x in open(sys.argv[1]) if x.strip()]; print(f'GPU busy (utilization > 0) in {sum(x > 0 for x in v) / len(v):.0%} of {len(v)} samples, mean {sum(v) / len(v):.0f} %')" \
