@@ -6,7 +6,8 @@ whose evidence lacks that shape's rows, so the ranker is refitted without them a
 lifted by a measurement on the shape). The shape's own measurements (speedup over the strongest
 baseline, best layout) then score each order: the best config among the first n positions of the
 order, as a share of the best of every pool config measured there. Configs the evidence never
-measured on the shape keep their place (they would cost a slot of the budget) and score nothing.
+measured on the shape keep their place (they would cost a slot of the budget) and score nothing;
+where none of the first n was measured there, the order scores the shape's worst measured config.
 
 Orders compared:
 - ``tune``: what `tune.rank_pool` returns (the evidence rule's admitted configs by score, then the
