@@ -193,6 +193,22 @@ def test_a_fallback_is_cublaslt_autotune_wherever_it_was_measured(tmp_path):
     assert by["16_32_16"]["spec"] == "cublas"  # no autotune row: the fastest baseline
 
 
+def test_another_gpu_models_kernels_serve_only_short_calls():
+    """Another GPU model's kernel entries serve only where their recorded call is under
+    ``OTHER_GPU_MAX_US`` (on an H100 every H200 kernel entry of a call over 1 ms lost, down to 0.547x);
+    this GPU's own long entries and another model's baseline entries are not affected."""
+    h200 = "NVIDIA H200"
+    long_other = dict(entry("16_16_32", K_FAST, gpu=h200), device_us=5000.0)
+    short_other = dict(entry("16_16_64", K_FAST, gpu=h200), device_us=999.0)
+    long_base = dict(entry("16_16_48", "torch", kind="baseline", gpu=h200), device_us=5000.0)
+    long_own = dict(entry("16_16_32", K_SLOW), device_us=5000.0)
+    prob = Problem(Shape(16, 16, 32), "nn")
+    got = [(m, e["shape"], e["kind"]) for m, e in lib.plan([long_other, short_other, long_base], prob, GPU, max_distance=1.0)]
+    assert got == [("other-gpu", "16_16_48", "baseline"), ("other-gpu", "16_16_64", "kernel")]
+    assert [m for m, _ in lib.plan([long_own, long_other], prob, GPU, max_distance=1.0)] == ["exact"]
+    assert lib.plan([long_other], prob, h200, max_distance=1.0) == [("exact", long_other)]  # its own model
+
+
 def test_a_tuned_shape_serves_another_only_within_max_distance_and_the_rest_falls_back(tmp_path):
     """``max_distance`` (default 1.0, log2 M, N, K): a kernel tuned for one shape serves another
     only that near (on the H200 every nearest-kernel loss on 40 untuned shapes came from farther:

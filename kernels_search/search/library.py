@@ -26,6 +26,13 @@ packaged one where no path is given (``load_entries``):
 3. fallback: cuBLASLt autotune where the device has it, else ``torch.matmul`` (``fallback=`` in
    the row's info).
 
+Entries of another GPU model serve after those of this one (``other-gpu``), kernels among them only where
+their recorded call is under ``OTHER_GPU_MAX_US`` (1 ms). Why: calls that long run under the power cap,
+where a kernel picked on one model does not carry to another. On an H100 serving the H200's library
+(run 255dfa84ec17, 100 grid shapes), all 8 rows served by such kernels lost to the best baseline
+(0.547x-0.998x; three under 0.76x); with the fallback's rows in their place, the same run gives 1.027x
+over the best baseline, min 0.932x, against 1.024x, min 0.751x (``lab/library/other_gpu_replay.py``).
+
 Why ``max_distance`` (default 1.0: one dimension 2x, or two 1.41x): measured on an H200, on
 shapes the library was never tuned for, every loss of the unlimited nearest rule came from a
 kernel tuned at distance >= 1.41 (a split-K kernel tuned for 64_256_2048 ran 128_1024_2048 at
@@ -62,6 +69,7 @@ LIBRARY_VERSION = 1
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "library" / "library.json"
 REFERENCE = "cublaslt-autotune"  # the baseline a fallback calls (module docstring)
 MAX_DISTANCE = 1.0  # how far (log2 M, N, K) a tuned shape's kernel may serve another (module docstring)
+OTHER_GPU_MAX_US = 1000.0  # another GPU model's kernel entries serve only calls recorded shorter (module docstring)
 VERIFY_TOL = 1e-2  # relative Frobenius error vs an fp32 reference (fp16 output rounding is ~5e-4)
 
 
@@ -225,9 +233,11 @@ def current_gpu_name(device: str) -> str:
 def plan(entries: list[dict], problem: Problem, gpu_name: str, nearest: int = 4,
          max_distance: float = math.inf) -> list[tuple[str, dict]]:
     """Entries to try for ``problem``, in order: [("exact"|"nearest"|"other-gpu", entry)]; the
-    last two only from tuned shapes within ``max_distance`` (``shape_distance``) of the problem's."""
+    last two only from tuned shapes within ``max_distance`` (``shape_distance``) of the problem's, and
+    another GPU model's kernels only where their recorded call is under ``OTHER_GPU_MAX_US``."""
     same = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") == gpu_name]
-    other = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") != gpu_name]
+    other = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") != gpu_name
+             and not (e["kind"] == "kernel" and (finite_float(e.get("device_us")) or 0.0) >= OTHER_GPU_MAX_US)]
     out: list[tuple[str, dict]] = []
     shape = problem.shape
     for e in same:
