@@ -33,7 +33,8 @@ given every advantage cuBLASLt offers:
   layout, alignment and the limits above) and a later instance prepared for the same problem in
   the same process serves it without timing again (``info["tuned"]`` says "timed" or "reused").
   Separate tunings can pick different algorithms among near-ties (measured on an H200: the
-  library's fallback and the baseline differed on 7 of 65 shape-layout pairs). A dispatcher that falls back to this method (the search library) then serves the
+  library's fallback and the baseline differed on 7 of 65 shape-layout pairs). A dispatcher that
+  falls back to this method (the search library) then serves the
   baseline's own choice, not a second draw, as a deployment that tunes once would.
 
 ``Prepared.setup_s`` is the whole autotune (queries, validation, timing) in seconds.

@@ -116,7 +116,8 @@ class LtPlan:
             P = lt.MatmulPreferenceAttribute
             setp, dtypep = lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype
             _set(setp, dtypep, pref, P.MAX_WORKSPACE_BYTES, max_workspace)
-            for attr in (P.MIN_ALIGNMENT_A_BYTES, P.MIN_ALIGNMENT_B_BYTES, P.MIN_ALIGNMENT_C_BYTES, P.MIN_ALIGNMENT_D_BYTES):
+            for attr in (P.MIN_ALIGNMENT_A_BYTES, P.MIN_ALIGNMENT_B_BYTES, P.MIN_ALIGNMENT_C_BYTES,
+                         P.MIN_ALIGNMENT_D_BYTES):
                 _set(setp, dtypep, pref, attr, align)
             if search_mode:
                 _set(setp, dtypep, pref, P.SEARCH_MODE, search_mode)

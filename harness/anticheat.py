@@ -186,7 +186,8 @@ def _per_call_flushed_us(fn: Callable, sets: list[InputSet], calls: int, flush_b
 def _flush_bytes(l2_bytes: int | None = None) -> int:
     """Twice the L2's size: overwriting that much evicts every input line."""
     if l2_bytes is None:
-        l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 50 << 20))
+        l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()),
+                               "L2_cache_size", 50 << 20))
     return 2 * l2_bytes
 
 

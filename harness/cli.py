@@ -82,7 +82,8 @@ def _warn_methods_missing_from_done_groups(store, methods: list[str], only: dict
         missing = sorted(set().union(*(expected(g) - have[g] for g in lacking)))
         shapes = sorted({g[shape_at] for g in lacking})
         err_console.print(f"[yellow]warning:[/] {len(missing)} requested method(s) are not in {len(lacking)} finished "
-                          f"group(s) of {escape(str(store.path))} and will not be measured there ({', '.join(missing[:3])}"
+                          f"group(s) of {escape(str(store.path))} and will not be measured there "
+                          f"({', '.join(missing[:3])}"
                           f"{', ...' if len(missing) > 3 else ''}; shapes {', '.join(shapes[:5])}"
                           f"{', ...' if len(shapes) > 5 else ''}): use --fresh or another --out to measure them")
 
@@ -190,21 +191,28 @@ def compare(
     shapes: List[str] = typer.Option([], "--shapes", "-s",
                                      help="M_N_K list, a file, a named set (cuda-l2, smoke, smoke-cpu, square), or "
                                           "model:CONFIG@batch=1,16,128@tp=2 (both @ parts optional; batch default "
-                                          f"{','.join(map(str, DEFAULT_MODEL_BATCHES))}): the QKV, o, gate/up, down and "
+                                          f"{','.join(map(str, DEFAULT_MODEL_BATCHES))}): the QKV, o, "
+                                          "gate/up, down and "
                                           "LM-head GEMMs of a transformers config (a bundled name: "
                                           f"{', '.join(BUNDLED_MODELS)}; a directory; a config.json) with M = tokens, "
                                           "N = output and K = input features; a model runs them in the tn layout "
-                                          "(nn.Linear weights are N x K). Default: smoke on a GPU, smoke-cpu on a CPU."),
+                                          "(nn.Linear weights are N x K). Default: smoke on a GPU, "
+                                          "smoke-cpu on a CPU."),
     methods: List[str] = typer.Option([], "--methods", "-m",
-                                      help="Methods (comma separated); default: every baseline. See `hgemm-bench methods`."),
+                                      help="Methods (comma separated); default: every baseline. "
+                                           "See `hgemm-bench methods`."),
     layouts: str = typer.Option("nn,tn", help="B layouts: nn (B is KxN row-major), tn (B stored NxK)."),
-    mode: Mode = typer.Option(Mode.offline, help="offline (back to back), server (Poisson arrivals at --qps), or both."),
-    cache: Cache = typer.Option(Cache.warm, help="warm (same buffers), cold (working set >= 2x L2 or L2 flushed), or both."),
+    mode: Mode = typer.Option(Mode.offline, help="offline (back to back), server (Poisson arrivals at --qps), "
+                                                 "or both."),
+    cache: Cache = typer.Option(Cache.warm, help="warm (same buffers), cold (working set >= 2x L2 or L2 flushed), "
+                                                 "or both."),
     device: Device = typer.Option(Device.auto, help="auto: the GPU if there is one, else the CPU path."),
     out: Path = typer.Option(Path("results/compare.parquet"), "--out", "-o",
                              help="Results Parquet. An existing file is resumed: finished groups are skipped."),
-    baseline: str = typer.Option("cublaslt-autotune", help="Method the summary's speedups are relative to (best of layouts)."),
-    ci_target: float = typer.Option(compare_defaults.CI_TARGET, help="Offline: stop when every median's relative 95% CI half-width is under this."),
+    baseline: str = typer.Option("cublaslt-autotune", help="Method the summary's speedups are relative to "
+                                                           "(best of layouts)."),
+    ci_target: float = typer.Option(compare_defaults.CI_TARGET, help="Offline: stop when every median's relative 95% "
+                                                                     "CI half-width is under this."),
     budget: float = typer.Option(compare_defaults.BUDGET_S, help="Offline: time budget per shape and group, seconds."),
     min_rounds: int = typer.Option(compare_defaults.MIN_ROUNDS, help="Offline: rounds before the CI rule may stop."),
     max_rounds: int = typer.Option(compare_defaults.MAX_ROUNDS, help="Offline: hard cap on rounds."),
@@ -225,11 +233,13 @@ def compare(
     isolate: Isolate = typer.Option(Isolate.auto, help="Measure in a sandboxed worker process that may crash or hang "
                                     "without harm (auto: when any method is not a baseline)."),
     plugin: List[str] = typer.Option([], "--plugin", help="Python module to import that registers more methods."),
-    no_anticheat: bool = typer.Option(False, "--no-anticheat", help="Skip the anti-cheat checks on non-baseline methods."),
+    no_anticheat: bool = typer.Option(False, "--no-anticheat",
+                                      help="Skip the anti-cheat checks on non-baseline methods."),
     kernels_dir: List[Path] = typer.Option([], "--kernels-dir", help="Directory of external .cu kernels: our C ABI "
                                            "(cu:<stem>) or PyTorch extensions f(a, b, b_col_major, c) (ext:<stem>)."),
     label: str = typer.Option("", "--label", help="A name for the run that people read (the report's run list "
-                              "and leaderboard show it), stored in every row's run_label; a resumed run keeps its own."),
+                              "and leaderboard show it), stored in every row's run_label; "
+                              "a resumed run keeps its own."),
     plan: Optional[Path] = typer.Option(None, "--plan", help="A file of 'M_N_K METHOD[,METHOD...]' lines: each shape "
                                         "measured with its own methods (and --methods on every shape), instead of "
                                         "every method on every shape; replaces --shapes. See harness/plan.py."),
@@ -467,7 +477,8 @@ def _compare_run(pool, dev, device, settings, method_objs, specs, plugin, isolat
                 runner = CompareRunner(settings, method_objs, store, env, reporter, evaluator=evaluator, specs=specs)
             runner.run()
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {escape(str(out))}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] finished groups are saved in {escape(str(out))}; "
+                          "rerun the same command to resume")
         raise typer.Exit(130)
     except ContextLost as e:
         _fail(f"{e}. Finished groups are saved in {out}; rerun with --isolate on to sandbox the methods", code=3)
@@ -506,7 +517,8 @@ def _work_model(settings, methods, dev: str, gpu_name: Optional[str] = None):
     runnable = [m for m in methods if dev in m.devices]
     entries = (min(per_shape, len(runnable)) if per_shape else len(runnable)) * len(settings.layouts)
     return WorkModel(flops_per_s=envmod.fp16_flops_per_s(dev, gpu_name), entries=max(entries, 1),
-                     modes=tuple(settings.modes), caches=len(settings.caches), max_rounds=settings.max_rounds, budget_s=settings.budget_s,
+                     modes=tuple(settings.modes), caches=len(settings.caches), max_rounds=settings.max_rounds,
+                     budget_s=settings.budget_s,
                      server_calls=settings.server_calls, qps=settings.qps)
 
 

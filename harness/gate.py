@@ -153,7 +153,8 @@ def run_gate(
                 nan = int(torch.isnan(g.c).sum())
                 failed[c.key] = f"left {nan} of {g.c.numel()} output elements unwritten (NaN)"
             elif c.key in prev_out and torch.equal(prev_out[c.key], g.c):
-                failed[c.key] = f"output unchanged after new input values in the same buffers ({dist} draw): cached results"
+                failed[c.key] = (f"output unchanged after new input values in the same buffers ({dist} draw): "
+                                 "cached results")
             else:
                 draw_errs[c.key] = errors(g.c, ref)
                 prev_out[c.key] = g.c.clone()

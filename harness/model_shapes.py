@@ -130,7 +130,8 @@ def load_config(config: str):
     try:
         from transformers import AutoConfig
     except ImportError:
-        raise ModelShapeError("model: shapes need transformers (pip install transformers, or the test extras)") from None
+        raise ModelShapeError("model: shapes need transformers (pip install transformers, "
+                              "or the test extras)") from None
     try:
         cfg = AutoConfig.from_pretrained(str(path), local_files_only=True)
     except Exception as e:

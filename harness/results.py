@@ -113,7 +113,8 @@ RESULT_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("device_us_ci_lo", pa.float64(), "95% CI of the median, low end, us"),
     ("device_us_ci_hi", pa.float64(), "95% CI of the median, high end, us"),
     # host latency of one synchronous call, microseconds
-    ("host_us_median", pa.float64(), "wall time of one synchronous call (offline: one in each of the first 10 rounds), median, us"),
+    ("host_us_median", pa.float64(),
+     "wall time of one synchronous call (offline: one in each of the first 10 rounds), median, us"),
     ("host_us_mean", pa.float64(), "wall time of one synchronous call, mean, us"),
     ("host_us_p90", pa.float64(), "wall time of one synchronous call, 90th percentile, us"),
     ("host_us_p99", pa.float64(), "wall time of one synchronous call, 99th percentile, us"),

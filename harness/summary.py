@@ -82,10 +82,12 @@ def geomean_by_method(rows: list[SpeedupRow]) -> pd.DataFrame:
          "worst": float(min(v)), "best": float(max(v))}
         for k, v in recs.items()
     ]
-    return pd.DataFrame(data).sort_values(["mode", "cache", "geomean"], ascending=[True, True, False]) if data else pd.DataFrame()
+    return (pd.DataFrame(data).sort_values(["mode", "cache", "geomean"], ascending=[True, True, False])
+            if data else pd.DataFrame())
 
 
-def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, console, per_shape_limit: int = 24) -> None:
+def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, console,
+                  per_shape_limit: int = 24) -> None:
     from rich.table import Table
 
     if results.empty:
@@ -125,7 +127,8 @@ def print_summary(results: pd.DataFrame, samples: pd.DataFrame, baseline: str, c
         console.print("[bold]not ranked:[/] " + escape(", ".join(f"{m} {s} x{n}" for (s, m), n in counts.items())))
         reasons = bad[bad["status"].isin(["gate_failed", "error"])].drop_duplicates(["method", "status_reason"]).head(8)
         for _, r in reasons.iterrows():
-            console.print(f"  [red]{escape(str(r['method']))}[/] {r['layout']} {r['shape']}: {escape(str(r['status_reason']))}")
+            console.print(f"  [red]{escape(str(r['method']))}[/] {r['layout']} {r['shape']}: "
+                          f"{escape(str(r['status_reason']))}")
 
 
 def _fmt_speedup(s: Speedup | None) -> str:
@@ -158,4 +161,5 @@ def row_warnings(results: pd.DataFrame) -> dict[tuple[str, str], int]:
 
 def _print_warnings(results: pd.DataFrame, console) -> None:
     for (method, text), n in sorted(row_warnings(results).items(), key=lambda kv: -kv[1])[:8]:
-        console.print(f"[bold yellow]warning[/] {escape(str(method))}: {escape(str(text))} ({n} row{'s' if n > 1 else ''})")
+        console.print(f"[bold yellow]warning[/] {escape(str(method))}: {escape(str(text))} "
+                      f"({n} row{'s' if n > 1 else ''})")

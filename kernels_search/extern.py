@@ -451,7 +451,8 @@ def _resolve(prefix: str, args: str | None):
     if not args:
         return [table[k] for k in sorted(table)]
     if args not in table:
-        raise ValueError(f"no {prefix} kernel {args!r} in the registered kernels dirs; known: {', '.join(sorted(table))}")
+        raise ValueError(f"no {prefix} kernel {args!r} in the registered kernels dirs; "
+                         f"known: {', '.join(sorted(table))}")
     return table[args]
 
 

@@ -23,7 +23,8 @@ def report(
                                                       "(default: cublaslt-autotune)."),
     metric: str = typer.Option("device", help="View the page opens on: device (GPU time per call) or host."),
     headline: str = typer.Option("", help="Run the page opens on (run id or run name); default: the latest full "
-                                          "comparison (every cuBLAS-family baseline and another method, offline, GPU)."),
+                                          "comparison (every cuBLAS-family baseline and another method, "
+                                          "offline, GPU)."),
 ):
     """Build the static HTML leaderboard from results Parquet files."""
     from harness.console import echo, fail

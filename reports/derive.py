@@ -1,7 +1,8 @@
 """Which rows may be ranked, and the derived best-of-layouts rows.
 
 A row is rankable only if it was measured cleanly (``harness.results.rankable``: ``status ==
-"ok"``, the correctness gate passed, not faster than the physical floor). Best-of-layouts rows (CUDA-L2's "max") are derived here, never measured: for each
+"ok"``, the correctness gate passed, not faster than the physical floor). Best-of-layouts rows
+(CUDA-L2's "max") are derived here, never measured: for each
 method and (run, GPU, shape, mode, cache), the rankable nn/tn row with the lowest time in the
 chosen metric. The winner depends on the metric, so the derivation takes it as an argument.
 """

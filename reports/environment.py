@@ -53,7 +53,8 @@ def environment(raw: pd.DataFrame) -> list[tuple[str, str]]:
     out.append(("Temperature (max)", _range(raw["temp_c_max"], "°C")))
     thr = raw["throttled"].fillna(False).astype(bool)
     reasons = _values(raw.loc[thr, "throttle_reasons"]) if thr.any() else ""
-    out.append(("Rows measured while throttled", f"{int(thr.sum())} of {len(raw)}" + (f" ({reasons})" if reasons else "")))
+    out.append(("Rows measured while throttled",
+                f"{int(thr.sum())} of {len(raw)}" + (f" ({reasons})" if reasons else "")))
     return out
 
 
@@ -90,10 +91,12 @@ def methodology(raw: pd.DataFrame) -> list[str]:
         f"on {_values(raw['gpu_name'])}"
     paras.append(
         f"{len(methods)} methods ({', '.join(methods)}) were run on {shapes} shapes in layouts {layouts} "
-        f"{where}, dtype {_values(raw['dtype'])}. Every method went through the correctness gate on every shape before timing "
+        f"{where}, dtype {_values(raw['dtype'])}. Every method went through the correctness gate "
+        "on every shape before timing "
         f"(relative Frobenius error tolerance {_range(raw['gate_tol_rel_fro'])}, "
         f"max normalized error tolerance {_range(raw['gate_tol_max_norm'])}); "
-        f"rows that failed it, did not run, or were faster than the physical floor are listed separately and never ranked."
+        f"rows that failed it, did not run, or were faster than the physical floor are listed separately "
+        "and never ranked."
     )
     ran = raw[~raw["status"].eq("unsupported").fillna(False)]  # unsupported rows measured nothing
     for mode, g in ran.groupby("mode"):
@@ -101,7 +104,8 @@ def methodology(raw: pd.DataFrame) -> list[str]:
             s = ("Offline mode: calls run back to back; rounds interleave methods in a fresh random order. "
                  f"Device time per call was measured by {_timing_phrase(g['timing_method'])}. ")
         elif mode == "server":
-            s = (f"Server mode: calls arrive as a Poisson process at {_range(g['qps'], 'calls/s')}, so the device idles "
+            s = (f"Server mode: calls arrive as a Poisson process at {_range(g['qps'], 'calls/s')}, "
+                 "so the device idles "
                  f"between calls as in a real service; device time per call by {_timing_phrase(g['timing_method'])}. ")
         else:
             s = f"Mode {mode}: device time by {_timing_phrase(g['timing_method'])}. "
@@ -115,7 +119,8 @@ def methodology(raw: pd.DataFrame) -> list[str]:
         paras.append(s)
     for cache, g in ran.groupby("cache"):
         if cache == "cold":
-            paras.append(f"Cold cache: inputs rotate through {_range(g['input_sets'], 'buffer sets')} so the working set "
+            paras.append(f"Cold cache: inputs rotate through {_range(g['input_sets'], 'buffer sets')} "
+                         "so the working set "
                          "is at least twice the L2 cache (or L2 is flushed between calls).")
         elif cache == "warm":
             paras.append(f"Warm cache: the same buffers every call ({_range(g['input_sets'], 'input set(s)')}).")

@@ -32,7 +32,8 @@ def ci_text(e: Entry, long: bool = False) -> str:
         return f"{level} CI {e.ci_lo:.3f}× – {e.ci_hi:.3f}×" if long else f"{e.ci_lo:.3f}× – {e.ci_hi:.3f}×"
     need = min_samples_for_ci(CONFIDENCE)
     if 0 < e.covered < need:
-        return f"no {level} CI: {e.covered} shape(s), it needs {need}" if long else f"no CI ({e.covered} < {need} shapes)"
+        return (f"no {level} CI: {e.covered} shape(s), it needs {need}" if long
+                else f"no CI ({e.covered} < {need} shapes)")
     return f"no {level} CI" if long else "—"
 
 
@@ -44,7 +45,8 @@ def ranked_first(entries: list[Entry]) -> list[Entry]:
 
 
 def _entry(e: Entry, rank: int) -> dict:
-    return {"rank": rank, "ranked": e.is_baseline or e.covered >= MIN_SHAPES, "label": e.label, "method": e.method, "layout": e.layout, "baseline": e.is_baseline,
+    return {"rank": rank, "ranked": e.is_baseline or e.covered >= MIN_SHAPES, "label": e.label, "method": e.method,
+            "layout": e.layout, "baseline": e.is_baseline,
             "geomean": _r(e.geomean), "ci_lo": _r(e.ci_lo), "ci_hi": _r(e.ci_hi), "ci": ci_text(e),
             "ci_long": ci_text(e, long=True), "win_rate": _r(e.win_rate), "wins": e.wins, "covered": e.covered,
             "shapes": e.shapes_total, "gate_failures": e.gate_failures, "suspect": e.suspect,
@@ -78,7 +80,8 @@ def index_payload(runs: list[Run], headline: str, board: list[dict], baseline: s
     """``chosen``: the headline run was named by the site's builder (``--headline``), not picked as
     the latest full comparison; the page says which."""
     return {
-        "headline": headline, "headline_chosen": chosen, "baseline": baseline, "metric": metric, "board": board, "board_min_shapes": MIN_SHAPES,
+        "headline": headline, "headline_chosen": chosen, "baseline": baseline, "metric": metric, "board": board,
+        "board_min_shapes": MIN_SHAPES,
         "classes": [{"id": c, "text": t} for c, t in CLASSES], "meta": meta,
         "runs": [{"id": r.id, "run_id": r.run_id, "name": r.name, "label": r.label, "gpu": r.gpu_name, "cpu": r.cpu,
                   "started": r.started, "full": r.full, "file": f"data/{r.id}.js",

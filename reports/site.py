@@ -62,7 +62,8 @@ def owned_files(out_dir: Path) -> set[str]:
         if doc.get("written_by") != WRITER or not isinstance(files, list):
             raise ValueError("not a report manifest")
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise OutputPathError(f"{manifest} cannot be read as a report manifest ({e}); give a new or empty folder") from e
+        raise OutputPathError(f"{manifest} cannot be read as a report manifest ({e}); "
+                              "give a new or empty folder") from e
     bad = [f for f in files if not isinstance(f, str) or PurePosixPath(f).is_absolute()
            or ".." in PurePosixPath(f).parts or f == MANIFEST]
     if bad:

@@ -192,7 +192,8 @@ def build_runs(df: pd.DataFrame, baseline: str, metric: str, paths: list | None 
     for i, ((run_id, uuid), raw) in enumerate(df.groupby(["run_id", "gpu_uuid"], dropna=False, sort=True)):
         uuid = None if pd.isna(uuid) else uuid
         cpu = is_cpu(raw)
-        gpu = "CPU" if cpu else (str(raw["gpu_name"].dropna().iloc[0]) if raw["gpu_name"].notna().any() else "unknown GPU")
+        gpu = "CPU" if cpu else (str(raw["gpu_name"].dropna().iloc[0]) if raw["gpu_name"].notna().any()
+                                 else "unknown GPU")
         started = str(raw["measured_at"].min())[:16].replace("T", " ")
         sources = sorted(raw["source"].unique().tolist())
         name = run_name(raw, [paths[s] for s in sources] if paths else [])

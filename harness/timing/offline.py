@@ -64,7 +64,8 @@ class Measurement:
 
     device_us: list[float] = field(default_factory=list)
     host_us: list[float] = field(default_factory=list)
-    idle_us: list[float] = field(default_factory=list)  # server mode, CUPTI: GPU idle before each call (nan: none known)
+    # server mode, CUPTI: GPU idle before each call (nan: none known)
+    idle_us: list[float] = field(default_factory=list)
     round_sm_mhz: list[float] = field(default_factory=list)
     timing_method: str = ""
     timing_note: str = ""  # why the timing method is not the mode's usual one

@@ -34,7 +34,8 @@ class GemvRows(Family):
         # 28 for pointers and indices: measured on sm_90a, 64 registers held the default (61 used) and
         # spilled r=8 with u=1 and m=4 with u=1
         if load_registers(k) + 28 > min(cap, 255):
-            return (f"u={k['u']} x r={k['r']} loads in flight, {k['r'] * k['m']} accumulators and m={k['m']} activation "
+            return (f"u={k['u']} x r={k['r']} loads in flight, {k['r'] * k['m']} accumulators and "
+                    f"m={k['m']} activation "
                     f"vectors do not fit the {min(cap, 255)} registers a thread has at {k['cps']} CTAs of "
                     f"{k['threads']} threads per SM")
         return ""

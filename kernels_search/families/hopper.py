@@ -7,7 +7,8 @@ scheduler (persistent data-parallel; stream-K for few-tile shapes; or parallel s
 equal slices that run as the batches of one persistent batched GEMM writing fp32 slices, summed and
 cast by a second kernel launched as a programmatic dependent launch). Runtime options (one
 binary serves them all): raster order, max swizzle, SMs used by the persistent grid and, with
-stream-K, split factor, decomposition and reduction mode; with split-K, the slice count. Both B layouts are instantiated in one library. TMA needs every row stride
+stream-K, split factor, decomposition and reduction mode; with split-K, the slice count. Both B
+layouts are instantiated in one library. TMA needs every row stride
 16-byte aligned, so K and N must be multiples of 8; other shapes are declined (the library's
 dispatcher falls back to the mma.sync families, which serve any shape).
 """
@@ -197,7 +198,8 @@ class Hopper(Family):
             if tm not in (64, 128) or tm * tn > 128 * 128:
                 return "single: one consumer warpgroup holds the tile: tile_m 64 or 128, at most 128x128"
             if k["scheduler"] != "persistent":
-                return "single: one CTA per output tile (no tile scheduler): scheduler must be persistent (data-parallel)"
+                return ("single: one CTA per output tile (no tile scheduler): scheduler must be persistent "
+                        "(data-parallel)")
             if (k["raster"], k["swizzle"], k["sms"]) != (0, 1, 0):
                 # its grid is the tile grid (CUTLASS's get_grid_shape): these would only measure the
                 # same kernel again (search-h200-c spent 36 rows on such copies)

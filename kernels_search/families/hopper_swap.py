@@ -57,6 +57,7 @@ FAMILY = HopperSwap(
         Knob("schedule", ("pingpong", "single", "cooperative"), "pingpong",
              help="as the hopper family's: persistent pingpong / cooperative, or one CTA per tile"),
         Knob("stages", (0, 4, 6, 8, 10, 12), 0, help="0 = as many as fit"),
-        Knob("l2_promo", (0, *hopper.L2_PROMO_VALUES), 0, help="as the hopper family's: TMA L2 promotion, 0 = CUTLASS's 128 B"),
+        Knob("l2_promo", (0, *hopper.L2_PROMO_VALUES), 0,
+             help="as the hopper family's: TMA L2 promotion, 0 = CUTLASS's 128 B"),
     ),
 )

@@ -2,7 +2,8 @@
 
 For the shapes where cuBLAS is furthest from the memory floor: decode GEMMs (M <= 32, the weight
 matrix read once by all SMs), few-tile deep-K GEMMs and tiny ones. templates/skinny_gemm.cu:
-mma.sync m16n8k16 fed by a deep pipeline (the wide operand through the TMA engine); the larger of M and N runs along the tensor
+mma.sync m16n8k16 fed by a deep pipeline (the wide operand through the TMA engine); the larger of M
+and N runs along the tensor
 cores' 16-row side (with M <= N the kernel computes C^T = B^T A^T, so a 1-32 row activation is an
 8-column operand), one wave of CTAs takes equal runs of the (tile, k-tile) units (stream-K), so
 every SM streams the same bytes whatever the tile count, and the last CTA to finish a tile sums

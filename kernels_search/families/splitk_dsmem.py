@@ -91,7 +91,8 @@ FAMILY = SplitKDsmem(
     # H100 (run 043fc85248c6, lab/fewtile/sum-h100.md)
     # 64 x 128 tiles on deep K with both sides >= 256: 1.18-1.41x the 64 x 64 preset on 256_256_16384, 256_512_8192,
     # 512_512_16384, 128_1024_16384, 256_2048_12288 (H100, lab/fewtile/widen-plan.txt)
-    presets=("mma_pipe=1,stages=8,sum=1", "mma_pipe=1,sum=1", "bn=32,stages=8,sum=1", "bn=128,mma_pipe=1,stages=6,sum=1",
+    presets=("mma_pipe=1,stages=8,sum=1", "mma_pipe=1,sum=1", "bn=32,stages=8,sum=1",
+             "bn=128,mma_pipe=1,stages=6,sum=1",
              "swap=1,bn=8,mma_pipe=1,stages=8",
              "swap=1,bn=16,mma_pipe=1,stages=8", "swap=1,bn=32,mma_pipe=1,stages=8"),
     knobs=(
@@ -102,13 +103,16 @@ FAMILY = SplitKDsmem(
         Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),
         Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
         Knob("chains", (1, 2, 4), 1,
-             help="independent accumulator sets a stage's k16 WGMMAs alternate over (1: each waits for the one before)"),
+             help="independent accumulator sets a stage's k16 WGMMAs alternate over "
+                  "(1: each waits for the one before)"),
         Knob("sum", (0, 1), 0,
              help="1: with >= 4 slices, the slice sum with every rank's DSMEM load in flight, 4 columns a thread "
                   "(0: 8 columns, two ranks at a time)"),
         Knob("prefetch", (0, 1), 0, help="1: the TMA descriptors prefetched on entry"),
-        Knob("nn", (0, 1), 0, help="1: serves layout nn (B K x N, N-contiguous, an MN-major WGMMA operand) instead of tn"),
+        Knob("nn", (0, 1), 0,
+             help="1: serves layout nn (B K x N, N-contiguous, an MN-major WGMMA operand) instead of tn"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
-             help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, no more than fit at once)"),
+             help="K slices, the CTAs of one cluster (0 = tiles x slices about the SM count, at most 8, "
+                  "no more than fit at once)"),
     ),
 )

@@ -73,6 +73,7 @@ FAMILY = SplitKRegs(
         Knob("warps", (8, 4, 16), 8, help="warps per CTA, splitting the slice's 32-k chunks"),
         Knob("u", (1, 2), 1, help="32-k chunks a warp loads before its MMAs"),
         Knob("splits", (0, 1, 2, 4, 8, 16), 0, runtime=True,
-             help="K slices, the CTAs of one cluster (0 = about one CTA a SM, at most 8, no more than fit at once; at most 16)"),
+             help="K slices, the CTAs of one cluster (0 = about one CTA a SM, at most 8, "
+                  "no more than fit at once; at most 16)"),
     ),
 )

@@ -139,7 +139,8 @@ _ANYWHERE = [
      "static pointer state (a cache keyed by pointers across calls)"),
     (re.compile(r"\b__device__\s+(?:__managed__\s+)?(?:const\s+)?[A-Za-z_][\w:]*\s*\*+\s*[A-Za-z_]\w*\s*[=;\[]"),
      "device-global pointer state (a cache across calls)"),
-    (re.compile(r"\bstatic\s+(?!inline\b|constexpr\b|__)[^;(){}=]*\b\w*(?:cache|cached|memo|last_?(?:a|b|c|ptr|out|result)|"
+    (re.compile(r"\bstatic\s+(?!inline\b|constexpr\b|__)[^;(){}=]*\b\w*(?:cache|cached|memo|"
+                r"last_?(?:a|b|c|ptr|out|result)|"
                 r"prev_?(?:a|b|c|ptr|out|result)|done_once|computed)\w*\s*(?:\[[^\]]*\]\s*)*[=;]", re.I),
      "static state named like a cache of earlier calls"),
     # fp16 accumulation

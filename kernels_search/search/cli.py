@@ -54,16 +54,21 @@ def search(
     min_speedup: float = typer.Option(SS.min_speedup, help="Export a kernel only if its paired speedup over the "
                                                            "same-layout baseline is at least this; else the baseline "
                                                            "serves (labelled)."),
-    time_budget: float = typer.Option(SS.timing_budget_s, "--time-budget", help="Timing budget per shape call, seconds."),
+    time_budget: float = typer.Option(SS.timing_budget_s, "--time-budget",
+                                      help="Timing budget per shape call, seconds."),
     ci_target: float = typer.Option(SS.ci_target, help="Timing CI target per call."),
     epsilon: float = typer.Option(LS.epsilon, help="Exploration floor: share of picks drawn uniformly."),
     explore: float = typer.Option(LS.explore, help="Thompson draw spread (0 = greedy)."),
-    compile_penalty: float = typer.Option(LS.compile_penalty, help="Reward units a new binary costs in the acquisition."),
-    max_new_builds: Optional[int] = typer.Option(LS.max_new_builds, help="New binaries per shape batch (default 2 on CUDA)."),
-    lookahead: Optional[int] = typer.Option(SS.lookahead, help="Shapes whose candidates compile ahead (default 8 on CUDA)."),
+    compile_penalty: float = typer.Option(LS.compile_penalty,
+                                          help="Reward units a new binary costs in the acquisition."),
+    max_new_builds: Optional[int] = typer.Option(LS.max_new_builds,
+                                                 help="New binaries per shape batch (default 2 on CUDA)."),
+    lookahead: Optional[int] = typer.Option(SS.lookahead,
+                                            help="Shapes whose candidates compile ahead (default 8 on CUDA)."),
     max_rounds: Optional[int] = typer.Option(SS.max_rounds, help="Stop after this many rounds."),
     design: bool = typer.Option(LS.design, "--design/--no-design",
-                                help="Measure every family preset on a shape before the learner picks (initial design)."),
+                                help="Measure every family preset on a shape before the learner picks "
+                                     "(initial design)."),
     first_pick_rule: str = typer.Option(FP.rule, help="How the first pick orders its candidates: ranked (a LightGBM "
                                                       "LambdaRank model of which config wins on a shape, learnt from "
                                                       "every measured shape) or paired (configs compared on the same "
@@ -72,7 +77,8 @@ def search(
                                                                          "correctly on at least this many other shapes "
                                                                          "(or on all of them, in a search of fewer)."),
     first_pick_min_near: int = typer.Option(FP.min_near, min=0, help="... and among those only configs measured on at "
-                                                                     "least this many shapes near the shape (log2 M, N, K "
+                                                                     "least this many shapes near the shape "
+                                                                     "(log2 M, N, K "
                                                                      "within 2.0) while any config is; 0 = off."),
     first_pick_decline_one_slice: bool = typer.Option(FP.decline_one_slice,
                                                       "--first-pick-decline-one-slice/--first-pick-keep-one-slice",
@@ -86,7 +92,8 @@ def search(
                                                     "GPU model's packaged evidence, kernels_search/data; none "
                                                     "elsewhere), none, or compare Parquets (or .txt lists of them)."),
     prior: List[Path] = typer.Option([], "--prior", help="Compare Parquets (or .txt lists of them) the learner learns "
-                                                         "from before it searches; rows of held-out shapes are left out."),
+                                                         "from before it searches; rows of held-out shapes "
+                                                         "are left out."),
     local_share: float = typer.Option(LS.local_share, help="Share of each batch (after the design) spent on one-knob "
                                                            "mutations of the shape's two best configs; the rest is "
                                                            "picked from the whole pool."),
@@ -200,7 +207,8 @@ def search(
     except ValueError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted:[/] everything measured is in {escape(str(out))}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] everything measured is in {escape(str(out))}; "
+                          "rerun the same command to resume")
         raise typer.Exit(130)
 
 

@@ -218,7 +218,8 @@ class KernelDB:
         df = self._sel(gpu)
         if df.empty:
             return []
-        return [Shape(int(m), int(n), int(k)) for m, n, k in df[["m", "n", "k"]].drop_duplicates().itertuples(index=False)]
+        return [Shape(int(m), int(n), int(k))
+                for m, n, k in df[["m", "n", "k"]].drop_duplicates().itertuples(index=False)]
 
     def neighbours(self, shape: Shape, gpu: str | None = None, k: int = 4,
                    with_correct: bool = True) -> list[tuple[Shape, float]]:
@@ -226,7 +227,8 @@ class KernelDB:
         pool = self.correct(gpu) if with_correct else self._sel(gpu)
         if pool.empty:
             return []
-        seen = {Shape(int(m), int(n), int(kk)) for m, n, kk in pool[["m", "n", "k"]].drop_duplicates().itertuples(index=False)}
+        seen = {Shape(int(m), int(n), int(kk))
+                for m, n, kk in pool[["m", "n", "k"]].drop_duplicates().itertuples(index=False)}
         seen.discard(shape)
         return sorted(((s, shape_distance(shape, s)) for s in seen), key=lambda t: (t[1], t[0]))[:k]
 

@@ -109,7 +109,8 @@ def kernel_mn(shape: Shape, swap: bool = False) -> tuple[int, int]:
     return (shape.n, shape.m) if swap else (shape.m, shape.n)
 
 
-def launch(shape: Shape, knobs: Mapping[str, Any], swap: bool = False) -> tuple[int, int, int, int, float, float] | None:
+def launch(shape: Shape, knobs: Mapping[str, Any],
+           swap: bool = False) -> tuple[int, int, int, int, float, float] | None:
     """How a config with a tile launches on this shape, or None (no tile knobs): (tile_m, tile_n,
     the split-K slice count that runs, CTAs, wave efficiency CTAs / (waves x 132), tile fill), on
     the kernel's own problem (N x M for a ``swap`` family). The slice count is the knob's where it

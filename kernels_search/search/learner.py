@@ -395,7 +395,8 @@ class Learner:
                 cands[i].origin = "policy:epsilon"
                 continue
             else:
-                theta, why = self.model.sample(rng, self.settings.explore), "policy:local" if in_local else "policy:thompson"
+                theta, why = (self.model.sample(rng, self.settings.explore),
+                              "policy:local" if in_local else "policy:thompson")
             value = (flat @ theta).reshape(X.shape[:2]).max(axis=1) - penalty
             value[chosen] = -np.inf
             value[blocked] = -np.inf
@@ -479,7 +480,8 @@ class Learner:
             for r in grp.itertuples(index=False):
                 knobs = self.families[r.family].complete(json.loads(r.config or "{}"))
                 cand = Candidate(r.family, knobs, r.method, r.origin or "")
-                rew = None if r.reward is None or (isinstance(r.reward, float) and math.isnan(r.reward)) else float(r.reward)
+                rew = (None if r.reward is None or (isinstance(r.reward, float) and math.isnan(r.reward))
+                       else float(r.reward))
                 outs.append(Outcome(cand, r.layout, r.status, rew, None, None,
                                     status_reason=r.status_reason or "", failure=r.failure or "",
                                     row_id=r.row_id))

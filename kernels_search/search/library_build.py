@@ -197,7 +197,8 @@ def library_entries(frames: Sequence, gpu: str, shapes: Iterable[str] | None = N
             by_problem.setdefault((r["shape"], r["layout"]), []).append(r)
     entries = []
     for shape, layout in sorted(tried, key=lambda t: (_dims(t[0]), t[1])):
-        reps = sorted(by_problem.get((shape, layout), []), key=lambda r: (-r["ratio"], r["device_us_median"], r["method"]))
+        reps = sorted(by_problem.get((shape, layout), []),
+                      key=lambda r: (-r["ratio"], r["device_us_median"], r["method"]))
         best = None
         for r in reps:
             if r["ratio"] < min_speedup:
@@ -215,7 +216,8 @@ def library_entries(frames: Sequence, gpu: str, shapes: Iterable[str] | None = N
                                 paired_speedup=float(best["ratio"]), paired_runs=int(best["pairs"]),
                                 baseline_method=best["baseline_method"], baseline_layout=best["baseline_layout"],
                                 baseline_us=float(best["baseline_us"]),
-                                registers=finite_float(best["registers"]), spill_bytes=finite_float(best["spill_bytes"]),
+                                registers=finite_float(best["registers"]),
+                                spill_bytes=finite_float(best["spill_bytes"]),
                                 measured_at=best["measured_at"], run_id=_str(best["run_id"]),
                                 search_id=_str(best["search_id"]), source=best["source"]))
         else:
@@ -281,9 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True, help='the GPU model, e.g. "NVIDIA H200"')
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help=f"the shapes it covers (default {DEFAULT_SHAPES})")
     ap.add_argument("--min-speedup", type=float, default=SearchSettings.min_speedup,
-                    help=f"paired ratio a kernel needs over the strongest baseline (default {SearchSettings.min_speedup})")
+                    help="paired ratio a kernel needs over the strongest baseline "
+                         f"(default {SearchSettings.min_speedup})")
     a = ap.parse_args(argv)
-    command = " ".join(["python -m kernels_search.search.library_build", "--gpu", json.dumps(a.gpu), "--out", str(a.out),
+    command = " ".join(["python -m kernels_search.search.library_build", "--gpu", json.dumps(a.gpu),
+                        "--out", str(a.out),
                         *([f"--shapes {a.shapes}"] if a.shapes != DEFAULT_SHAPES else []),
                         *([f"--min-speedup {a.min_speedup:g}"] if a.min_speedup != SearchSettings.min_speedup else []),
                         *map(str, a.sources)])

@@ -51,7 +51,8 @@ def default_baselines(device: str) -> tuple[str, ...]:
 
 
 def search_settings(layouts: Sequence[str] = SearchSettings.layouts, *,
-                    timing_budget_s: float = SearchSettings.timing_budget_s, ci_target: float = SearchSettings.ci_target,
+                    timing_budget_s: float = SearchSettings.timing_budget_s,
+                    ci_target: float = SearchSettings.ci_target,
                     min_rounds: int = 5, max_rounds: int = 100, seed: int | None = None,
                     anticheat: bool = True) -> CompareSettings:
     """CompareSettings for search calls: offline warm timing, a shorter budget than ``compare``."""
@@ -167,7 +168,8 @@ def _summary_rows(db: KernelDB, gpu: str | None, shapes: Sequence[Shape]) -> lis
     out = []
     for r in best.itertuples(index=False):
         if r.shape in names:
-            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family, device_us=r.device_us_median,
+            out.append(dict(shape=r.shape, layout=r.layout, spec=r.method, family=r.family,
+                            device_us=r.device_us_median,
                             baseline_us=r.baseline_us, speedup=r.speedup))
     return sorted(out, key=lambda d: (d["shape"], d["layout"]))
 
@@ -275,7 +277,8 @@ def measured_specs(db: KernelDB, shape: Shape, gpu: str | None, families: Mappin
     return out
 
 
-def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, picker, *, settings: CompareSettings | None = None,
+def first_pick_eval(shapes: Sequence[Shape], evaluator, db: KernelDB, picker, *,
+                    settings: CompareSettings | None = None,
                     baselines: Sequence[str] | None = None, reference: str = "cublaslt-autotune",
                     search_id: str = "first-pick", prebuild="auto", run_id: str | None = None,
                     progress: Callable[[dict], None] | None = None) -> list[dict]:
@@ -474,7 +477,8 @@ def run_search(shapes: Sequence[Shape], budget_s: float, evaluator, db: KernelDB
         return (f"round {rnd}{' ' + final if final else ''}: {rnd_cands} candidates measured, {rnd_failed} failed"
                 f"{declined}; "
                 f"shapes measured {measured}/{len(shapes)}; best {bs}; {max(0.0, budget_left()):.0f}s of the "
-                f"{budget_s:.0f}s budget left" + (f"; {pool.pending()} builds running" if pool and pool.pending() else ""))
+                f"{budget_s:.0f}s budget left"
+                + (f"; {pool.pending()} builds running" if pool and pool.pending() else ""))
 
     try:
         while True:

@@ -48,7 +48,8 @@ class PriorSummary:
     source: str = ""  # what was folded in, when not files named by the user (e.g. the packaged evidence)
 
     def line(self) -> str:
-        return (f"prior: {self.rows} rows on {len(self.shapes)} shapes from {self.source or f'{self.files} files'} folded in"
+        return (f"prior: {self.rows} rows on {len(self.shapes)} shapes from "
+                f"{self.source or f'{self.files} files'} folded in"
                 f" ({self.skipped} rows of methods the learner does not search, {self.no_baseline} without a baseline"
                 + (f", {self.other_gpu} of another GPU model" if self.other_gpu else "") + ")")
 

@@ -98,9 +98,11 @@ class Ranker:
 
     def features(self, shape: Shape, family: str, knobs: Mapping[str, Any]) -> np.ndarray:
         s = [math.log2(shape.m), math.log2(shape.n), math.log2(shape.k), *shape_features(shape)]
-        return np.concatenate([s, self.coder(family, knobs), launch_features(shape, knobs, runs_swapped(family, knobs, self.swapped))])
+        return np.concatenate([s, self.coder(family, knobs),
+                               launch_features(shape, knobs, runs_swapped(family, knobs, self.swapped))])
 
-    def fit(self, measured_on: Mapping[str, Mapping[str, float]], config_of: Callable[[str], tuple[str, Mapping] | None],
+    def fit(self, measured_on: Mapping[str, Mapping[str, float]],
+            config_of: Callable[[str], tuple[str, Mapping] | None],
             exclude_shape: str | None = None) -> "Ranker":
         """Fit on every shape (but ``exclude_shape``) with two or more configs measured correctly
         (``measured_on``: spec -> {shape: reward}); ``config_of(spec)`` -> (family, knobs), or None

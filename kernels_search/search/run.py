@@ -18,7 +18,8 @@ held-out first-pick check runs only in the invocation that finishes the search (
 budget, rounds or exhausted). A rerun of a finished search measures no new candidate: it goes
 straight to the held-out check (read back from the DB), the export and the summary; a rerun
 with a larger budget searches on and measures the first pick of the learner it has then. The
-summary describes the whole search id (``candidates``, ``wall_s`` = budget spent, ``compile_s``, ``measure_s``, from the DB);
+summary describes the whole search id (``candidates``, ``wall_s`` = budget spent, ``compile_s``,
+``measure_s``, from the DB);
 ``run_*`` keys describe this invocation only.
 """
 
@@ -118,7 +119,8 @@ def search_main(shapes: Sequence[Shape], out: str | Path, settings: SearchSettin
     # gpu_uuid that measured it. Another model is another search.
     gpus_before = set(db.df["gpu_name"].dropna()) if not db.df.empty else set()
     if gpus_before and gpu not in gpus_before:
-        raise ValueError(f"{out} holds a search on another GPU model ({', '.join(sorted(gpus_before))}); use another folder")
+        raise ValueError(f"{out} holds a search on another GPU model ({', '.join(sorted(gpus_before))}); "
+                         "use another folder")
     if gpus_before and env.get("gpu_uuid") not in set(db.df["gpu_uuid"].dropna()):
         print_fn(f"resuming on another {gpu} ({env.get('gpu_uuid')}); rows keep the uuid that measured them")
     cuda = st.device == "cuda"
@@ -140,7 +142,8 @@ def search_main(shapes: Sequence[Shape], out: str | Path, settings: SearchSettin
                  f"(beating baseline {p.shapes_beating_baseline}) | best {bs} geomean {gm} | "
                  f"{p.candidates} cand ({p.candidates_per_s * 60:.1f}/min) | compile {p.compile_s:.0f}s "
                  f"measure {p.measure_s:.0f}s | {p.elapsed_s:.0f}/{p.budget_s:.0f}s"
-                 + (f" | {fails} failed rows" if fails else "") + (f" | {declined} declined a layout" if declined else ""))
+                 + (f" | {fails} failed rows" if fails else "")
+                 + (f" | {declined} declined a layout" if declined else ""))
 
     lookahead = (CUDA_LOOKAHEAD if cuda else 0) if st.lookahead is None else st.lookahead
     with Evaluator(st.device, env, plugins=list(st.plugins)) as ev:
@@ -227,7 +230,8 @@ def print_summary(doc: dict, print_fn: Callable[[str], None] = print, console=No
     cpm = doc.get("candidates_per_gpu_minute")
     gm = doc.get("geomean_best_speedup")
     run = ""
-    if "run_candidates" in doc and (doc["run_candidates"] != doc["candidates"] or doc.get("stop_reason") == "run-limit"):
+    if "run_candidates" in doc and (doc["run_candidates"] != doc["candidates"]
+                                    or doc.get("stop_reason") == "run-limit"):
         run = (f"; this run: {doc['run_candidates']} candidates in {doc['run_wall_s']:.0f}s "
                f"({doc.get('run_candidates_per_gpu_minute') or 0:.1f} per minute)")
     print_fn(f"{doc['candidates']} candidates in {doc['wall_s']:.0f}s ({cpm or 0:.1f} per GPU-minute; compile "
@@ -236,7 +240,8 @@ def print_summary(doc: dict, print_fn: Callable[[str], None] = print, console=No
     if doc.get("first_pick"):
         failed = [r for r in doc["first_pick"] if not r["speedup"]]
         ran = len(doc["first_pick"]) - len(failed)
-        print_fn(f"first pick on {len(doc['first_pick'])} held-out shapes: geomean {doc['first_pick_geomean'] or 0:.3f}x "
+        print_fn(f"first pick on {len(doc['first_pick'])} held-out shapes: "
+                 f"geomean {doc['first_pick_geomean'] or 0:.3f}x "
                  f"over the {ran} that ran" + (f"; {len(failed)} failed: " + ", ".join(
                      f"{r['shape']} ({r.get('failure') or 'no time'})" for r in failed) if failed else ""))
     if doc.get("stop_reason") == "run-limit":

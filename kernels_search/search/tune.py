@@ -184,7 +184,8 @@ def incumbent_spec(entries: Sequence[dict], shape: Shape, gpu: str | None) -> st
 
 
 def plan(shapes: Sequence[Shape], settings: TuneSettings = TuneSettings(),
-         print_fn: Callable[[str], None] = print, dry_run: bool = False) -> tuple[dict[str, list[TuneCandidate]], str | None]:
+         print_fn: Callable[[str], None] = print,
+         dry_run: bool = False) -> tuple[dict[str, list[TuneCandidate]], str | None]:
     """(shape -> its ranked candidates, the GPU model the ranker's evidence is from); prints one
     block per shape: each candidate, the call that would measure it, whether its binary is built,
     and why it is there. Touches no GPU. ``dry_run``: plan for the GPU host, keeping the Triton

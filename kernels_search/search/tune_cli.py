@@ -89,7 +89,8 @@ def tune(
     except ValueError as e:
         fail(str(e))
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted:[/] what was measured is in {escape(str(out))}; rerun the same command to resume")
+        err_console.print(f"[yellow]interrupted:[/] what was measured is in {escape(str(out))}; "
+                          "rerun the same command to resume")
         raise typer.Exit(130)
 
 
