@@ -73,13 +73,11 @@ class TritonSplitK(Family):
             return f"{k['num_stages']} stages need {smem} bytes of shared memory > {SMEM_LIMIT}"
         threads = k["num_warps"] * 32
         loads = (k["block_m"] + k["block_n"]) * k["block_k"] // threads
-        # each loaded element's 64-bit address is a register pair: 96 spilled 64 x 128 at 4 warps
-        if loads > 64 and not k.get("tma"):
+        if loads > 64 and not k.get("tma"):  # each loaded element's 64-bit address is a register pair: 96 spilled 64 x 128 at 4 warps
             return f"{loads} A and B elements a thread a k-tile (> 64): more warps or a smaller tile"
         acc = k["block_m"] * k["block_n"] // threads
         if acc > 128:
-            return (f"{acc} fp32 accumulators per thread (> 128, the partial sum doubles them): "
-                    "more warps or a smaller tile")
+            return f"{acc} fp32 accumulators per thread (> 128, the partial sum doubles them): more warps or a smaller tile"
         return ""
 
     def render(self, k: Mapping) -> str:
