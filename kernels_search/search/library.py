@@ -230,6 +230,12 @@ def current_gpu_name(device: str) -> str:
     return f"CPU: {platform.processor() or platform.machine()}"
 
 
+def serves_other_gpu(entry: dict, max_us: float = OTHER_GPU_MAX_US) -> bool:
+    """May ``entry`` serve a GPU model other than the one it was recorded on? Baseline entries always;
+    kernel entries only where their recorded call is under ``max_us`` (module docstring)."""
+    return entry["kind"] != "kernel" or (finite_float(entry.get("device_us")) or 0.0) < max_us
+
+
 def plan(entries: list[dict], problem: Problem, gpu_name: str, nearest: int = 4,
          max_distance: float = math.inf) -> list[tuple[str, dict]]:
     """Entries to try for ``problem``, in order: [("exact"|"nearest"|"other-gpu", entry)]; the
@@ -237,7 +243,7 @@ def plan(entries: list[dict], problem: Problem, gpu_name: str, nearest: int = 4,
     another GPU model's kernels only where their recorded call is under ``OTHER_GPU_MAX_US``."""
     same = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") == gpu_name]
     other = [e for e in entries if e["layout"] == problem.layout and e.get("gpu_name") != gpu_name
-             and not (e["kind"] == "kernel" and (finite_float(e.get("device_us")) or 0.0) >= OTHER_GPU_MAX_US)]
+             and serves_other_gpu(e)]
     out: list[tuple[str, dict]] = []
     shape = problem.shape
     for e in same:

@@ -21,36 +21,30 @@ import math
 import numpy as np
 import pandas as pd
 
-from kernels_search.search.library import DEFAULT_PATH
+from harness.results import rankable
+from kernels_search.search.library import DEFAULT_PATH, serves_other_gpu
 
 
 def replay(run: pd.DataFrame, entries: list[dict], threshold_us: float) -> tuple[int, pd.Series]:
     """(rows replaced, the library's speedup over the best baseline per shape) with the rule at ``threshold_us``."""
-    ok = run[(run["status"] == "ok") & run["gate_passed"].fillna(False).astype(bool) & ~run["below_floor"].fillna(False).astype(bool)]
+    ok = run[rankable(run, "device_us_median")]
     best_base = ok[ok["is_baseline"]].groupby("shape")["device_us_median"].min()
     autotune = ok[ok["method"] == "cublaslt-autotune"].set_index(["shape", "layout"])["device_us_median"]
-    recorded = {(e["shape"], e["layout"], e["gpu_name"]): e.get("device_us") for e in entries}
+    gpu = run["gpu_name"].iloc[0]  # a run never mixes GPU models
+    other = {(e["shape"], e["spec"], e["layout"]): e for e in entries if e["gpu_name"] != gpu}
     lib = ok[ok["method"] == "library"]
     us, replaced = [], 0
     for row in lib.itertuples():
         info = json.loads(row.info)
-        rec = recorded.get((info.get("library_shape"), row.layout, _entry_gpu(entries, info, row.layout)))
-        if (info.get("library_match") == "other-gpu" and info.get("library_kind") == "kernel"
-                and rec is not None and rec >= threshold_us and (row.shape, row.layout) in autotune.index):
+        entry = other.get((info.get("library_shape"), info.get("library_spec"), row.layout))
+        if (info.get("library_match") == "other-gpu" and entry is not None
+                and not serves_other_gpu(entry, threshold_us) and (row.shape, row.layout) in autotune.index):
             us.append(autotune[(row.shape, row.layout)])
             replaced += 1
         else:
             us.append(row.device_us_median)
     best = pd.Series(us, index=lib["shape"].values).groupby(level=0).min()
     return replaced, best_base.reindex(best.index) / best
-
-
-def _entry_gpu(entries: list[dict], info: dict, layout: str) -> str | None:
-    """The GPU model of the entry that served a row (shape, spec and layout identify it)."""
-    for e in entries:
-        if (e["shape"], e["spec"], e["layout"]) == (info.get("library_shape"), info.get("library_spec"), layout):
-            return e["gpu_name"]
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
