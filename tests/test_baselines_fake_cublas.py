@@ -128,7 +128,8 @@ class FakeLt:
             found = [(1, 0, 0), (2, 0, 4096), (WRONG_ALGO, 0, 0)]  # (id, config, workspace bytes)
             if p.get("REDUCTION_SCHEME_MASK") == 0:
                 found = [(1, 0, 0), (4, 0, 0)]
-            elif self.small_workspace_first is not None and p.get("MAX_WORKSPACE_BYTES", 0) <= ch.CUBLAS_WORKSPACE_BYTES:
+            elif (self.small_workspace_first is not None
+                  and p.get("MAX_WORKSPACE_BYTES", 0) <= ch.CUBLAS_WORKSPACE_BYTES):
                 found = [(self.small_workspace_first, 0, 0), *found]
         if p.get("MIN_ALIGNMENT_A_BYTES", 256) < 16:
             found = [(5, 0, 0)]  # only a "non-TMA" kernel works on poorly aligned pointers

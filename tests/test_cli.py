@@ -81,7 +81,8 @@ def test_compare_plan_measures_each_shape_with_its_own_methods(tmp_path):
     worker too: a family method makes the run isolated); a rerun resumes without a warning about
     methods a shape was never planned to have."""
     plan = tmp_path / "plan.txt"
-    plan.write_text("# shape  methods\n64_64_64 torch\n\n17_33_65   splitk:bm=64,splits=4,cublas  # a family spec keeps its k=v\n")
+    plan.write_text("# shape  methods\n64_64_64 torch\n\n"
+                    "17_33_65   splitk:bm=64,splits=4,cublas  # a family spec keeps its k=v\n")
     out = tmp_path / "r.parquet"
     args = ("compare", "--device", "cpu", "--plan", str(plan), "--methods", "cublaslt", "--budget", "0.2",
             "--out", str(out), "--seed", "1")
@@ -201,7 +202,8 @@ def test_kernels_dir_errors_name_the_problem(tmp_path):
     bad = tmp_path / "k"
     bad.mkdir()
     (bad / "junk.cu").write_text("__global__ void k() {}\n")
-    res = runner.invoke(app, ["compare", "--device", "cpu", "--kernels-dir", str(bad), "--out", str(tmp_path / "r.parquet")])
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--kernels-dir", str(bad),
+                              "--out", str(tmp_path / "r.parquet")])
     assert res.exit_code == 2 and "junk.cu" in res.output
 
 
@@ -384,7 +386,8 @@ def test_unwritable_out_folder_is_one_error(tmp_path):
     d.mkdir()
     d.chmod(0o500)
     try:
-        res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64", "--out", str(d / "x" / "r.parquet")])
+        res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64",
+                                  "--out", str(d / "x" / "r.parquet")])
         assert res.exit_code == 2 and "no permission to write in" in res.output
         res = runner.invoke(app, ["report", "whatever.parquet", "-o", str(d / "site")])
         assert res.exit_code == 2 and "no permission to write in" in res.output
@@ -392,7 +395,8 @@ def test_unwritable_out_folder_is_one_error(tmp_path):
         d.chmod(0o700)
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's procfs: a folder that refuses new files to root too")
+@pytest.mark.skipif(not os.path.isdir("/proc/self"),
+                    reason="needs Linux's procfs: a folder that refuses new files to root too")
 def test_out_folder_that_refuses_files_despite_its_permissions_is_one_error(tmp_path):
     """Permission bits can say yes where the filesystem says no (procfs, a read-only mount seen by
     root): the probe file catches it before anything is measured, and a probe leaves nothing behind."""
@@ -459,7 +463,8 @@ def test_output_checks_follow_the_permissions(tmp_path, monkeypatch):
 
 def test_a_shape_that_cannot_fit_is_refused_up_front(tmp_path):
     out = tmp_path / "r.parquet"
-    res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64,99999_99999_99999", "--out", str(out)])
+    res = runner.invoke(app, ["compare", "--device", "cpu", "--shapes", "64_64_64,99999_99999_99999",
+                              "--out", str(out)])
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "Traceback" not in said, said
     assert "shape 99999_99999_99999 needs" in said and "GB" in said and "available RAM" in said, said

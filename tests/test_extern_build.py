@@ -68,7 +68,8 @@ def test_two_extensions_build_in_parallel_a_broken_one_gives_its_reason_and_a_re
     good = CppExt("ext:good", _ext(tmp_path, "hgemm_prebuild_good", KERNEL))
     bad = CppExt("ext:bad", _ext(tmp_path, "hgemm_prebuild_bad", BROKEN))
     seen = []
-    first = extern_build.prebuild([good, bad], workers=2, done=lambda r: seen.append((r.method, threading.current_thread())))
+    first = extern_build.prebuild([good, bad], workers=2,
+                                  done=lambda r: seen.append((r.method, threading.current_thread())))
     assert [r.method for r in first] == ["ext:good", "ext:bad"]
     assert sorted(m for m, _ in seen) == ["ext:bad", "ext:good"]
     assert all(t is threading.main_thread() for _, t in seen)  # done() runs in the calling thread

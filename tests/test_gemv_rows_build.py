@@ -39,7 +39,8 @@ def test_serves_tn_rows_up_to_m_with_k_a_multiple_of_8():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("spec", FAM.presets + ("m=4,u=1,cps=2", "u=4,r=4,cps=2", "threads=512,cps=2", "threads=128,r=8,u=1"))
+@pytest.mark.parametrize("spec", FAM.presets + ("m=4,u=1,cps=2", "u=4,r=4,cps=2", "threads=512,cps=2",
+                                                "threads=128,r=8,u=1"))
 def test_configs_compile_without_spills_on_the_cuda_cores(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)

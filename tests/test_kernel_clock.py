@@ -184,7 +184,8 @@ def test_server_rows_carry_idle_samples_and_the_fallback_note():
     m = Measurement(device_us=[2.0, 2.5], host_us=[40.0, 45.0], idle_us=[math.nan, 4000.0], timing_method="cupti",
                     calls_per_batch=1, round_sm_mhz=[1980.0, 1980.0])
     samples = ShapeEvaluator._sample_rows(m, row)
-    assert [(s["metric"], s["round"], s["value"]) for s in samples if s["metric"] == "idle_us"] == [("idle_us", 1, 4000.0)]
+    assert ([(s["metric"], s["round"], s["value"]) for s in samples if s["metric"] == "idle_us"]
+            == [("idle_us", 1, 4000.0)])
     assert rows_to_table(samples, SAMPLE_SCHEMA).num_rows == 5
     cols = ShapeEvaluator._timing_columns(None, m, row, 1)
     assert cols["timing_method"] == "cupti" and "info" not in cols  # nothing to note

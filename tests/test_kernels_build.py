@@ -86,7 +86,8 @@ def test_ptxas_parser_reads_registers_spills_smem_and_stack():
         ("hopper", "tile_m=256,tile_n=256", "accumulator"),
         ("hopper", "tile_k=128,stages=7", "shared memory"),
         ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_stages=5", "shared memory"),
-        ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_warps=4,num_stages=2", "more warps or a smaller tile"),
+        ("triton_splitk", "block_m=128,block_n=128,block_k=128,num_warps=4,num_stages=2",
+         "more warps or a smaller tile"),
         ("triton_streamk", "block_m=128,block_n=128,block_k=128,num_stages=5", "shared memory"),
         ("triton_streamk", "block_m=128,block_n=128,num_warps=2", "more warps or a smaller tile"),
         ("triton_streamk", "per_sm=3", "not in"),
@@ -321,7 +322,8 @@ def test_splitk_tma_swap_renders_the_transposed_problem_and_leaves_other_sources
     # rendered: both B layouts' copies swapped
     assert src.count("std::swap(M, N);") == 2 and src.count("splitk_slices(N, M, K, want)") == 2
     assert src.count("Half, LayoutOpA, kAlign,") == 2 and "splitk_slices(M, N, K, want)" not in src
-    for other in (plain, hop.render(hop.parse("")), hop.render(hop.parse("schedule=single,tile_m=64,tile_n=64,cluster_m=1"))):
+    for other in (plain, hop.render(hop.parse("")),
+                  hop.render(hop.parse("schedule=single,tile_m=64,tile_n=64,cluster_m=1"))):
         assert "LayoutOpA" not in other and "std::swap" not in other
     p = Problem(Shape(1024, 64, 12288))
     assert fam.opts(k, p) == tma.opts(k, p) == [0, 1, 0, 8, 0, 0]
@@ -391,7 +393,8 @@ def test_hopper_single_schedule_is_the_non_persistent_kernel_with_its_rules():
     from kernels_search.family import template
 
     assert template("hopper_cutlass.cu").split("// @@PER_LAYOUT_BEGIN@@")[0].split("using Half")[1] in pingpong
-    assert "one consumer warpgroup" in fam.check(fam.parse("schedule=pingpong,tile_m=128,tile_n=192") | {"schedule": "single"})
+    assert "one consumer warpgroup" in fam.check(fam.parse("schedule=pingpong,tile_m=128,tile_n=192")
+                                                 | {"schedule": "single"})
     k = fam.parse("schedule=single,tile_m=64,tile_n=128,cluster_m=1")
     assert "no tile scheduler" in fam.check(k | {"scheduler": "splitk", "sk_splits": 0})
     assert fam.check(k) == ""
@@ -715,7 +718,8 @@ def test_one_wave_slice_count_fills_one_wave_with_deep_enough_slices():
     assert fam.opts(k, p)[3] == one_wave_slices(2048, 64, 8192, 64, 128) == 4  # 32 x 1 tiles
     assert swap.opts(k, p)[3] == one_wave_slices(64, 2048, 8192, 64, 128) == 8  # the transposed problem: 1 x 16
     assert fam.opts(k, p, sms=64)[3] == 2
-    assert fam.supports(k, p) and fam.render(k) == fam.render(fam.parse("tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:slices=4"))
+    assert fam.supports(k, p) and fam.render(k) == fam.render(
+        fam.parse("tile_m=64:tile_n=128:cluster_m=1:cluster_n=1:slices=4"))
     hop = FAMILIES["hopper"]
     with pytest.raises(KnobError, match="splitk only"):
         hop.parse("scheduler=streamk,sk_splits=-1")
@@ -878,8 +882,8 @@ def _triton_resource_usage(triton, cubin: bytes) -> str | None:
 
 
 @pytest.mark.parametrize("bm, bn, bk, warps", [(32, 64, 64, 4), (64, 64, 64, 4), (64, 128, 64, 4), (128, 64, 64, 4),
-                                               (128, 128, 64, 4), (128, 128, 64, 8), (64, 64, 128, 4), (128, 128, 32, 4),
-                                               (256, 128, 64, 8), (16, 64, 64, 4)])
+                                               (128, 128, 64, 4), (128, 128, 64, 8), (64, 64, 128, 4),
+                                               (128, 128, 32, 4), (256, 128, 64, 8), (16, 64, 64, 4)])
 def test_triton_pointer_register_rule_matches_ptxas(bm, bn, bk, warps):
     """The family's rule against ptxas on sm_90 (Triton's own): a config it refuses uses a stack (spills), one it
     accepts does not."""
@@ -1079,7 +1083,8 @@ def test_triton_splitk_fills_a_wave_only_where_k_is_deep():
             s = auto_split(tiles, k_tiles, 132)
             per = -(-k_tiles // s)
             assert per >= 2 and (s - 1) * per < k_tiles, (tiles, k_tiles, s)
-            assert s == 1 or tiles * s <= 132 or (tiles * s <= RESIDENT * 132 and per >= DEEP_K_TILES), (tiles, k_tiles, s)
+            assert (s == 1 or tiles * s <= 132
+                    or (tiles * s <= RESIDENT * 132 and per >= DEEP_K_TILES)), (tiles, k_tiles, s)
 
 
 def test_the_in_launch_sum_families_hash_their_launch_rules_with_the_kernel():
@@ -1104,7 +1109,7 @@ def test_the_in_launch_sum_families_hash_their_launch_rules_with_the_kernel():
     assert plain.source_hash == hashlib.sha256(FAMILIES["triton"].render(plain.knobs).encode()).hexdigest()
 
 
-_INTERP_SCRIPT = r"""
+_INTERP_SCRIPT = (r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
@@ -1146,8 +1151,10 @@ for name, make_plan, cases in [
         ("triton_splitk", splitk_plan, [(spec, 12, RAGGED[:1] + [(70, 50, 330)]) for spec in SPLITK_SPECS]
                                      + [(spec + ",tma=1", 12, [(17, 24, 40), (70, 48, 336)]) for spec in SPLITK_SPECS]),
         ("triton_streamk", streamk_plan, [(spec, sms, [(70, 50, 330), (17, 33, 65), (40, 24, 1000)]) for spec, sms in
-                                          [("block_m=16,block_n=32,block_k=16", 5), ("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
-                                           ("block_m=16,block_n=16,block_k=32", 64), ("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:
+                                          [("block_m=16,block_n=32,block_k=16", 5), """
+                                       r"""("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
+                                           ("block_m=16,block_n=16,block_k=32", 64), """
+                                       r"""("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:
     for spec, sms, shapes in cases:
         k = ALL[name].parse(spec)
         for s in shapes:
@@ -1169,7 +1176,7 @@ for name, make_plan, cases in [
                     bad.append((name, spec, s, lay, "accumulator or counters left above zero"))
 print(bad)
 sys.exit(1 if bad else 0)
-"""
+""")
 
 
 def test_triton_kernels_are_correct_in_the_interpreter():

@@ -112,15 +112,17 @@ def _shape(s: str) -> Shape:
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", SPLITK_SHAPES)
-@pytest.mark.parametrize("opts", ["splits=0", "splits=1", "splits=16,reduce=0", "splits=16,reduce=1", "splits=16,reduce=2",
-                                  "splits=16,reduce=3", "splits=4,reduce=3", "splits=0,reduce=3,spread=1",
-                                  "splits=1,kslices=2", "splits=16,reduce=0,kslices=2", "splits=16,reduce=1,kslices=4"])
+@pytest.mark.parametrize("opts", ["splits=0", "splits=1", "splits=16,reduce=0", "splits=16,reduce=1",
+                                  "splits=16,reduce=2", "splits=16,reduce=3", "splits=4,reduce=3",
+                                  "splits=0,reduce=3,spread=1", "splits=1,kslices=2",
+                                  "splits=16,reduce=0,kslices=2", "splits=16,reduce=1,kslices=4"])
 def test_splitk_matches_reference(shape, layout, opts):
     """Every reduction mode and split count gives the fp32-accumulated answer on any shape."""
     assert _run_case(f"splitk:{opts}", Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("cfg", ["bm=128,bn=128,bk=32,warps_m=2,warps_n=2,stages=3", "bm=32,bn=64,bk=128,warps_m=1,warps_n=2,stages=2",
+@pytest.mark.parametrize("cfg", ["bm=128,bn=128,bk=32,warps_m=2,warps_n=2,stages=3",
+                                 "bm=32,bn=64,bk=128,warps_m=1,warps_n=2,stages=2",
                                  "kslices=2", "bm=128,bn=64,kslices=4"])
 @pytest.mark.parametrize("shape", ["100_200_300", "256_128_16384", "33_47_129"])
 @pytest.mark.parametrize("reduce", [2, 3])
@@ -132,7 +134,8 @@ def test_splitk_other_tiles(cfg, shape, reduce):
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", RAGGED + ["64_4096_64", "512_512_512"])
-@pytest.mark.parametrize("cfg", ["", "bm=16,bn=16,bk=32,warps_m=1,warps_n=1", "bm=64,bn=64,warps_m=2,warps_n=2,stages=3",
+@pytest.mark.parametrize("cfg", ["", "bm=16,bn=16,bk=32,warps_m=1,warps_n=1",
+                                 "bm=64,bn=64,warps_m=2,warps_n=2,stages=3",
                                  "kslices=2", "bm=16,bn=16,bk=64,warps_m=1,warps_n=1,kslices=4"])
 def test_smalltile_matches_reference(shape, layout, cfg):
     assert _run_case(f"smalltile:{cfg}", Problem(_shape(shape), layout))
@@ -209,7 +212,8 @@ def test_hopper_parallel_splitk_matches_reference(hopper_built, shape, layout, r
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", ["256_128_16384", "64_1024_16384", "512_64_4096", "100_200_304"])
-@pytest.mark.parametrize("spec", ["splitk_tma:", "splitk_tma:slices=8", "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=8",
+@pytest.mark.parametrize("spec", ["splitk_tma:", "splitk_tma:slices=8",
+                                  "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=8",
                                   "splitk_tma:tile_n=128,cluster_m=1,cluster_n=4,slices=16",
                                   "splitk_tma:tile_m=128,cluster_m=1,cluster_n=2,slices=8"])
 def test_splitk_tma_matches_reference(shape, layout, spec):
@@ -363,7 +367,8 @@ def test_triton_matches_reference(shape, layout, cfg):
 
 @pytest.mark.parametrize("layout", ["nn", "tn"])
 @pytest.mark.parametrize("shape", SPLITK_SHAPES + ["128_256_4096", "512_512_16384"])
-@pytest.mark.parametrize("cfg", ["", "block_m=16,block_n=64,block_k=64,num_stages=4", "block_m=128,block_n=128,num_warps=8",
+@pytest.mark.parametrize("cfg", ["", "block_m=16,block_n=64,block_k=64,num_stages=4",
+                                 "block_m=128,block_n=128,num_warps=8",
                                  "block_m=64,block_n=64,block_k=64,split_k=64", "split_k=2"])
 def test_triton_splitk_matches_reference(shape, layout, cfg):
     """The one-launch split-K: every tile's slices summed once by its last program, on three calls in a
@@ -487,7 +492,9 @@ def test_skinny_matches_reference(spec, shape, layout):
     assert _run_case(spec, Problem(_shape(shape), layout))
 
 
-@pytest.mark.parametrize("spec, shape", [("skinny:", "1_4096_4096"), ("skinny:sched=0,splits=8,orient=1", "256_128_16384"), ("skinny:orient=1", "256_128_16384"), ("skinny:tma=0", "1_4096_4096"),
+@pytest.mark.parametrize("spec, shape", [("skinny:", "1_4096_4096"),
+                                         ("skinny:sched=0,splits=8,orient=1", "256_128_16384"),
+                                         ("skinny:orient=1", "256_128_16384"), ("skinny:tma=0", "1_4096_4096"),
                                          ("skinny:nt=32,warps_w=4,splits=1", "17_40_72")])
 def test_skinny_graph_capture_tracks_new_inputs(spec, shape):
     for layout in ("nn", "tn"):
@@ -508,7 +515,8 @@ def test_skinny_declines_unaligned_rows():
 GEMV_SHAPES = ["1_8_8", "1_4096_4096", "3_4104_1032", "8_1000_2056", "8_16_24", "16_3584_3584", "13_200_4104",
                "32_3072_8192", "17_40_72", "32_6144_4096", "2_64_16384"]
 GEMV_SPECS = ["gemv:", "gemv:splits=1", "gemv:splits=8", "gemv:mt=2", "gemv:mt=4", "gemv:mt=4,rw=2,u=2",
-              "gemv:rw=2,u=8,warps=8,kw=8,minb=1", "gemv:warps=8,kw=2,minb=1,pf=2,splits=64", "gemv:mt=2,warps=4,kw=4,pf=0,minb=2",
+              "gemv:rw=2,u=8,warps=8,kw=8,minb=1", "gemv:warps=8,kw=2,minb=1,pf=2,splits=64",
+              "gemv:mt=2,warps=4,kw=4,pf=0,minb=2",
               "gemv:mt=4,u=2,minb=2,splits=2", "gemv:pdl=1", "gemv:mt=2,warps=4,kw=1,minb=4,pdl=1,splits=4",
               "gemv:pf=4", "gemv:mt=4,minb=2,pf=4"]
 
@@ -569,7 +577,8 @@ def test_splitk_regs_matches_reference(spec, shape):
     assert "layout tn" in _run_case(spec, Problem(_shape(shape), "nn")).reason
 
 
-@pytest.mark.parametrize("spec, shape", [("splitk_regs:", "128_64_4096"), ("splitk_regs:fm=4,fn=8,splits=4", "256_256_4096")])
+@pytest.mark.parametrize("spec, shape", [("splitk_regs:", "128_64_4096"),
+                                         ("splitk_regs:fm=4,fn=8,splits=4", "256_256_4096")])
 def test_splitk_regs_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))
 
@@ -625,7 +634,8 @@ def test_splitk_dsmem_nn_matches_reference(spec, shape):
     assert "layout nn" in _run_case(spec, Problem(_shape(shape), "tn")).reason
 
 
-@pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"), ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
+@pytest.mark.parametrize("spec, shape", [("splitk_dsmem:", "256_256_4096"),
+                                         ("splitk_dsmem:bn=128,splits=8", "128_64_4096"),
                                          ("splitk_dsmem:swap=1,bn=8,stages=8", "1_4096_4096")])
 def test_splitk_dsmem_graph_capture_tracks_new_inputs(spec, shape):
     _graph_case(spec, Problem(_shape(shape), "tn"))

@@ -217,7 +217,8 @@ def test_context_from_kernel_db(tmp_path):
     # the CUTLASS-based family's figures are shown, its source (unusable for an LLM kernel) is not
     assert "hopper:x" in names and by["hopper:x"].source == "" and "CUTLASS" in by["hopper:x"].note
     prop = make(tmp_path, Canned(["x"]))
-    p = prop.build_prompt(SHAPE, SearchContext(shape=SHAPE, n=1, exclude=set(), db=db, gpu="NVIDIA H200", layouts=("nn",)))
+    p = prop.build_prompt(SHAPE, SearchContext(shape=SHAPE, n=1, exclude=set(), db=db, gpu="NVIDIA H200",
+                                               layouts=("nn",)))
     assert "speedup 1.100x" in p.user and "expected a ';'" in p.user and "M=256 N=512 K=1024" in p.user
 
 

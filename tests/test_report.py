@@ -289,7 +289,8 @@ def test_a_baseline_no_file_holds_is_a_clear_error(run_a, tmp_path):
     """A mistyped --baseline would give a page without speedups: refused, naming the methods there are."""
     from reports.site import BaselineError
 
-    with pytest.raises(BaselineError, match="'cublaslt-autotun' is no method of these results; they hold .*cublaslt-autotune"):
+    with pytest.raises(BaselineError,
+                       match="'cublaslt-autotun' is no method of these results; they hold .*cublaslt-autotune"):
         build_site([run_a], tmp_path / "site", baseline="cublaslt-autotun")
     assert not (tmp_path / "site").exists()
 
@@ -311,7 +312,8 @@ def test_wrong_schema_version_is_rejected(run_a, tmp_path):
 
 def test_empty_results_are_rejected(tmp_path):
     p = tmp_path / "empty.parquet"
-    atomic_write_table(rows_to_table([], RESULT_SCHEMA).replace_schema_metadata({META_KEY: str(SCHEMA_VERSION).encode()}), p)
+    atomic_write_table(rows_to_table([], RESULT_SCHEMA).replace_schema_metadata(
+        {META_KEY: str(SCHEMA_VERSION).encode()}), p)
     with pytest.raises(ResultsError, match="empty.parquet.*no result rows"):
         build_site([p], tmp_path / "site")
 
@@ -346,11 +348,13 @@ def test_site_is_self_contained_with_data(run_a, tmp_path):
         if not r.startswith("#"):
             assert (index.parent / r).exists(), r
     for name in ("app.js", "table.js", "charts.js", "report.css", "vendor/vega.min.js", "vendor/vega-lite.min.js",
-                 "vendor/vega-embed.min.js", "vendor/LICENSE.vega", "vendor/LICENSE.vega-lite", "vendor/LICENSE.vega-embed"):
+                 "vendor/vega-embed.min.js", "vendor/LICENSE.vega", "vendor/LICENSE.vega-lite",
+                 "vendor/LICENSE.vega-embed"):
         assert (index.parent / "static" / name).is_file(), name
     copied = list((index.parent / "data").rglob("results.parquet"))
     assert len(copied) == 2
-    assert len(list((index.parent / "data").rglob("*.samples/*.parquet"))) == 18 * 3 + 18  # run-a: 3 (mode, cache) x 18 shapes; CPU run: 18
+    # run-a: 3 (mode, cache) x 18 shapes; CPU run: 18
+    assert len(list((index.parent / "data").rglob("*.samples/*.parquet"))) == 18 * 3 + 18
     site, runs = site_runs(index)
     assert [r["file"] for r in site["runs"]] == ["data/r0.js", "data/r1.js"]
     gpu, cpu_run = runs["r0"], runs["r1"]

@@ -84,7 +84,8 @@ def test_search_loop_end_to_end_on_cpu(tmp_path):
     # a DB row is the compare row as measured plus the search's columns
     from harness.results import RESULT_COLUMNS, SCHEMA_VERSION
 
-    assert set(RESULT_COLUMNS) <= set(df.columns) and df.run_id.notna().all() and (df.schema_version == SCHEMA_VERSION).all()
+    assert (set(RESULT_COLUMNS) <= set(df.columns) and df.run_id.notna().all()
+            and (df.schema_version == SCHEMA_VERSION).all())
     assert (df[df.status == "ok"].timing_method.notna()).all() and df.tflops[df.status == "ok"].gt(0).all()
     # every call measured the baseline with the candidates, in both layouts, and paired them
     assert set(base.method) == {"torch"} and set(base.layout) == {"nn", "tn"}
@@ -145,7 +146,8 @@ RUNNER = textwrap.dedent("""
         with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"],
                        timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
             s = run_search([Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)], float(budget), ev, db, policy,
-                           batch_per_shape=2, settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1),
+                           batch_per_shape=2, """
+                        """settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1),
                            checkpoint=out / "policy.npz", search_id="resume-test",
                            max_rounds=int(max_rounds) if max_rounds != "none" else None)
         print("STOP", s.stop_reason, s.rounds, s.candidates, flush=True)
@@ -432,7 +434,8 @@ def test_search_cli_holdout_options_and_a_resume_keeps_its_held_out_shapes(tmp_p
     assert res.exit_code == 0, res.output
     assert "keeping the 1 held-out shapes" in res.output and parse_shapes(str(out / "holdout.txt")) == first
     # an exclusion that leaves the grid no shape: said, and the search runs without a held-out check
-    res = run.invoke(app, base[:-4] + ["--out", str(tmp_path / "t"), "--run-limit", "1s", "--holdout-exclude", "cuda-l2"],
+    res = run.invoke(app, base[:-4] + ["--out", str(tmp_path / "t"), "--run-limit", "1s",
+                                       "--holdout-exclude", "cuda-l2"],
                      catch_exceptions=False, env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "--holdout 1: only 0 grid shapes are outside the searched shapes and --holdout-exclude" in res.output

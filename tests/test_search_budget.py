@@ -156,7 +156,8 @@ def test_a_cli_search_keeps_its_budget_and_prints_each_round_to_a_pipe(tmp_path)
     cmd = [sys.executable, "-m", "harness.cli", "search", "--device", "cpu", "--shapes", "16_16_32,32_16_64,16_32_16",
            "--families", "cpuk", "--plugin", "test_search_plugin", "--budget", "20s", "--time-budget", "0.2",
            "--batch", "2", "--out", str(out)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ,
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     seen_running, lines = False, []

@@ -61,7 +61,8 @@ def folder(tmp_path, monkeypatch):
             rows.append(dict(search_id="s", call_id=f"c{i}", round=0, gpu_name=GPU, shape=r["shape"], m=r["m"],
                              n=r["n"], k=r["k"], layout="nn", is_baseline=r["is_baseline"],
                              method=r["method"], family="baseline" if r["is_baseline"] else "dryk",
-                             origin="policy", status="ok", status_reason="", failure="", device_us_median=r["device_us_median"],
+                             origin="policy", status="ok", status_reason="", failure="",
+                             device_us_median=r["device_us_median"],
                              config="{}" if r["is_baseline"] else json.dumps(DRY.parse(r["method"].partition(":")[2])),
                              reward=None if r["is_baseline"] else _reward(shape, r["method"])))
     db.append(rows)
@@ -163,7 +164,8 @@ def test_the_search_command_module_imports_nothing_heavy():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import sys, kernels_search.search.cli as c; assert callable(c.register); "
-            "print(sorted(m for m in ('torch', 'numpy', 'pandas', 'pyarrow', 'lightgbm', 'scipy') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'numpy', 'pandas', 'pyarrow', 'lightgbm', 'scipy') "
+            "if m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env, timeout=120)
     assert got.returncode == 0, got.stderr

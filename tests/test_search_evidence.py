@@ -81,8 +81,10 @@ def test_folding_the_evidence_equals_folding_its_source_files(tmp_path):
     a, sa = with_prior(base, paths, ["128_256_256"], "NVIDIA H200")
     b, sb = with_prior(base, ev.parts, ["128_256_256"], "NVIDIA H200", ev.label)
     assert sa.rows == sb.rows > 0 and sa.shapes == sb.shapes and "128_256_256" not in sb.shapes
-    assert sb.line().startswith(f"prior: {sb.rows} rows on {len(sb.shapes)} shapes from the packaged NVIDIA H200 evidence (3 runs)")
-    assert sa.other_gpu == 11 and sb.other_gpu == 0  # the build left the other model's rows out already (one excluded shape)
+    assert sb.line().startswith(f"prior: {sb.rows} rows on {len(sb.shapes)} shapes "
+                                "from the packaged NVIDIA H200 evidence (3 runs)")
+    # the build left the other model's rows out already (one excluded shape)
+    assert sa.other_gpu == 11 and sb.other_gpu == 0
     assert np.array_equal(a.model.A, b.model.A) and np.array_equal(a.model.b, b.model.b)
     assert a.measured_on == b.measured_on and a.seen == b.seen and a.history == b.history
     assert [list(v) for v in a.measured_on.values()] == [list(v) for v in b.measured_on.values()]

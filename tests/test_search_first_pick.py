@@ -85,7 +85,8 @@ def test_first_pick_ranks_only_configs_measured_on_enough_other_shapes():
     assert [c.spec for c in m1.ranking(held, top=1)] == [TILED.spec(lone)]
     assert [c.spec for c in m2.ranking(held)] == [TILED.spec(wide)]
     ev = m1.evidence(held, ranked[1])
-    assert ev["shapes"] == 5 and ev["nearest"] in {s.name for s in shapes} and ev["speedup"] == pytest.approx(math.exp(0.05))
+    assert (ev["shapes"] == 5 and ev["nearest"] in {s.name for s in shapes}
+            and ev["speedup"] == pytest.approx(math.exp(0.05)))
     assert m1.evidence(shapes[0], ranked[0])["shapes"] == 0  # its only shape is the one asked about
 
 
@@ -149,7 +150,8 @@ def test_first_pick_can_decline_a_config_that_leaves_a_cluster_partly_empty():
     swap = dict(ALL["hopper_swap"].defaults(), tile_m=64, tile_n=64, cluster_m=2, cluster_n=1)
     assert partial_cluster(Shape(1024, 192, 64), swap, swap=True)  # the kernel's M is N = 192: 3 tiles
     assert not partial_cluster(Shape(192, 1024, 64), swap, swap=True)
-    lr, specs = _paired_on_two("hopper", tall, flat, (Shape(256, 4096, 8192), Shape(512, 8192, 4096), Shape(256, 2048, 16384)))
+    lr, specs = _paired_on_two("hopper", tall, flat,
+                               (Shape(256, 4096, 8192), Shape(512, 8192, 4096), Shape(256, 2048, 16384)))
     assert specs(odd) == specs(even) == {fam.spec(tall), fam.spec(flat)}
     assert FirstPick(lr, PAIRED_M2).pick(odd).spec == fam.spec(tall)
     st = replace(PAIRED_M2, decline_partial_cluster=True)
@@ -173,7 +175,8 @@ def test_first_pick_can_decline_a_split_k_config_left_with_one_slice():
     wide, few = Shape(320, 3072, 14336), Shape(64, 1024, 16384)  # 144 tiles of the swapped problem; 8
     assert one_slice_split_k(wide, sk, swap=True) and not one_slice_split_k(few, sk, swap=True)
     assert not one_slice_split_k(wide, plain, swap=True)
-    lr, specs = _paired_on_two("splitk_tma_swap", sk, plain, (Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)))
+    lr, specs = _paired_on_two("splitk_tma_swap", sk, plain,
+                               (Shape(256, 2048, 8192), Shape(512, 4096, 16384), Shape(128, 1024, 8192)))
     assert specs(wide) == specs(few) == {fam.spec(sk), fam.spec(plain)}
     st = replace(PAIRED_M2, decline_one_slice=True)
     assert specs(wide, st) == {fam.spec(plain)} and specs(few, st) == {fam.spec(sk), fam.spec(plain)}

@@ -107,7 +107,8 @@ class PolicyChooser:
         self.seed = seed
 
     def __call__(self, shape, n, exclude, rnd):
-        ctx = SearchContext(shape, n, set(exclude), None, None, ("nn",), rnd, seed=hash((self.seed, rnd, shape)) & 0xFFFF)
+        ctx = SearchContext(shape, n, set(exclude), None, None, ("nn",), rnd,
+                            seed=hash((self.seed, rnd, shape)) & 0xFFFF)
         return [(c.family, c.knobs) for c in self.p.propose(shape, ctx)]
 
     def observe(self, shape, fam, knobs, r):
@@ -150,7 +151,8 @@ def test_policy_beats_random_choice_on_average_regret(seed):
     assert reg_policy[-1].mean() < reg_policy[0].mean()
     # held-out shapes never measured: the first pick (argmax of predicted reward) beats random
     held = [s for s in grid_shapes(40, 100 + seed) if s.name not in {x.name for x in shapes}][:15]
-    first = np.mean([optimum(s) - true_reward(s, (c := FirstPick(pol.p, PAIRED_M2).pick(s)).family, c.knobs) for s in held])
+    first = np.mean([optimum(s) - true_reward(s, (c := FirstPick(pol.p, PAIRED_M2).pick(s)).family, c.knobs)
+                     for s in held])
     rand = np.mean([optimum(s) - np.mean([true_reward(s, f, k) for f, k in CONFIGS]) for s in held])
     assert first < 0.7 * rand, (first, rand)
 
@@ -195,7 +197,8 @@ def test_checkpoint_round_trip_keeps_predictions_and_seen_rows(tmp_path):
 def test_pool_excludes_measured_and_broken_builds_and_unsupported():
     pol = Learner(FAMS, ("nn",))
     s = Shape(64, 64, 64)
-    bad = Candidate("tiled", {"tile": 64, "split": 2, "stages": 3, "raster": 0}, TILED.spec({"tile": 64, "split": 2, "stages": 3, "raster": 0}))
+    bad = Candidate("tiled", {"tile": 64, "split": 2, "stages": 3, "raster": 0},
+                    TILED.spec({"tile": 64, "split": 2, "stages": 3, "raster": 0}))
     pol.observe(s, [Outcome(bad, "nn", "error", -1.0, None, None, failure="compile")])
     pool = pol.pool(Shape(128, 128, 128), exclude={TILED.spec(TILED.defaults())}, seed=1)
     specs = {c.spec for c in pool}
@@ -305,9 +308,9 @@ def test_a_config_recorded_under_its_old_spec_name_counts_as_measured(tmp_path):
     old = {k: v for k, v in fam.defaults().items() if k != "kslices"}
     old_name = "splitk:" + ",".join(f"{k}={v}" for k, v in old.items())
     db = KernelDB(tmp_path / "db")
-    db.append([dict(is_baseline=False, search_id="s", call_id="c", round=0, gpu_name="NVIDIA H200", shape="256_128_16384",
-                    m=256, n=128, k=16384, layout="nn", method=old_name, family="splitk", config=json.dumps(old),
-                    status="ok")])
+    db.append([dict(is_baseline=False, search_id="s", call_id="c", round=0, gpu_name="NVIDIA H200",
+                    shape="256_128_16384", m=256, n=128, k=16384, layout="nn", method=old_name, family="splitk",
+                    config=json.dumps(old), status="ok")])
     got = measured_specs(db, Shape(256, 128, 16384), "NVIDIA H200", {"splitk": fam})
     assert got == {old_name, fam.spec(fam.defaults())} and old_name != fam.spec(fam.defaults())
     assert measured_specs(db, Shape(256, 128, 16384), "NVIDIA H200", {}) == {old_name}
@@ -382,7 +385,8 @@ def test_local_picks_change_one_knob_of_the_shapes_best_configs():
         pol = Learner(FAMS, ("nn",), settings=LearnerSettings(epsilon=0.0, design=False, local_share=share))
         for knobs, r in zip(measured, (0.4, 0.2, -0.5)):
             pol.observe(s, [Outcome(Candidate("tiled", knobs, TILED.spec(knobs)), "nn", "ok", r, None, None)])
-        pol.observe(Shape(64, 64, 64), [Outcome(Candidate("other", {"x": 1, "y": 1}, "o"), "nn", "ok", 0.9, None, None)])
+        pol.observe(Shape(64, 64, 64),
+                    [Outcome(Candidate("other", {"x": 1, "y": 1}, "o"), "nn", "ok", 0.9, None, None)])
         batch = pol.propose(s, SearchContext(s, 4, {TILED.spec(k) for k in measured}, seed=5))
         assert len(batch) == 4
         local = [c for c in batch if c.origin.startswith("policy:local")]

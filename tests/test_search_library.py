@@ -30,7 +30,8 @@ def cand_row(shape, layout, spec, us, base_us, call, **kw):
     return dict(dict(search_id="s", call_id=call, round=0, gpu_uuid="cpu", gpu_name=GPU, device="cpu", shape=shape,
                      m=m, n=n, k=k, layout=layout, is_baseline=False, method=spec, family="cpuk", origin="policy",
                      config=json.dumps({a: int(b) for a, b in knobs.items()}), status="ok", failure="",
-                     device_us_median=us, baseline_us=base_us, speedup=base_us / us if us else None, reward=0.0, elapsed_s=1.0), **kw)
+                     device_us_median=us, baseline_us=base_us, speedup=base_us / us if us else None, reward=0.0,
+                     elapsed_s=1.0), **kw)
 
 
 def base_row(shape, layout, us, call, method="torch"):
@@ -169,7 +170,8 @@ def test_library_method_through_the_harness_is_gated_and_labelled(tmp_path):
     spec = f"library:path={path}"
     with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin", "kernels_search.search.library"],
                    timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
-        for shape, match in ((Shape(16, 16, 32), "exact"), (Shape(16, 16, 48), "nearest"), (Shape(16, 16, 8), "fallback")):  # 16_16_8: 2.0 away
+        for shape, match in ((Shape(16, 16, 32), "exact"), (Shape(16, 16, 48), "nearest"),
+                             (Shape(16, 16, 8), "fallback")):  # 16_16_8: 2.0 away
             ((rows, _),) = ev.evaluate_shape(shape, ["torch", spec], search_settings(["nn", "tn"], timing_budget_s=0.1),
                                              [("offline", "warm")], "lib")
             got = {(r["method"], r["layout"]): r for r in rows}
@@ -184,8 +186,10 @@ def test_a_fallback_is_cublaslt_autotune_wherever_it_was_measured(tmp_path):
     the reference, also when another baseline measured faster; without a reference row, the
     fastest baseline."""
     d = KernelDB(tmp_path / "db")
-    d.append([base_row("16_16_32", "nn", 10.0, "c1", "cublaslt-autotune"), base_row("16_16_32", "nn", 9.9, "c1", "cublas"),
-              base_row("32_16_64", "nn", 10.0, "c2", "cublaslt-autotune"), base_row("32_16_64", "nn", 9.0, "c2", "cublas"),
+    d.append([base_row("16_16_32", "nn", 10.0, "c1", "cublaslt-autotune"),
+              base_row("16_16_32", "nn", 9.9, "c1", "cublas"),
+              base_row("32_16_64", "nn", 10.0, "c2", "cublaslt-autotune"),
+              base_row("32_16_64", "nn", 9.0, "c2", "cublas"),
               base_row("16_32_16", "nn", 10.0, "c3", "torch"), base_row("16_32_16", "nn", 9.0, "c3", "cublas")])
     by = {e["shape"]: e for e in lib.library_entries(d, min_speedup=1.02)}
     assert by["16_16_32"]["kind"] == "baseline" and by["16_16_32"]["spec"] == "cublaslt-autotune"  # 1% faster: noise
@@ -203,7 +207,8 @@ def test_another_gpu_models_kernels_serve_only_short_calls():
     long_base = dict(entry("16_16_48", "torch", kind="baseline", gpu=h200), device_us=5000.0)
     long_own = dict(entry("16_16_32", K_SLOW), device_us=5000.0)
     prob = Problem(Shape(16, 16, 32), "nn")
-    got = [(m, e["shape"], e["kind"]) for m, e in lib.plan([long_other, short_other, long_base], prob, GPU, max_distance=1.0)]
+    got = [(m, e["shape"], e["kind"])
+           for m, e in lib.plan([long_other, short_other, long_base], prob, GPU, max_distance=1.0)]
     assert got == [("other-gpu", "16_16_48", "baseline"), ("other-gpu", "16_16_64", "kernel")]
     assert [m for m, _ in lib.plan([long_own, long_other], prob, GPU, max_distance=1.0)] == ["exact"]
     assert lib.plan([long_other], prob, h200, max_distance=1.0) == [("exact", long_other)]  # its own model
@@ -226,7 +231,8 @@ def test_a_tuned_shape_serves_another_only_within_max_distance_and_the_rest_fall
     a, b = torch.randn(16, 64, dtype=torch.float16), torch.randn(64, 16, dtype=torch.float16)
     _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")  # 16_16_64: 1.0 from 16_16_32
     info = lib.served_by(16, 16, 64, "nn", library=path)
-    assert info["library_match"] == "nearest" and info["library_shape"] == "16_16_32" and info["library_distance"] == 1.0
+    assert (info["library_match"] == "nearest" and info["library_shape"] == "16_16_32"
+            and info["library_distance"] == 1.0)
     a, b = torch.randn(16, 128, dtype=torch.float16), torch.randn(128, 16, dtype=torch.float16)
     _check(lib.hgemm(a, b, "nn", library=path), a, b, "nn")  # 16_16_128: 2.0 from the nearest
     info = lib.served_by(16, 16, 128, "nn", library=path)
@@ -238,9 +244,11 @@ def test_a_tuned_shape_serves_another_only_within_max_distance_and_the_rest_fall
     assert info["fallback"] == "torch" and "no-such-baseline" in " ".join(info["library_skipped"])
     far = lib.LibraryMethod(path, max_distance=math.inf)
     assert far.name == f"library:path={path},max_distance=inf" and far.config["max_distance"] == math.inf
-    assert lib.LibraryMethod(path).max_distance == lib.MAX_DISTANCE == 1.0 and lib.LibraryMethod(path).name == f"library:path={path}"
+    assert (lib.LibraryMethod(path).max_distance == lib.MAX_DISTANCE == 1.0
+            and lib.LibraryMethod(path).name == f"library:path={path}")
     assert lib._parse_args("path=x.json,max_distance=inf") == {"path": "x.json", "max_distance": math.inf}
-    for bad, why in (("max_distance=near", "not a number"), ("max_distance=-1", ">= 0"), ("max_dist=1", "expected path=")):
+    for bad, why in (("max_distance=near", "not a number"), ("max_distance=-1", ">= 0"),
+                     ("max_dist=1", "expected path=")):
         with pytest.raises(ValueError, match=why):
             lib._parse_args(bad)
 

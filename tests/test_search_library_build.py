@@ -61,7 +61,8 @@ def sources(tmp_path):
         row("r2", "32_32_64", K_SMALL, "nn", 10.0 / 1.1),
         # K_FAST fastest but wrong in another run; a spec whose source changed since; K_SLOW 1.05x wins
         *bases("r1", "64_64_64", 10.0, 10.0), row("r1", "64_64_64", K_FAST, "nn", 5.0),
-        row("r1", "64_64_64", K_OTHER, "nn", 4.0, source_hash="0" * 64), row("r1", "64_64_64", K_SLOW, "nn", 10.0 / 1.05),
+        row("r1", "64_64_64", K_OTHER, "nn", 4.0, source_hash="0" * 64),
+        row("r1", "64_64_64", K_SLOW, "nn", 10.0 / 1.05),
         *bases("r2", "64_64_64", 10.0, 10.0), row("r2", "64_64_64", K_FAST, "nn", None, status="gate_failed"),
         *bases("r1", "128_64_64", 10.0, 10.0),  # baselines only: no entry
         *bases("r1", "256_256_256", 10.0, 10.0), row("r1", "256_256_256", K_FAST, "nn", 1.0),  # not in the shapes
@@ -105,7 +106,8 @@ def test_a_kernel_is_represented_by_its_lower_median_pair(sources, tmp_path):
     """Two pairs at 1.25x and 1.01x: K_FAST counts as 1.01x, so K_SMALL (1.10x once) wins; a third
     pair at 1.3x moves its lower median to 1.25x."""
     more = tmp_path / "more.parquet"
-    pd.DataFrame([*bases("r3", "32_32_64", 10.0, 10.0), row("r3", "32_32_64", K_FAST, "nn", 10.0 / 1.3)]).to_parquet(more)
+    pd.DataFrame([*bases("r3", "32_32_64", 10.0, 10.0),
+                  row("r3", "32_32_64", K_FAST, "nn", 10.0 / 1.3)]).to_parquet(more)
     by, _ = entries_of([*sources, more])
     e = by[("32_32_64", "nn")]
     assert e["spec"] == K_FAST and e["paired_runs"] == 3 and e["paired_speedup"] == pytest.approx(1.25)

@@ -114,7 +114,8 @@ def test_run_limit_splits_one_search_over_invocations_with_the_holdout_in_the_la
     assert d["first_pick"] == [] and d["first_pick_geomean"] is None
     assert all(shape != HELD[0].name for shape, _ in fake_eval.calls)  # no holdout after a partial run
     # ... but everything a later run needs: checkpoint, library, summary, shape files
-    assert {"policy.npz", "library.json", "summary.json", "shapes.txt", "holdout.txt"} <= {p.name for p in out.iterdir()}
+    assert ({"policy.npz", "library.json", "summary.json", "shapes.txt", "holdout.txt"}
+            <= {p.name for p in out.iterdir()})
     assert json.loads((out / "summary.json").read_text())["stop_reason"] == "run-limit"
     assert any("60s of the 100s budget left" in ln and "rerun the same command" in ln for ln in lines)
     assert any("held-out first pick" in ln and "deferred" in ln for ln in lines)
@@ -313,7 +314,8 @@ def test_a_search_resumes_on_another_machine_of_the_same_gpu_model(tmp_path, fak
     lib = json.loads((out / "library.json").read_text())
     assert {e["shape"] for e in lib["entries"]} == {s.name for s in SHAPES}
     assert {e["gpu_uuid"] for e in lib["entries"]} <= {"GPU-aaaa", "GPU-bbbb"}
-    monkeypatch.setattr(harness.env, "collect", lambda device: dict(real(device), gpu_uuid="GPU-c", gpu_name="NVIDIA H100"))
+    monkeypatch.setattr(harness.env, "collect",
+                        lambda device: dict(real(device), gpu_uuid="GPU-c", gpu_name="NVIDIA H100"))
     with pytest.raises(ValueError, match="another GPU model"):
         _main(out, lines)
 

@@ -109,7 +109,8 @@ def test_automatic_slices_fit_the_clusters_the_gpu_holds(held8, want, tmp_path):
     src = tmp_path / "pick.cu"
     src.write_text(PICK_SLICES_MAIN)
     exe = tmp_path / "pick"
-    subprocess.run([toolchain.find_nvcc(), "-std=c++17", f"-DHELD8={held8}", f"-I{templates}", str(src), "-o", str(exe)],
+    subprocess.run([toolchain.find_nvcc(), "-std=c++17", f"-DHELD8={held8}", f"-I{templates}", str(src),
+                    "-o", str(exe)],
                    check=True, capture_output=True)
     assert subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split() == want.split()
 

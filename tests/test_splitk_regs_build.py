@@ -34,7 +34,8 @@ def test_serves_tn_with_k_a_multiple_of_8_and_passes_the_slice_count():
     assert "multiple of 8" in FAM.supports(k, Problem(Shape(128, 64, 100), "tn")).reason
     assert FAM.opts(FAM.parse("splits=8"), Problem(Shape(128, 64, 4096), "tn")) == [8]
     assert registers(FAM.parse("fm=4,fn=8")) == 128 + 4 * (8 + 8)
-    assert smem_bytes(FAM.parse("")) == max(4 * 2 * 4 * 32 * 16, 32 * 36 * 4)  # half the warps' parts; the tile reuses them
+    # half the warps' parts; the tile reuses them
+    assert smem_bytes(FAM.parse("")) == max(4 * 2 * 4 * 32 * 16, 32 * 36 * 4)
 
 
 @needs_nvcc

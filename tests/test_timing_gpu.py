@@ -158,7 +158,8 @@ def test_server_mode_cold_flushes_before_each_call_and_leaves_the_flush_out_of_i
     cold = measure_server([entry], "cuda", qps=500, calls_per_entry=40, seed=1, flush_bytes=flush)["t"]
     assert warm.timing_method == cold.timing_method == "cupti", cold.timing_note
     assert max(cold.device_us) < 20, max(cold.device_us)  # no flush inside a call
-    assert statistics.median(cold.device_us) > 1.05 * statistics.median(warm.device_us), (warm.device_us, cold.device_us)
+    assert (statistics.median(cold.device_us)
+            > 1.05 * statistics.median(warm.device_us)), (warm.device_us, cold.device_us)
 
 
 def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():

@@ -89,7 +89,8 @@ def test_tune_merges_a_better_kernel_keeps_a_better_entry_and_leaves_other_gpus(
     assert len(got) == 4
     assert got[(GPU, a.name, "nn")]["paired_speedup"] == 5.0 and got[(GPU, a.name, "nn")]["spec"] == "cpuk:pad=2"
     best = "cpuk:pad=0,split=1,bug=0,small=0"
-    assert got[(GPU, b.name, "nn")]["spec"] == best and got[(GPU, b.name, "nn")]["paired_speedup"] == pytest.approx(100 / 63)
+    assert (got[(GPU, b.name, "nn")]["spec"] == best
+            and got[(GPU, b.name, "nn")]["paired_speedup"] == pytest.approx(100 / 63))
     assert got[(GPU, c.name, "nn")]["kind"] == "kernel" and got[(GPU, c.name, "nn")]["spec"] == best
     assert got[("NVIDIA H200", a.name, "nn")] == old[3]
     text = "\n".join(lines)
