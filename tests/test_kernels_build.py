@@ -1109,7 +1109,7 @@ def test_the_in_launch_sum_families_hash_their_launch_rules_with_the_kernel():
     assert plain.source_hash == hashlib.sha256(FAMILIES["triton"].render(plain.knobs).encode()).hexdigest()
 
 
-_INTERP_SCRIPT = (r"""
+_INTERP_SCRIPT = r"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
@@ -1151,10 +1151,10 @@ for name, make_plan, cases in [
         ("triton_splitk", splitk_plan, [(spec, 12, RAGGED[:1] + [(70, 50, 330)]) for spec in SPLITK_SPECS]
                                      + [(spec + ",tma=1", 12, [(17, 24, 40), (70, 48, 336)]) for spec in SPLITK_SPECS]),
         ("triton_streamk", streamk_plan, [(spec, sms, [(70, 50, 330), (17, 33, 65), (40, 24, 1000)]) for spec, sms in
-                                          [("block_m=16,block_n=32,block_k=16", 5), """
-                                       r"""("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
-                                           ("block_m=16,block_n=16,block_k=32", 64), """
-                                       r"""("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:
+                                          [("block_m=16,block_n=32,block_k=16", 5),
+                                           ("block_m=32,block_n=16,block_k=16,per_sm=2", 7),
+                                           ("block_m=16,block_n=16,block_k=32", 64),
+                                           ("block_m=16,block_n=16,block_k=32,per_sm=1", 5)]])]:
     for spec, sms, shapes in cases:
         k = ALL[name].parse(spec)
         for s in shapes:
@@ -1176,7 +1176,7 @@ for name, make_plan, cases in [
                     bad.append((name, spec, s, lay, "accumulator or counters left above zero"))
 print(bad)
 sys.exit(1 if bad else 0)
-""")
+"""
 
 
 def test_triton_kernels_are_correct_in_the_interpreter():

@@ -146,8 +146,8 @@ RUNNER = textwrap.dedent("""
         with Evaluator("cpu", envmod.collect("cpu"), plugins=["test_search_plugin"],
                        timeouts=Timeouts(start_s=120, prepare_s=20, run_s=20, timing_s=60)) as ev:
             s = run_search([Shape(16, 16, 32), Shape(32, 16, 64), Shape(16, 32, 16)], float(budget), ev, db, policy,
-                           batch_per_shape=2, """
-                        """settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1),
+                           batch_per_shape=2,
+                           settings=search_settings(["nn"], timing_budget_s=0.1, min_rounds=3, seed=1),
                            checkpoint=out / "policy.npz", search_id="resume-test",
                            max_rounds=int(max_rounds) if max_rounds != "none" else None)
         print("STOP", s.stop_reason, s.rounds, s.candidates, flush=True)
