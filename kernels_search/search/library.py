@@ -31,7 +31,8 @@ their recorded call is under ``OTHER_GPU_MAX_US`` (1 ms). Why: calls that long r
 where a kernel picked on one model does not carry to another. On an H100 serving the H200's library
 (run 255dfa84ec17, 100 grid shapes), all 8 rows served by such kernels lost to the best baseline
 (0.547x-0.998x; three under 0.76x); with the fallback's rows in their place, the same run gives 1.027x
-over the best baseline, min 0.932x, against 1.024x, min 0.751x (``lab/library/other_gpu_replay.py``).
+over the best baseline, min 0.932x, against 1.024x, min 0.751x (``lab/library/other_gpu_replay.py``). Measured
+with the rule on another H100 (run 6d7c63033b54): 1.026x, every row of a call over 1 ms served by the fallback.
 
 Why ``max_distance`` (default 1.0: one dimension 2x, or two 1.41x): measured on an H200, on
 shapes the library was never tuned for, every loss of the unlimited nearest rule came from a
