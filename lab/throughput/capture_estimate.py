@@ -35,8 +35,8 @@ def estimate(rows: pd.DataFrame, captured_call_us: float = CAPTURED_CALL_US) -> 
     a = a[info.map(lambda i: i.get("tuned")) == "timed"]
     valid = info.map(lambda i: i.get("candidates_valid")).loc[a.index].astype(float)
     us = a["device_us_median"]
-    screened = us < SCREEN_BATCH_US  # longer calls are screened by one uncaptured call
-    screen_s = (valid * batch(us, SCREEN_BATCH_US) * captured_call_us * 1e-6).where(screened, 0.0)
+    screen_batch = batch(us, SCREEN_BATCH_US)  # a batch of one call is timed without a capture
+    screen_s = (valid * screen_batch * captured_call_us * 1e-6).where((us < SCREEN_BATCH_US) & (screen_batch > 1), 0.0)
     finalists = (valid * 0.25).round().clip(lower=3).clip(upper=valid)
     final_batch = batch(us, FINAL_BATCH_US)
     final_s = (finalists * final_batch * captured_call_us * 1e-6).where(final_batch > 1, 0.0)

@@ -4,7 +4,8 @@ The grid's calls over 1 ms spend their time in rounds whose every sample is one 
 shape of the run, the medians after the first 5 and 10 rounds against the run's own: the largest shift of a
 speedup over cuBLASLt autotune (tn), whether the fastest entry stays the same, and the GPU time of the calls saved.
 
-    python -m lab.throughput.long_call_rounds results/runs/89-h200-library-grid100-cutlass/h200-library-grid100-cutlass.parquet
+    python -m lab.throughput.long_call_rounds \
+        results/runs/89-h200-library-grid100-cutlass/h200-library-grid100-cutlass.parquet
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def main(argv=None) -> None:
     run = Path(a.run)
     samples = pd.concat([pd.read_parquet(f) for f in glob.glob(str(run.with_suffix(".samples") / "*.parquet"))],
                         ignore_index=True)
-    samples = samples[(samples["mode"] == "offline") & (samples["cache"] == "warm") & (samples["metric"] == "device_us")]
+    samples = samples[(samples["mode"] == "offline") & (samples["cache"] == "warm")
+                      & (samples["metric"] == "device_us")]
     rows = pd.read_parquet(run)
     rows = rows[(rows["mode"] == "offline") & (rows["cache"] == "warm") & (rows["status"] == "ok")]
     t = replay(samples, rows)
