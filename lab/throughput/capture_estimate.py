@@ -17,6 +17,7 @@ import json
 
 import pandas as pd
 
+from harness.results import read_results
 from harness.timing.offline import FINAL_BATCH_US, SCREEN_BATCH_US
 
 CAPTURED_CALL_US = 44.0  # host time of one cuBLASLt call inside a capture (NOTES.md, call 4)
@@ -56,7 +57,7 @@ def main(argv=None) -> None:
     ap.add_argument("parquet", nargs="+")
     ap.add_argument("--captured-call-us", type=float, default=CAPTURED_CALL_US)
     args = ap.parse_args(argv)
-    rows = pd.concat([pd.read_parquet(p) for p in args.parquet], ignore_index=True)
+    rows = pd.concat([read_results(p).to_pandas() for p in args.parquet], ignore_index=True)
     print(estimate(rows, args.captured_call_us).to_string(index=False, float_format=lambda x: f"{x:.1f}"))
 
 

@@ -11,10 +11,10 @@ speedup over cuBLASLt autotune (tn), whether the fastest entry stays the same, a
 from __future__ import annotations
 
 import argparse
-import glob
-from pathlib import Path
 
 import pandas as pd
+
+from harness.results import read_results, read_samples
 
 REFERENCE = ("cublaslt-autotune", "tn")
 
@@ -42,12 +42,10 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run")
     a = ap.parse_args(argv)
-    run = Path(a.run)
-    samples = pd.concat([pd.read_parquet(f) for f in glob.glob(str(run.with_suffix(".samples") / "*.parquet"))],
-                        ignore_index=True)
+    samples = read_samples(a.run).to_pandas()
     samples = samples[(samples["mode"] == "offline") & (samples["cache"] == "warm")
                       & (samples["metric"] == "device_us")]
-    rows = pd.read_parquet(run)
+    rows = read_results(a.run).to_pandas()
     rows = rows[(rows["mode"] == "offline") & (rows["cache"] == "warm") & (rows["status"] == "ok")]
     t = replay(samples, rows)
     print(t.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
