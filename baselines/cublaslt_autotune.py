@@ -29,6 +29,11 @@ given every advantage cuBLASLt offers:
   host time of capturing that batch) override the timing core's successive halving; set, they make
   a differently named method, so a cheaper autotune can be
   measured beside the default one in the same run (its pick's time and its ``setup_s``);
+  ``screen="validation"`` screens by the validation pass's own calls instead (each candidate's one
+  call timed by the harness's ``CallTimes`` from CUPTI records): no screening rounds, so no graph
+  capture a candidate, and on calls of a millisecond or more one full call a candidate fewer; the
+  finalists are still timed in the harness's rounds. Where the kernel clock cannot trace, the graph
+  screening serves and ``info["screened_by"]`` says so;
 * one tuning per process and problem: the winner is kept (``_TUNED``, keyed by device, shape,
   layout, alignment and the limits above) and a later instance prepared for the same problem in
   the same process serves it without timing again (``info["tuned"]`` says "timed" or "reused").
@@ -58,6 +63,7 @@ DEFAULT_MAX_WORKSPACE = 1 << 30
 # CUBLASLT_REDUCTION_SCHEME_NONE (no split-K), INPLACE, COMPUTE_TYPE, OUTPUT_TYPE.
 REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
+SCREENS = ("graph", "validation")  # how the candidates are screened before the final rounds (module docstring)
 
 # (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving) -> (winner, info)
 _TUNED: dict[tuple, tuple[Any, dict]] = {}
@@ -92,7 +98,8 @@ class CublasLtAutotune:
     devices = ("cuda",)
 
     def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE,
-                 keep: float | None = None, final_rounds: int | None = None, screen_us: float | None = None):
+                 keep: float | None = None, final_rounds: int | None = None, screen_us: float | None = None,
+                 screen: str = "graph"):
         if max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
         if max_workspace < 0:
@@ -103,6 +110,11 @@ class CublasLtAutotune:
             raise ValueError("final_rounds must be >= 1")
         if screen_us is not None and not screen_us > 0:
             raise ValueError("screen_us must be > 0")
+        if screen not in SCREENS:
+            raise ValueError(f"screen must be one of {', '.join(SCREENS)}, got {screen!r}")
+        if screen != "graph" and screen_us is not None:
+            raise ValueError("screen_us sizes the graph screening's samples; screen=validation has none")
+        self.screen = screen
         self.max_candidates = max_candidates
         self.max_workspace = max_workspace
         # the timing core's successive halving, where set (None: time_candidates' own defaults)
@@ -119,6 +131,8 @@ class CublasLtAutotune:
             knobs.append(f"final_rounds={final_rounds}")
         if screen_us is not None:
             knobs.append(f"screen_us={screen_us:g}")
+        if screen != "graph":
+            knobs.append(f"screen={screen}")
         self.name = "cublaslt-autotune" + (":" + ",".join(knobs) if knobs else "")
         self.config: dict[str, Any] = {
             "api": "cublasLtMatmul",
@@ -129,6 +143,7 @@ class CublasLtAutotune:
             "max_workspace_bytes": max_workspace,
             "rel_tol": REL_TOL,
             **{f"halving_{k}": v for k, v in self.halving.items()},
+            **({"screen": screen} if screen != "graph" else {}),
         }
 
     def supports(self, problem: Problem, device: str) -> Support:
@@ -180,7 +195,7 @@ class CublasLtAutotune:
         align = inputs_alignment(ctx)
         plan = LtPlan(problem, device, align)
         key = (device, problem.m, problem.n, problem.k, problem.layout, problem.dtype, align,
-               self.max_candidates, self.max_workspace, tuple(sorted(self.halving.items())))
+               self.max_candidates, self.max_workspace, tuple(sorted(self.halving.items())), self.screen)
         if key in _TUNED:
             winner, info = _TUNED[key]
             try:
@@ -200,25 +215,42 @@ class CublasLtAutotune:
             # Validate every candidate against the heuristic top-1 (candidate 0) on fresh inputs.
             a, b, ref, out = validation_buffers(problem, device)
             fns[0](a, b, ref)
+            clock = ctx.call_times() if self.screen == "validation" and ctx.call_times is not None else None
 
             def outputs():  # each candidate's output in turn (None: it raised), its error taken on the device
-                for fn in fns:
+                for i, fn in enumerate(fns):
                     try:
                         out.fill_(float("nan"))
-                        fn(a, b, out)
+                        if clock is None:
+                            fn(a, b, out)
+                        else:
+                            clock.call(i, fn, a, b, out)
                     except Exception:
                         yield None
                         continue
                     yield out
 
-            errors = dict(enumerate(relative_errors(outputs(), ref)))
+            try:
+                errors = dict(enumerate(relative_errors(outputs(), ref)))
+            finally:
+                call_us = clock.close() if clock is not None else {}
             valid = [i for i, err in errors.items() if err <= REL_TOL]
             del a, b, out, ref
             if not valid:
                 raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")
+            screened = [call_us.get(i) for i in valid]
+            if self.screen == "graph":
+                screened_by = "graph rounds"
+            elif clock is None or clock.unavailable or None in screened:
+                why = "no kernel clock on this device" if clock is None else (
+                    clock.unavailable or f"{screened.count(None)} valid candidates without a record")
+                screened, screened_by = None, f"graph rounds (validation calls untimed: {why})"
+            else:
+                screened_by = "validation calls (CUPTI)"
 
             # every candidate just ran in the validation pass: no warm-up call before its timing
-            medians = list(ctx.time_candidates([fns[i] for i in valid], warmed=True, **self.halving))
+            extra = {"screened": screened} if self.screen == "validation" and screened is not None else {}
+            medians = list(ctx.time_candidates([fns[i] for i in valid], warmed=True, **self.halving, **extra))
             if len(medians) != len(valid):
                 raise RuntimeError("time_candidates returned a wrong number of timings")
             best_pos = min(range(len(valid)), key=lambda p: medians[p])
@@ -234,7 +266,8 @@ class CublasLtAutotune:
         except Exception:
             plan.close()
             raise
-        top1_us = medians[0] if valid[0] == 0 else float("nan")
+        # candidate 0's time where it was timed in the rounds (screened out: inf, reported as nan)
+        top1_us = medians[0] if valid[0] == 0 and medians[0] != float("inf") else float("nan")
         info = {
             "candidates": int(len(cands)),
             "candidates_valid": len(valid),
@@ -246,6 +279,7 @@ class CublasLtAutotune:
             "tuned_us": float(medians[best_pos]),
             "top1_us": float(top1_us),
             "max_rel_err_valid": max(errors[i] for i in valid),
+            "screened_by": screened_by,
             **algo_config(winner.ctypes.data),
         }
         _TUNED[key] = (winner.copy(), info)

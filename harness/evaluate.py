@@ -39,6 +39,7 @@ from harness.shapes import ShapeOrigin, origin_columns
 from harness.tensors import GUARD_ELEMS, InputSet, cold_set_count, set_bytes, timing_sets
 from harness.timing import Entry, Measurement, OfflineSettings, measure_offline, measure_server, time_candidates
 from harness.timing.clocks import ClockLog, ClockSampler
+from harness.timing.kernel_clock import CallTimes
 from harness.timing.stats import summarize
 
 MODES = ("offline", "server")
@@ -219,7 +220,8 @@ class ShapeEvaluator:
             self.reporter.stage(f"prepare {slot.method.name} {slot.problem.layout}")
             self.reporter.candidate("prepare", slot.key)
             ins = inputs[slot.problem.layout]
-            ctx = PrepareContext(self.device, ins, partial(time_candidates, inputs=ins, device=self.device))
+            ctx = PrepareContext(self.device, ins, partial(time_candidates, inputs=ins, device=self.device),
+                                 CallTimes if self.device == "cuda" else None)
             t0 = time.perf_counter()
             try:
                 prep = slot.method.prepare(slot.problem, ctx)

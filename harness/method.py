@@ -65,11 +65,15 @@ class PrepareContext:
     ``time_candidates(fns)`` times a list of GEMM callables on those inputs, interleaved, and
     returns each one's median device microseconds (inf for a call that raised); with
     ``warmed=True`` the caller says every callable has just run on inputs of this shape.
+    ``call_times()`` (None where the device has no kernel clock) opens a ``CallTimes``: the device time
+    of calls the method makes anyway, passed back as ``time_candidates(..., screened=...)`` so that
+    those calls screen the candidates instead of timing rounds of their own.
     """
 
     device: str
     inputs: tuple[Any, Any, Any]
-    time_candidates: Callable[..., list[float]]  # (fns, *, warmed=False) -> medians
+    time_candidates: Callable[..., list[float]]  # (fns, *, warmed=False, screened=None) -> medians
+    call_times: Callable[[], Any] | None = None  # () -> harness.timing.kernel_clock.CallTimes
 
 
 @runtime_checkable

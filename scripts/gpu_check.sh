@@ -39,7 +39,9 @@
 #            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
 #   autotuneab the default cuBLASLt autotune and AUTOTUNEAB_CHEAP (cublaslt-autotune:keep=0.1,final_rounds=5) in one compare
 #            on BATCHAB_SHAPES with the other baselines, then lab/throughput/autotune_ab.py: does the cheaper tuning pick
-#            as fast a kernel, and what it saves in setup_s
+#            as fast a kernel, and what it saves in setup_s; AUTOTUNEAB_BOTH_ORDERS=1: a second compare with the variant
+#            prepared first (the second tuning of a shape finds the candidates' modules loaded); the runs come back as
+#            autotuneab-runs.tgz
 #   grid     the full cuda-l2 grid (1,000 shapes), the four baselines, both layouts, offline, warm, compare's
 #            defaults; resumed from a carried .hbstate/grid.tgz (an earlier call's $OUT/grid.tgz), stopped by
 #            SIGINT after GRID_LIMIT (540) s keeping the shapes it finished; each call's wall time is appended
@@ -312,7 +314,14 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       log "autotuneab: cublaslt-autotune against $cheap on ${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}"
       $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$cheap" > "$OUT/autotuneab.txt" 2>&1
-      python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md" ;;
+      python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md"
+      if [ -n "${AUTOTUNEAB_BOTH_ORDERS:-}" ]; then  # the variant prepared first: what runs second finds modules loaded
+        log "autotuneab: the same with $cheap prepared before cublaslt-autotune"
+        $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 13 --fresh --out /tmp/hb/autotuneab2.parquet \
+          --methods "torch,cublas,cublaslt,$cheap,cublaslt-autotune" > "$OUT/autotuneab2.txt" 2>&1
+        python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab2.parquet --cheap "$cheap" 2>&1 | tee -a "$OUT/autotuneab.md"
+      fi
+      mkdir -p /tmp/hb/ab-runs && cp /tmp/hb/autotuneab*.parquet /tmp/hb/ab-runs/ && tar czf "$OUT/autotuneab-runs.tgz" -C /tmp/hb ab-runs ;;
     autotunegap)
       log "autotunegap: autotune's kept call against its own tuning (lab/throughput/autotune_gap.py)"
       python3 -m lab.throughput.autotune_gap ${AUTOTUNEGAP_CASES:-1024_256_16384 nn 16384_1024_16384 tn 512_2048_4096 nn 256_4096_4096 tn} \

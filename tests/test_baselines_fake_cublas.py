@@ -546,3 +546,82 @@ def test_autotune_times_the_heuristics_pick_at_the_default_workspace(fake):
     assert_close(c, ref)
     for pr in (heur, prep):
         pr.close()
+
+
+class FakeCallTimes:
+    """The harness's ``CallTimes`` on the fake cuBLASLt: a call's time is its algorithm id's entry in ``times``."""
+
+    def __init__(self, fake, times, unavailable=None):
+        self.fake, self.times, self.unavailable = fake, times, unavailable
+        self.algo_of_call: dict[int, int] = {}
+        self.closed = False
+
+    def call(self, call_id, fn, *args):
+        before = len(self.fake.calls)
+        out = fn(*args)
+        self.algo_of_call[call_id] = self.fake.calls[before]
+        return out
+
+    def close(self):
+        self.closed = True
+        return {} if self.unavailable else {i: self.times.get(a, 10.0) for i, a in self.algo_of_call.items()}
+
+
+def test_autotune_screened_by_its_validation_calls(fake):
+    """``screen=validation``: each candidate's validation call is timed by the harness's clock and those times, in
+    the order of the valid candidates, replace the screening rounds; the default autotune never opens the clock, and
+    without a clock (or when it could not trace) the graph screening serves and the row says why."""
+    from dataclasses import replace
+
+    import baselines  # noqa: F401  (registers the methods)
+    from baselines.cublaslt_autotune import CublasLtAutotune
+    from harness import registry
+
+    (m,) = registry.resolve(["cublaslt-autotune:screen=validation"])
+    assert m.name == "cublaslt-autotune:screen=validation" and m.config["screen"] == "validation"
+    assert "screen" not in CublasLtAutotune().config
+    for bad in ("screen=graphs", "screen=validation,screen_us=30"):
+        with pytest.raises(ValueError):
+            registry.resolve([f"cublaslt-autotune:{bad}"])
+
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    passed: list = []
+    clocks: list[FakeCallTimes] = []
+
+    def run(method, clock_kw=None, with_clock=True):
+        forget = __import__("baselines.cublaslt_autotune", fromlist=["forget_tuning"]).forget_tuning
+        forget()
+        fake.calls.clear()
+        base, _ = ctx_for(fake, (a, b, c), {10: 5.0})
+
+        def time_candidates(fns, warmed=False, screened=None, **halving):
+            passed.append(screened)
+            return base.time_candidates(fns, warmed=warmed, **halving)
+
+        def call_times():
+            clocks.append(FakeCallTimes(fake, {10: 1.0, 1: 3.0}, **(clock_kw or {})))
+            return clocks[-1]
+
+        ctx = replace(base, time_candidates=time_candidates, call_times=call_times if with_clock else None)
+        prep = method.prepare(p, ctx)
+        prep.close()
+        return prep
+
+    default = run(CublasLtAutotune())
+    assert clocks == [] and passed == [None] and default.info["screened_by"] == "graph rounds"
+
+    prep = run(m)
+    (clock,) = clocks
+    assert clock.closed and prep.info["screened_by"] == "validation calls (CUPTI)"
+    # the raising candidates left no call, the wrong one is not valid: the rest, in candidate order
+    valid_algos = [clock.algo_of_call[i] for i in sorted(clock.algo_of_call) if clock.algo_of_call[i] != WRONG_ALGO]
+    assert len(passed[-1]) == prep.info["candidates_valid"] == len(valid_algos)
+    assert passed[-1] == [{10: 1.0, 1: 3.0}.get(algo, 10.0) for algo in valid_algos]
+    assert prep.info["algo_id"] == 10  # the timing core's finals (5.0 us for id 10) decide, as before
+
+    untraced = run(m, {"unavailable": "cupti-python not importable"})
+    assert passed[-1] is None and clocks[-1].closed
+    assert untraced.info["screened_by"] == "graph rounds (validation calls untimed: cupti-python not importable)"
+    no_clock = run(m, with_clock=False)
+    assert passed[-1] is None and "no kernel clock" in no_clock.info["screened_by"]

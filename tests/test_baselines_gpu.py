@@ -193,3 +193,32 @@ def test_current_stream_ptr_follows_torch_current_stream():
     with torch.cuda.stream(side):
         assert current_stream_ptr() == side.cuda_stream != torch.cuda.default_stream().cuda_stream
     assert current_stream_ptr() == torch.cuda.current_stream().cuda_stream
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 64), (2048, 2048, 2048)], ids=lambda s: "_".join(map(str, s)))
+def test_autotune_screened_by_validation_calls_picks_as_the_default_does(shape):
+    """``screen=validation`` screens with CUPTI times of its validation calls (no graph screening) and keeps an
+    algorithm within 5 % of the default autotune's pick, the two timed in the same rounds."""
+    from functools import partial
+
+    from harness.method import PrepareContext
+    from harness.timing import Entry, OfflineSettings, measure_offline, time_candidates
+    from harness.timing.kernel_clock import CallTimes
+    from harness.tensors import InputSet
+
+    p = Problem(Shape(*shape), "tn")
+    a, b, c = make_inputs(p)[:3]
+    ctx = PrepareContext("cuda", (a, b, c), partial(time_candidates, inputs=(a, b, c), device="cuda"), CallTimes)
+    (default,) = registry.resolve(["cublaslt-autotune"])
+    (screened,) = registry.resolve(["cublaslt-autotune:screen=validation"])
+    preps = [m.prepare(p, ctx) for m in (default, screened)]
+    try:
+        assert preps[1].info["screened_by"] == "validation calls (CUPTI)", preps[1].info["screened_by"]
+        sets = [InputSet(a, b, c)]
+        res = measure_offline([Entry(i, pr.fn, sets) for i, pr in enumerate(preps)], "cuda",
+                              OfflineSettings(min_rounds=10, max_rounds=30, budget_s=5))
+        med = [sorted(res[i].device_us)[len(res[i].device_us) // 2] for i in range(2)]
+        assert med[1] <= 1.05 * med[0], (med, preps[0].info["algo_id"], preps[1].info["algo_id"])
+    finally:
+        for pr in preps:
+            pr.close()

@@ -166,6 +166,44 @@ def test_a_failure_inside_the_session_yields_no_spans(fake_cupti):
     assert clock.close() == {} and "begin: RuntimeError: lost" in clock.summary() and mod.enabled == []
 
 
+def test_call_times_tag_the_callers_calls_and_return_their_device_time(fake_cupti):
+    """``CallTimes``: each ``call`` is one external correlation id, also when the call raises; work between calls
+    (untagged) is no call's; ``close`` gives device microseconds per call and turns tracing off."""
+    from harness.timing.kernel_clock import CallTimes
+
+    mod = fake_cupti()
+    times = CallTimes()
+    assert times.unavailable is None and set(mod.enabled) == {10, 2, 1, 39, 4, 5}
+    done = next(c[2] for c in mod.calls if c[0] == "register")
+    assert times.call(0, lambda x, y: x + y, 2, 3) == 5
+
+    def boom():
+        raise RuntimeError("candidate failed")
+    with pytest.raises(RuntimeError, match="candidate failed"):
+        times.call(1, boom)
+    times.call(2, lambda: None)
+    assert [c for c in mod.calls if c[0] in ("push", "pop")] == [("push", 0), ("pop",), ("push", 1), ("pop",),
+                                                                  ("push", 2), ("pop",)]
+    mod.activity_flush_all = lambda flag: done([
+        NS(kind=10, start=1_000, end=3_000, correlation_id=11), NS(kind=10, start=3_500, end=4_000, correlation_id=12),
+        NS(kind=2, start=5_000, end=9_000, correlation_id=13),  # a fill between calls: untagged
+        NS(kind=10, start=9_000, end=10_000, correlation_id=14),
+        NS(kind=39, external_kind=3, correlation_id=11, external_id=0),
+        NS(kind=39, external_kind=3, correlation_id=12, external_id=0),
+        NS(kind=39, external_kind=3, correlation_id=14, external_id=2)])
+    assert times.close() == {0: 2.5, 2: 1.0} and mod.enabled == []
+    assert times.close() == {}  # closed once
+
+
+def test_call_times_without_cupti_call_straight_through_and_say_why(monkeypatch):
+    from harness.timing.kernel_clock import CallTimes
+
+    monkeypatch.setitem(sys.modules, "cupti", None)
+    times = CallTimes()
+    assert "not importable" in times.unavailable
+    assert times.call(0, lambda: 7) == 7 and times.close() == {}
+
+
 def test_real_cupti_python_without_a_gpu_is_unavailable_not_a_crash():
     pytest.importorskip("cupti")
     import torch

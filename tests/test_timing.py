@@ -167,6 +167,35 @@ def test_time_candidates_sizes_every_batch_from_one_call_and_screens_long_calls_
     assert run(SCREEN_BATCH_US / 2, screen_batch_us=SCREEN_BATCH_US / 4)[11] == 1  # now longer than a batch
 
 
+def test_time_candidates_screened_by_the_callers_calls_runs_no_screening_and_times_only_finalists(monkeypatch):
+    """With ``screened`` (one call each, timed by the caller) no candidate is screened again: the best quarter (at
+    least 3) by those times are timed in the final rounds, the rest score inf (an eager call's kernel time is not
+    comparable with the finals' medians), and a candidate that raised there is never a finalist."""
+    import types
+
+    from harness.timing import samplers
+
+    now = [0.0]
+    monkeypatch.setattr(samplers, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    counts: dict[int, int] = {}
+
+    def counted(i):
+        def fn(a, b, c):
+            counts[i] = counts.get(i, 0) + 1
+            now[0] += (50 + i) * 1e-6  # the finals rank by this, whatever the screen said
+        return fn
+
+    screened = [9.0, float("inf"), 1.0, 2.0, 8.0, 3.0, 7.0, 6.0, 5.0, 4.0, 10.0, 11.0]
+    t = time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", rounds=4, screened=screened)
+    assert sorted(counts) == [0, 2, 3, 5]  # the batch sizing (candidate 0), then the finalists 2, 3, 5
+    assert counts[0] == 2  # estimate_call_us: a warm-up call and a timed one, no screening call
+    assert min(counts[i] for i in (2, 3, 5)) >= 4  # one sample of at least one call a final round
+    assert [i for i in range(12) if t[i] < float("inf")] == [2, 3, 5]
+    assert min(range(12), key=lambda i: t[i]) == 2
+    with pytest.raises(ValueError, match="screened has 2 times for 12 candidates"):
+        time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", screened=[1.0, 2.0])
+
+
 def test_host_samples_stop_after_host_rounds():
     entries = [Entry("a", busy(30), SETS)]
     res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.0, min_rounds=12, max_rounds=12, budget_s=60,

@@ -1,7 +1,7 @@
 """The GPU's own timestamps on each isolated call, from CUPTI activity records (cupti-python).
 
 Owns CUPTI for one session of isolated calls (server mode; offline cold samples of shapes that flush
-the L2): ``KernelClock.open`` turns on activity records for GPU operations (kernels, memsets, memory
+the L2; ``CallTimes``: calls a method makes while it prepares): ``KernelClock.open`` turns on activity records for GPU operations (kernels, memsets, memory
 copies), ``begin``/``end`` tag each call, ``take`` reads one call's span while the session goes on,
 and ``close`` collects the records and maps them to calls. A call's device time is the time the GPU
 spent on its operations (the union of their intervals), so the several kernels of one call (split-K
@@ -328,6 +328,50 @@ class KernelClock:
         if self.failed:
             parts.append(f"failed: {self.failed}")
         return ", ".join(parts)
+
+
+class CallTimes:
+    """Each tagged call's device time from one ``correlation`` session: for a caller that makes the calls
+    anyway and wants their GPU time without calling again (cuBLASLt autotune's validation pass, one eager
+    call of each candidate, screens the candidates for ``time_candidates``). The calls need not be isolated:
+    only the operations launched inside ``call`` are the call's, so work between calls (filling an output,
+    checking it) is not counted. Where CUPTI cannot trace, ``unavailable`` says why and ``close`` returns {};
+    the caller then screens by graph rounds as before.
+    """
+
+    def __init__(self) -> None:
+        self.unavailable: str | None = None
+        self._clock: KernelClock | None = None
+        try:
+            self._clock = KernelClock.open("correlation")
+        except KernelClockUnavailable as e:
+            self.unavailable = str(e)
+
+    def call(self, call_id: int, fn, *args):
+        """``fn(*args)`` with its GPU operations tagged ``call_id`` (ids unique within the session)."""
+        if self._clock is None:
+            return fn(*args)
+        self._clock.begin(call_id)
+        try:
+            return fn(*args)
+        finally:
+            self._clock.end()
+
+    def close(self) -> dict[int, float]:
+        """Device microseconds of each call that launched GPU work (synchronizes first); tracing ends."""
+        if self._clock is None:
+            return {}
+        clock, self._clock = self._clock, None
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        finally:
+            spans = clock.close()
+        if clock.failed:
+            self.unavailable = clock.summary()
+        return {i: span.device_us for i, span in spans.items()}
 
 
 def _dropped(cupti: Any) -> int | None:

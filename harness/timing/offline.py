@@ -168,7 +168,8 @@ FINAL_BATCH_US = 300.0  # a finalist's sample: its median decides the autotune
 
 def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0,
                     screen_rounds: int = 2, keep_fraction: float = 0.25, warmed: bool = False,
-                    screen_batch_us: float = SCREEN_BATCH_US) -> list[float]:
+                    screen_batch_us: float = SCREEN_BATCH_US,
+                    screened: Sequence[float] | None = None) -> list[float]:
     """Median device microseconds of each candidate on one input set, interleaved rounds.
 
     This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
@@ -182,6 +183,11 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     ``warmed``: the caller has just run every candidate on inputs of this shape (a validation
     pass), so a sampler of one-call batches skips its warm-up call. A candidate that raises
     scores infinity.
+    ``screened``: each candidate's device microseconds from one call the caller has already made
+    and timed (``CallTimes``: cuBLASLt autotune's validation pass), inf for one that raised. It
+    replaces the screening rounds: the finalists are the best ``keep_fraction`` by it, and a
+    candidate that is not a finalist scores infinity, since one eager call's kernel time (no gap
+    between calls) is not comparable with the finals' graph-timed medians.
     """
     a, b, c = inputs
     sets = [InputSet(a, b, c)]
@@ -202,6 +208,15 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
         return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
 
     everyone = list(range(len(fns)))
+    if screened is not None:
+        if len(screened) != len(fns):
+            raise ValueError(f"screened has {len(screened)} times for {len(fns)} candidates")
+        n_keep = max(3, int(round(len(fns) * keep_fraction)))
+        finalists = sorted((i for i in everyone if screened[i] != float("inf")), key=lambda i: screened[i])[:n_keep]
+        out = {i: float("inf") for i in everyone}
+        if finalists:
+            out.update(run(finalists, rounds, FINAL_BATCH_US))
+        return [out[i] for i in everyone]
     if len(fns) <= 3 or screen_rounds >= rounds:
         out = run(everyone, rounds, FINAL_BATCH_US)
     else:

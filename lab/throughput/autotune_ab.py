@@ -12,6 +12,7 @@ autotune: queries, validation, timing), i.e. what the cheaper tuning saves per s
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 from harness.results import read_results
@@ -36,6 +37,10 @@ def main() -> None:
     n = df["shape"].nunique()
     for m in (DEFAULT, cheap):
         print(f"  {m}: autotune {setup[m]:.1f} s in all, {setup[m] / n:.3f} s a shape")
+    rows = df[df["method"] == cheap]
+    how = rows["info"].map(lambda s: json.loads(s).get("screened_by", "") if isinstance(s, str) else "")
+    if how.str.len().any():  # screen=validation: how each tuning screened (CUPTI, or the graph rounds and why)
+        print("  screened by: " + "; ".join(f"{k} ({v} rows)" for k, v in how.value_counts().items()))
 
 
 if __name__ == "__main__":
