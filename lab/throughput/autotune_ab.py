@@ -37,6 +37,16 @@ def main() -> None:
     n = df["shape"].nunique()
     for m in (DEFAULT, cheap):
         print(f"  {m}: autotune {setup[m]:.1f} s in all, {setup[m] / n:.3f} s a shape")
+    # by the size of the call (the default's pick, best layout): where the saving comes from
+    size = t[DEFAULT].rename("call_us")
+    per = df[df["method"].isin([DEFAULT, cheap])].pivot_table(index="shape", columns="method", values="setup_s",
+                                                              aggfunc="sum")
+    bins = [0, 50, 1000, float("inf")]
+    for lo, hi in zip(bins, bins[1:]):
+        sel = per[per.index.isin(size[(size > lo) & (size <= hi)].index)]
+        if len(sel):
+            print(f"  calls {lo:g}-{hi:g} us: {len(sel)} shapes, setup_s {sel[DEFAULT].sum():.1f} s against "
+                  f"{sel[cheap].sum():.1f} s ({sel[cheap].sum() / sel[DEFAULT].sum():.2f}x)")
     rows = df[df["method"] == cheap]
     how = rows["info"].map(lambda s: json.loads(s).get("screened_by", "") if isinstance(s, str) else "")
     if how.str.len().any():  # screen=validation: how each tuning screened (CUPTI, or the graph rounds and why)
