@@ -166,32 +166,32 @@ def test_a_failure_inside_the_session_yields_no_spans(fake_cupti):
     assert clock.close() == {} and "begin: RuntimeError: lost" in clock.summary() and mod.enabled == []
 
 
-def test_call_times_tag_the_callers_calls_and_return_their_device_time(fake_cupti):
-    """``CallTimes``: each ``call`` is one external correlation id, also when the call raises; work between calls
-    (untagged) is no call's; ``close`` gives device microseconds per call and turns tracing off."""
+def test_call_times_give_each_call_a_window_and_return_its_device_time(fake_cupti):
+    """``CallTimes``: each ``call`` opens a window (also when the call raises) and one after it, so work the
+    caller runs between calls is no call's; no API records are asked for; ``close`` gives device microseconds per
+    call and turns tracing off."""
     from harness.timing.kernel_clock import CallTimes
 
     mod = fake_cupti()
+    clock = iter(range(1_000, 100_000, 1_000))  # CUPTI's timestamps at each window: 1, 2, 3 ... us
+    mod.get_timestamp = lambda: next(clock)
     times = CallTimes()
-    assert times.unavailable is None and set(mod.enabled) == {10, 2, 1, 39, 4, 5}
+    assert times.unavailable is None and set(mod.enabled) == {10, 2, 1}
     done = next(c[2] for c in mod.calls if c[0] == "register")
-    assert times.call(0, lambda x, y: x + y, 2, 3) == 5
+    assert times.call(0, lambda x, y: x + y, 2, 3) == 5  # window 1-2 us, then the gap from 2 us
 
     def boom():
         raise RuntimeError("candidate failed")
     with pytest.raises(RuntimeError, match="candidate failed"):
-        times.call(1, boom)
-    times.call(2, lambda: None)
-    assert [c for c in mod.calls if c[0] in ("push", "pop")] == [("push", 0), ("pop",), ("push", 1), ("pop",),
-                                                                  ("push", 2), ("pop",)]
+        times.call(1, boom)  # 3-4 us
+    times.call(2, lambda: None)  # 5-6 us
+    with pytest.raises(ValueError):
+        times.call(-1, lambda: None)
     mod.activity_flush_all = lambda flag: done([
-        NS(kind=10, start=1_000, end=3_000, correlation_id=11), NS(kind=10, start=3_500, end=4_000, correlation_id=12),
-        NS(kind=2, start=5_000, end=9_000, correlation_id=13),  # a fill between calls: untagged
-        NS(kind=10, start=9_000, end=10_000, correlation_id=14),
-        NS(kind=39, external_kind=3, correlation_id=11, external_id=0),
-        NS(kind=39, external_kind=3, correlation_id=12, external_id=0),
-        NS(kind=39, external_kind=3, correlation_id=14, external_id=2)])
-    assert times.close() == {0: 2.5, 2: 1.0} and mod.enabled == []
+        NS(kind=10, start=1_100, end=1_600, correlation_id=11), NS(kind=10, start=1_700, end=1_900, correlation_id=12),
+        NS(kind=2, start=2_100, end=2_900, correlation_id=13),  # a fill between calls: the gap's window
+        NS(kind=10, start=5_200, end=5_600, correlation_id=14)])
+    assert times.close() == {0: 0.7, 2: 0.4} and mod.enabled == []
     assert times.close() == {}  # closed once
 
 

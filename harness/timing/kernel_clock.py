@@ -331,31 +331,37 @@ class KernelClock:
 
 
 class CallTimes:
-    """Each tagged call's device time from one ``correlation`` session: for a caller that makes the calls
-    anyway and wants their GPU time without calling again (cuBLASLt autotune's validation pass, one eager
-    call of each candidate, screens the candidates for ``time_candidates``). The calls need not be isolated:
-    only the operations launched inside ``call`` are the call's, so work between calls (filling an output,
-    checking it) is not counted. Where CUPTI cannot trace, ``unavailable`` says why and ``close`` returns {};
-    the caller then screens by graph rounds as before.
+    """Each tagged call's device time from one ``window`` session: for a caller that makes the calls anyway and
+    wants their GPU time without calling again (cuBLASLt autotune's validation pass, one eager call of each
+    candidate, screens the candidates for ``time_candidates``). The calls need not be isolated: ``call``
+    synchronizes before and after the call and opens a window for it and one after it, so what the caller runs
+    between calls (filling an output, checking it) falls in no call's window. Windows, not correlation ids: the
+    driver and runtime API records that correlation needs cost about 1.8 ms a torch.matmul call (H100,
+    ``lab/throughput/ab-h100.md``), two synchronizations a call some tens of microseconds. Where CUPTI cannot trace,
+    ``unavailable`` says why and ``close`` returns {}; the caller then screens by graph rounds as before.
     """
 
     def __init__(self) -> None:
         self.unavailable: str | None = None
         self._clock: KernelClock | None = None
         try:
-            self._clock = KernelClock.open("correlation")
+            self._clock = KernelClock.open("window")
         except KernelClockUnavailable as e:
             self.unavailable = str(e)
 
     def call(self, call_id: int, fn, *args):
-        """``fn(*args)`` with its GPU operations tagged ``call_id`` (ids unique within the session)."""
+        """``fn(*args)`` in a window of its own (``call_id`` >= 0, unique within the session)."""
         if self._clock is None:
             return fn(*args)
+        if call_id < 0:
+            raise ValueError(f"call ids are >= 0 (the windows between calls take the negative ones): {call_id}")
+        _synchronize()  # what ran before starts before the window
         self._clock.begin(call_id)
         try:
             return fn(*args)
         finally:
-            self._clock.end()
+            _synchronize()  # the call ends inside its window
+            self._clock.begin(-1 - call_id)  # what the caller runs next is no call's
 
     def close(self) -> dict[int, float]:
         """Device microseconds of each call that launched GPU work (synchronizes first); tracing ends."""
@@ -363,15 +369,19 @@ class CallTimes:
             return {}
         clock, self._clock = self._clock, None
         try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
+            _synchronize()
         finally:
             spans = clock.close()
         if clock.failed:
             self.unavailable = clock.summary()
-        return {i: span.device_us for i, span in spans.items()}
+        return {i: span.device_us for i, span in spans.items() if i >= 0}
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _dropped(cupti: Any) -> int | None:
