@@ -65,7 +65,7 @@ REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
 SCREENS = ("graph", "validation")  # how the candidates are screened before the final rounds (module docstring)
 
-# (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving) -> (winner, info)
+# (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving, screen) -> (winner, info)
 _TUNED: dict[tuple, tuple[Any, dict]] = {}
 
 

@@ -1,9 +1,9 @@
 """The GPU's own timestamps on each isolated call, from CUPTI activity records (cupti-python).
 
 Owns CUPTI for one session of isolated calls (server mode; offline cold samples of shapes that flush
-the L2; ``CallTimes``: calls a method makes while it prepares): ``KernelClock.open`` turns on activity records for GPU operations (kernels, memsets, memory
-copies), ``begin``/``end`` tag each call, ``take`` reads one call's span while the session goes on,
-and ``close`` collects the records and maps them to calls. A call's device time is the time the GPU
+the L2; ``CallTimes``: calls a method makes while it prepares): ``KernelClock.open`` turns on activity
+records for GPU operations (kernels, memsets, memory copies), ``begin``/``end`` tag each call, ``take``
+reads one call's span while the session goes on, and ``close`` collects the records and maps them to calls. A call's device time is the time the GPU
 spent on its operations (the union of their intervals), so the several kernels of one call (split-K
 and its reduction, a memset before a GEMM) are one call and a host launch gap between them is not in
 it; its span (first start to last end) is kept beside. The idle time before a call runs from the end
