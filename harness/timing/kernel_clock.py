@@ -1,14 +1,14 @@
 """The GPU's own timestamps on each isolated call, from CUPTI activity records (cupti-python).
 
-Owns CUPTI for one session of isolated calls (server mode; offline cold samples of shapes that flush
-the L2; ``CallTimes``: calls a method makes while it prepares): ``KernelClock.open`` turns on activity
+Owns CUPTI for one session of isolated calls (server mode; offline cold samples of shapes that flush the
+L2; ``CallTimes``: calls a method makes while it prepares): ``KernelClock.open`` turns on activity
 records for GPU operations (kernels, memsets, memory copies), ``begin``/``end`` tag each call, ``take``
-reads one call's span while the session goes on, and ``close`` collects the records and maps them to calls. A call's device time is the time the GPU
-spent on its operations (the union of their intervals), so the several kernels of one call (split-K
-and its reduction, a memset before a GEMM) are one call and a host launch gap between them is not in
-it; its span (first start to last end) is kept beside. The idle time before a call runs from the end
-of the last operation recorded before it. The mapping is plain functions on plain records
-(``ops_by_correlation``, ``ops_by_window``, ``call_spans``).
+reads one call's span while the session goes on, and ``close`` collects the records and maps them to
+calls. A call's device time is the time the GPU spent on its operations (the union of their intervals),
+so the several kernels of one call (split-K and its reduction, a memset before a GEMM) are one call and
+a host launch gap between them is not in it; its span (first start to last end) is kept beside. The idle
+time before a call runs from the end of the last operation recorded before it. The mapping is plain
+functions on plain records (``ops_by_correlation``, ``ops_by_window``, ``call_spans``).
 
 Two ways to tell which operations belong to which call (``ATTRIBUTIONS``):
 
