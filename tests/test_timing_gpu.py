@@ -190,8 +190,8 @@ def test_offline_cold_on_a_flushing_shape_times_the_kernels_not_the_events():
 
 
 def test_call_times_count_only_the_tagged_calls_kernels():
-    """``CallTimes``: a 2048^3 call's CUPTI time matches its graph-timed time within 20 %, though 64 MB fills run
-    between the tagged calls (untagged, so not counted) and nothing synchronizes between them."""
+    """``CallTimes``: a 2048^3 call's CUPTI time matches its graph-timed time within 20 %, though a 64 MB fill runs
+    before each call (outside the call's window, so not counted)."""
     import statistics
 
     import torch
