@@ -238,18 +238,18 @@ class CublasLtAutotune:
             del a, b, out, ref
             if not valid:
                 raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")
-            screened = [call_us.get(i) for i in valid]
-            if self.screen == "graph":
-                screened_by = "graph rounds"
-            elif clock is None or clock.unavailable or None in screened:
-                why = "no kernel clock on this device" if clock is None else (
-                    clock.unavailable or f"{screened.count(None)} valid candidates without a record")
-                screened, screened_by = None, f"graph rounds (validation calls untimed: {why})"
-            else:
-                screened_by = "validation calls (CUPTI)"
+            screened, screened_by = None, "graph rounds"
+            if self.screen == "validation":
+                times = [call_us.get(i) for i in valid]
+                missing = f"{times.count(None)} valid candidates without a record" if None in times else ""
+                why = "no kernel clock on this device" if clock is None else clock.unavailable or missing
+                if why:
+                    screened_by = f"graph rounds (validation calls untimed: {why})"
+                else:
+                    screened, screened_by = times, "validation calls (CUPTI)"
 
             # every candidate just ran in the validation pass: no warm-up call before its timing
-            extra = {"screened": screened} if self.screen == "validation" and screened is not None else {}
+            extra = {} if screened is None else {"screened": screened}
             medians = list(ctx.time_candidates([fns[i] for i in valid], warmed=True, **self.halving, **extra))
             if len(medians) != len(valid):
                 raise RuntimeError("time_candidates returned a wrong number of timings")

@@ -189,6 +189,8 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     candidate that is not a finalist scores infinity, since one eager call's kernel time (no gap
     between calls) is not comparable with the finals' graph-timed medians.
     """
+    if screened is not None and len(screened) != len(fns):
+        raise ValueError(f"screened has {len(screened)} times for {len(fns)} candidates")
     a, b, c = inputs
     sets = [InputSet(a, b, c)]
     call_us = None
@@ -208,23 +210,17 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
         return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
 
     everyone = list(range(len(fns)))
-    if screened is not None:
-        if len(screened) != len(fns):
-            raise ValueError(f"screened has {len(screened)} times for {len(fns)} candidates")
-        n_keep = max(3, int(round(len(fns) * keep_fraction)))
-        finalists = sorted((i for i in everyone if screened[i] != float("inf")), key=lambda i: screened[i])[:n_keep]
-        out = {i: float("inf") for i in everyone}
-        if finalists:
-            out.update(run(finalists, rounds, FINAL_BATCH_US))
-        return [out[i] for i in everyone]
-    if len(fns) <= 3 or screen_rounds >= rounds:
+    if screened is None and (len(fns) <= 3 or screen_rounds >= rounds):
         out = run(everyone, rounds, FINAL_BATCH_US)
-    else:
+        return [out[i] for i in everyone]
+    if screened is None:
         screens = 1 if call_us is not None and call_us >= screen_batch_us else screen_rounds
-        out = run(everyone, screens, screen_batch_us)
-        n_keep = max(3, int(round(len(fns) * keep_fraction)))
-        finalists = sorted(everyone, key=lambda i: out[i])[:n_keep]
-        out.update(run([i for i in finalists if out[i] != float("inf")], rounds, FINAL_BATCH_US))
+        screen = out = run(everyone, screens, screen_batch_us)
+    else:  # a non-finalist's eager kernel time is not a median of the finals' kind (docstring)
+        screen, out = dict(enumerate(map(float, screened))), dict.fromkeys(everyone, float("inf"))
+    n_keep = max(3, int(round(len(fns) * keep_fraction)))
+    finalists = [i for i in sorted(everyone, key=screen.__getitem__)[:n_keep] if screen[i] != float("inf")]
+    out.update(run(finalists, rounds, FINAL_BATCH_US))
     return [out[i] for i in everyone]
 
 
