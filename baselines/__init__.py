@@ -7,7 +7,7 @@ this package is imported.
 * ``cublaslt-autotune``: the fastest correct of up to 100 cuBLASLt candidates, timed by the
   harness (args: ``cublaslt-autotune:max_candidates=20,max_workspace=33554432``; ``keep``,
   ``final_rounds`` and ``screen_us`` set its successive halving, ``screen=validation`` screens by the
-  validation calls, see ``cublaslt_autotune``);
+  validation calls, ``drop`` stops timing finalists that trail, see ``cublaslt_autotune``);
 * ``inductor``: ``torch.compile(torch.mm)`` in max-autotune, compiled per shape: a peer a user
   would try instead, not a baseline (not in the default set: its compile costs seconds per shape).
 
@@ -69,7 +69,8 @@ def _cublaslt_autotune(args: str | None):
     from baselines.cublaslt_autotune import CublasLtAutotune
 
     return CublasLtAutotune(**parse_kv(args, {"max_candidates": int, "max_workspace": int, "keep": float,
-                                              "final_rounds": int, "screen_us": float, "screen": str}))
+                                              "final_rounds": int, "screen_us": float, "screen": str,
+                                              "drop": float}))
 
 
 def _inductor(args: str | None):

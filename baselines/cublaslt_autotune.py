@@ -33,7 +33,9 @@ given every advantage cuBLASLt offers:
   call timed by the harness's ``CallTimes`` from CUPTI records): no screening rounds, so no graph
   capture a candidate, and on calls of a millisecond or more one full call a candidate fewer; the
   finalists are still timed in the harness's rounds. Where the kernel clock cannot trace, the graph
-  screening serves and ``info["screened_by"]`` says so;
+  screening serves and ``info["screened_by"]`` says so; ``drop`` (a fraction, e.g. 0.05): on calls long
+  enough that each final sample is one call, finalists more than that far behind the best after
+  ``DROP_AFTER`` final rounds are timed no further (``time_candidates``' ``drop_after``);
 * one tuning per process and problem: the winner is kept (``_TUNED``, keyed by device, shape,
   layout, alignment and the limits above) and a later instance prepared for the same problem in
   the same process serves it without timing again (``info["tuned"]`` says "timed" or "reused").
@@ -64,6 +66,7 @@ DEFAULT_MAX_WORKSPACE = 1 << 30
 REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
 SCREENS = ("graph", "validation")  # how the candidates are screened before the final rounds (module docstring)
+DROP_AFTER = 3  # with ``drop``: final rounds every finalist runs before the trailing ones stop (module docstring)
 
 # (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving, screen) -> (winner, info)
 _TUNED: dict[tuple, tuple[Any, dict]] = {}
@@ -99,7 +102,7 @@ class CublasLtAutotune:
 
     def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE,
                  keep: float | None = None, final_rounds: int | None = None, screen_us: float | None = None,
-                 screen: str = "graph"):
+                 screen: str = "graph", drop: float | None = None):
         if max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
         if max_workspace < 0:
@@ -114,12 +117,16 @@ class CublasLtAutotune:
             raise ValueError(f"screen must be one of {', '.join(SCREENS)}, got {screen!r}")
         if screen != "graph" and screen_us is not None:
             raise ValueError("screen_us sizes the graph screening's samples; screen=validation has none")
+        if drop is not None and not drop > 0:
+            raise ValueError("drop must be > 0 (a fraction: 0.05 drops finalists 5 % behind)")
         self.screen = screen
         self.max_candidates = max_candidates
         self.max_workspace = max_workspace
         # the timing core's successive halving, where set (None: time_candidates' own defaults)
         self.halving = {k: v for k, v in (("keep_fraction", keep), ("rounds", final_rounds),
-                                          ("screen_batch_us", screen_us)) if v is not None}
+                                          ("screen_batch_us", screen_us), ("drop_margin", drop)) if v is not None}
+        if drop is not None:
+            self.halving["drop_after"] = DROP_AFTER
         knobs = []
         if max_candidates != DEFAULT_MAX_CANDIDATES:
             knobs.append(f"max_candidates={max_candidates}")
@@ -133,6 +140,8 @@ class CublasLtAutotune:
             knobs.append(f"screen_us={screen_us:g}")
         if screen != "graph":
             knobs.append(f"screen={screen}")
+        if drop is not None:
+            knobs.append(f"drop={drop:g}")
         self.name = "cublaslt-autotune" + (":" + ",".join(knobs) if knobs else "")
         self.config: dict[str, Any] = {
             "api": "cublasLtMatmul",

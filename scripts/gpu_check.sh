@@ -37,7 +37,8 @@
 #   batchab  compare's defaults against --batch-us BATCHAB_US (300) on BATCHAB_SHAPES (lab/throughput/grid40-seed35.txt),
 #            the four baselines, both layouts, each run's wall time, then lab/throughput/batch_ab.py: do the two rank
 #            alike (speedups over cuBLASLt autotune per shape and method) and what the shorter batches saved
-#   autotuneab the default cuBLASLt autotune and AUTOTUNEAB_CHEAP (cublaslt-autotune:keep=0.1,final_rounds=5) in one compare
+#   autotuneab the default cuBLASLt autotune and AUTOTUNEAB_CHEAP (cublaslt-autotune:keep=0.1,final_rounds=5; AUTOTUNEAB_CHEAP2:
+#            a second variant beside it) in one compare
 #            on BATCHAB_SHAPES with the other baselines, then lab/throughput/autotune_ab.py: does the cheaper tuning pick
 #            as fast a kernel, and what it saves in setup_s; AUTOTUNEAB_BOTH_ORDERS=1: a second compare with the variant
 #            prepared first (the second tuning of a shape finds the candidates' modules loaded); the runs come back as
@@ -311,15 +312,22 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
         --wall-a "$(cat /tmp/hb/batch-default.wall)" --wall-b "$(cat /tmp/hb/batch-${BATCHAB_US:-300}.wall)" 2>&1 | tee "$OUT/batchab.md" ;;
     autotuneab)
       cheap=${AUTOTUNEAB_CHEAP:-cublaslt-autotune:keep=0.1,final_rounds=5}
-      log "autotuneab: cublaslt-autotune against $cheap on ${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}"
+      cheap2=${AUTOTUNEAB_CHEAP2:-}  # a second variant in the same compares, scored against the default apart
+      variants="$cheap${cheap2:+,$cheap2}"
+      log "autotuneab: cublaslt-autotune against $variants on ${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}"
       $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
-        --methods "torch,cublas,cublaslt,cublaslt-autotune,$cheap" > "$OUT/autotuneab.txt" 2>&1
-      python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$cheap" 2>&1 | tee "$OUT/autotuneab.md"
-      if [ -n "${AUTOTUNEAB_BOTH_ORDERS:-}" ]; then  # the variant prepared first: what runs second finds modules loaded
-        log "autotuneab: the same with $cheap prepared before cublaslt-autotune"
+        --methods "torch,cublas,cublaslt,cublaslt-autotune,$variants" > "$OUT/autotuneab.txt" 2>&1
+      for v in "$cheap" $cheap2; do
+        python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$v" 2>&1 | tee -a "$OUT/autotuneab.md"
+      done
+      if [ -n "${AUTOTUNEAB_BOTH_ORDERS:-}" ]; then  # the variants prepared first: what runs second finds modules loaded
+        log "autotuneab: the same with $variants prepared before cublaslt-autotune"
+        echo "(variants first)" >> "$OUT/autotuneab.md"
         $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 13 --fresh --out /tmp/hb/autotuneab2.parquet \
-          --methods "torch,cublas,cublaslt,$cheap,cublaslt-autotune" > "$OUT/autotuneab2.txt" 2>&1
-        python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab2.parquet --cheap "$cheap" 2>&1 | tee -a "$OUT/autotuneab.md"
+          --methods "torch,cublas,cublaslt,$variants,cublaslt-autotune" > "$OUT/autotuneab2.txt" 2>&1
+        for v in "$cheap" $cheap2; do
+          python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab2.parquet --cheap "$v" 2>&1 | tee -a "$OUT/autotuneab.md"
+        done
       fi
       mkdir -p /tmp/hb/ab-runs && cp /tmp/hb/autotuneab*.parquet /tmp/hb/ab-runs/ && tar czf "$OUT/autotuneab-runs.tgz" -C /tmp/hb ab-runs ;;
     autotunegap)

@@ -567,6 +567,35 @@ class FakeCallTimes:
         return {} if self.unavailable else {i: self.times.get(a, 10.0) for i, a in self.algo_of_call.items()}
 
 
+def test_autotune_drop_knob_names_the_method_and_reaches_the_timing_core(fake):
+    """``drop=F`` makes a differently named method whose timing core drops finalists trailing by more than F after
+    ``DROP_AFTER`` final rounds; a non-positive fraction is refused."""
+    import baselines  # noqa: F401  (registers the methods)
+    from baselines.cublaslt_autotune import DROP_AFTER, forget_tuning
+    from harness import registry
+
+    (m,) = registry.resolve(["cublaslt-autotune:screen=validation,drop=0.05"])
+    assert m.name == "cublaslt-autotune:screen=validation,drop=0.05"
+    assert m.config["halving_drop_margin"] == 0.05 and m.config["halving_drop_after"] == DROP_AFTER
+    for bad in ("drop=0", "drop=-0.1"):
+        with pytest.raises(ValueError, match="drop"):
+            registry.resolve([f"cublaslt-autotune:{bad}"])
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+    forget_tuning()
+    base, _ = ctx_for(fake, (a, b, c), {10: 5.0})
+    seen: list = []
+
+    def time_candidates(fns, **kw):
+        seen.append(kw)
+        return base.time_candidates(fns, **kw)
+
+    from dataclasses import replace
+    (d,) = registry.resolve(["cublaslt-autotune:drop=0.05"])
+    d.prepare(p, replace(base, time_candidates=time_candidates)).close()
+    assert seen[-1]["drop_margin"] == 0.05 and seen[-1]["drop_after"] == DROP_AFTER
+
+
 def test_autotune_screened_by_its_validation_calls(fake):
     """``screen=validation``: each candidate's validation call is timed by the harness's clock and those times, in
     the order of the valid candidates, replace the screening rounds; the default autotune never opens the clock, and

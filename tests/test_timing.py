@@ -196,6 +196,42 @@ def test_time_candidates_screened_by_the_callers_calls_runs_no_screening_and_tim
         time_candidates([counted(i) for i in range(12)], (None, None, None), "cpu", screened=[1.0, 2.0])
 
 
+def test_time_candidates_drop_stops_timing_finalists_that_trail_on_one_call_samples(monkeypatch):
+    """``drop_after``: where each final sample is one call, the finalists more than ``drop_margin`` behind the best
+    after ``drop_after`` rounds get no more rounds and score their median so far; the rest run every round. On calls
+    short enough to batch, every finalist runs every round (a new round set would cost graph captures there)."""
+    import types
+
+    from harness.timing import samplers
+    from harness.timing.offline import FINAL_BATCH_US
+
+    now = [0.0]
+    monkeypatch.setattr(samplers, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def run(us, factors, **kw):
+        counts: dict[int, int] = {}
+
+        def counted(i):
+            def fn(a, b, c):
+                counts[i] = counts.get(i, 0) + 1
+                now[0] += us * factors[i] * 1e-6
+            return fn
+
+        t = time_candidates([counted(i) for i in range(len(factors))], (None, None, None), "cpu", rounds=7,
+                            screened=[float(f) for f in factors], keep_fraction=1.0, warmed=True, **kw)
+        return counts, t
+
+    factors = [1.0, 1.03, 1.2, 1.5]  # two within 5 % of the best, two behind it
+    long_us = 2 * FINAL_BATCH_US
+    full, t_full = run(long_us, factors)
+    counts, t = run(long_us, factors, drop_after=3, drop_margin=0.05)
+    assert counts[0] == full[0] == 2 + 7  # the batch-sizing calls, then every round
+    assert counts[1] == full[1] == 7 and counts[2] == counts[3] == 3  # one call a sample: 7 rounds, or 3
+    assert min(range(4), key=lambda i: t[i]) == 0 and t[2] == pytest.approx(t_full[2]) and t[3] < float("inf")
+    short, _ = run(FINAL_BATCH_US / 10, factors, drop_after=3, drop_margin=0.05)
+    assert short[2] == short[1] > 7  # batched samples: nobody dropped
+
+
 def test_host_samples_stop_after_host_rounds():
     entries = [Entry("a", busy(30), SETS)]
     res = measure_offline(entries, "cpu", OfflineSettings(ci_target=0.0, min_rounds=12, max_rounds=12, budget_s=60,

@@ -169,7 +169,8 @@ FINAL_BATCH_US = 300.0  # a finalist's sample: its median decides the autotune
 def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds: int = 7, seed: int = 0,
                     screen_rounds: int = 2, keep_fraction: float = 0.25, warmed: bool = False,
                     screen_batch_us: float = SCREEN_BATCH_US,
-                    screened: Sequence[float] | None = None) -> list[float]:
+                    screened: Sequence[float] | None = None, drop_after: int = 0,
+                    drop_margin: float = 0.05) -> list[float]:
     """Median device microseconds of each candidate on one input set, interleaved rounds.
 
     This is what ``PrepareContext.time_candidates`` lends to methods that autotune, so their
@@ -188,6 +189,10 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
     replaces the screening rounds: the finalists are the best ``keep_fraction`` by it, and a
     candidate that is not a finalist scores infinity, since one eager call's kernel time (no gap
     between calls) is not comparable with the finals' graph-timed medians.
+    ``drop_after``: where a final sample is one call (calls of ``FINAL_BATCH_US`` or more, so each final
+    round costs a full call a finalist), a finalist whose median after ``drop_after`` rounds trails the best
+    finalist's by more than ``drop_margin`` is not timed further and scores that median; the others run all
+    ``rounds``. 0 (the default) times every finalist in every round.
     """
     if screened is not None and len(screened) != len(fns):
         raise ValueError(f"screened has {len(screened)} times for {len(fns)} candidates")
@@ -201,17 +206,35 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
         except Exception:
             continue
 
-    def run(idx: list[int], n_rounds: int, batch_us: float) -> dict[int, float]:
+    def samples(idx: list[int], n_rounds: int, batch_us: float) -> dict[int, list[float] | None]:
+        """Each candidate's device-time samples over ``n_rounds`` interleaved rounds, None where it raised."""
         entries = [Entry(i, fns[i], sets) for i in idx]
         settings = OfflineSettings(ci_target=0.0, min_rounds=n_rounds, max_rounds=n_rounds, budget_s=1e9,
                                    seed=seed, target_batch_us=batch_us, host_rounds=0, call_us=call_us,
                                    warmed=warmed)
         res = measure_offline(entries, device, settings)
-        return {i: float("inf") if res[i].error or not res[i].device_us else _median(res[i].device_us) for i in idx}
+        return {i: None if res[i].error or not res[i].device_us else res[i].device_us for i in idx}
+
+    def score(xs: list[float] | None) -> float:
+        return float("inf") if xs is None else _median(xs)
+
+    def run(idx: list[int], n_rounds: int, batch_us: float) -> dict[int, float]:
+        return {i: score(xs) for i, xs in samples(idx, n_rounds, batch_us).items()}
+
+    def finals(idx: list[int]) -> dict[int, float]:
+        one_call = call_us is not None and call_us >= FINAL_BATCH_US
+        if not (one_call and 0 < drop_after < rounds and len(idx) > 1):
+            return run(idx, rounds, FINAL_BATCH_US)
+        first = samples(idx, drop_after, FINAL_BATCH_US)
+        best = min(score(xs) for xs in first.values())
+        ahead = [i for i in idx if score(first[i]) <= best * (1 + drop_margin)]
+        rest = samples(ahead, rounds - drop_after, FINAL_BATCH_US)
+        both = {i: None if first[i] is None or rest[i] is None else first[i] + rest[i] for i in ahead}
+        return {i: score(both[i]) if i in both else score(first[i]) for i in idx}
 
     everyone = list(range(len(fns)))
     if screened is None and (len(fns) <= 3 or screen_rounds >= rounds):
-        out = run(everyone, rounds, FINAL_BATCH_US)
+        out = finals(everyone)
         return [out[i] for i in everyone]
     if screened is None:
         screens = 1 if call_us is not None and call_us >= screen_batch_us else screen_rounds
@@ -220,7 +243,7 @@ def time_candidates(fns: Sequence[Callable], inputs: tuple, device: str, rounds:
         screen, out = dict(enumerate(map(float, screened))), dict.fromkeys(everyone, float("inf"))
     n_keep = max(3, int(round(len(fns) * keep_fraction)))
     finalists = [i for i in sorted(everyone, key=screen.__getitem__)[:n_keep] if screen[i] != float("inf")]
-    out.update(run(finalists, rounds, FINAL_BATCH_US))
+    out.update(finals(finalists))
     return [out[i] for i in everyone]
 
 
