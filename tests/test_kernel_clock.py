@@ -195,6 +195,36 @@ def test_call_times_give_each_call_a_window_and_return_its_device_time(fake_cupt
     assert times.close() == {}  # closed once
 
 
+def test_call_times_raise_the_calls_own_error_when_the_synchronization_after_it_fails(fake_cupti, monkeypatch):
+    """A call that raised leaves the device in an error state the synchronization after it reports again (a sticky
+    CUDA error): the caller gets the call's own error, and the window after the call still opens."""
+    from harness.timing import kernel_clock
+    from harness.timing.kernel_clock import CallTimes
+
+    mod = fake_cupti()
+    mod.get_timestamp = iter(range(1_000, 100_000, 1_000)).__next__
+    times = CallTimes()
+    opened = []
+    real_begin = times._clock.begin
+    monkeypatch.setattr(times._clock, "begin", lambda i: (opened.append(i), real_begin(i)))
+    broken = [False]
+
+    def sync():
+        if broken[0]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(kernel_clock, "_synchronize", sync)
+
+    def candidate():
+        broken[0] = True
+        raise ValueError("candidate 3 failed")
+    with pytest.raises(ValueError, match="candidate 3 failed"):
+        times.call(3, candidate)
+    assert opened == [3, -4]
+    with pytest.raises(RuntimeError, match="illegal memory access"):  # the next call: the error before its window
+        times.call(4, lambda: None)
+    assert opened == [3, -4]
+
+
 def test_call_times_without_cupti_call_straight_through_and_say_why(monkeypatch):
     from harness.timing.kernel_clock import CallTimes
 

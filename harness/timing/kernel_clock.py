@@ -32,6 +32,7 @@ the caller times with CUDA events instead and says so.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -358,10 +359,18 @@ class CallTimes:
         _synchronize()  # what ran before starts before the window
         self._clock.begin(call_id)
         try:
-            return fn(*args)
-        finally:
+            result = fn(*args)
+        except BaseException:
+            # the call's own error is the one to raise: after a sticky CUDA error the synchronization raises too
+            with contextlib.suppress(Exception):
+                _synchronize()
+            self._clock.begin(-1 - call_id)
+            raise
+        try:
             _synchronize()  # the call ends inside its window
+        finally:
             self._clock.begin(-1 - call_id)  # what the caller runs next is no call's
+        return result
 
     def close(self) -> dict[int, float]:
         """Device microseconds of each call that launched GPU work (synchronizes first); tracing ends."""
