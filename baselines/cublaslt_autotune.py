@@ -33,7 +33,8 @@ given every advantage cuBLASLt offers:
   call timed by the harness's ``CallTimes`` from CUPTI records): no screening rounds, so no graph
   capture a candidate, and on calls of a millisecond or more one full call a candidate fewer; the
   finalists are still timed in the harness's rounds. Where the kernel clock cannot trace, the graph
-  screening serves and ``info["screened_by"]`` says so; ``drop`` (a fraction, e.g. 0.05): on calls long
+  screening serves and ``info["screened_by"]`` says so; ``screen="auto"`` screens by the validation calls only
+  where a call is long (``AUTO_SCREEN_FLOP``), where that saves time, and by graph rounds elsewhere; ``drop`` (a fraction, e.g. 0.05): on calls long
   enough that each final sample is one call, finalists more than that far behind the best after
   ``DROP_AFTER`` final rounds are timed no further (``time_candidates``' ``drop_after``);
 * one tuning per process and problem: the winner is kept (``_TUNED``, keyed by device, shape,
@@ -65,7 +66,12 @@ DEFAULT_MAX_WORKSPACE = 1 << 30
 # CUBLASLT_REDUCTION_SCHEME_NONE (no split-K), INPLACE, COMPUTE_TYPE, OUTPUT_TYPE.
 REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
-SCREENS = ("graph", "validation")  # how the candidates are screened before the final rounds (module docstring)
+SCREENS = ("graph", "validation", "auto")  # how the candidates are screened before the final rounds (module docstring)
+# screen="auto": validation screening from this many FLOPs a call up (2 M N K), about 1 ms at the 700 TFLOP/s cuBLAS
+# holds on an H100 or H200. Measured on an H100 (lab/throughput/ab-h100.md): validation screening took calls over 1 ms
+# to 0.62x of the graph screening's tuning time and calls of 50-1,000 us to 1.13x (two synchronizations and a CUPTI
+# window a candidate cost more than the screening rounds they replace there).
+AUTO_SCREEN_FLOP = 7e11
 DROP_AFTER = 3  # with ``drop``: final rounds every finalist runs before the trailing ones stop (module docstring)
 
 # (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving, screen) -> (winner, info)
@@ -115,7 +121,7 @@ class CublasLtAutotune:
             raise ValueError("screen_us must be > 0")
         if screen not in SCREENS:
             raise ValueError(f"screen must be one of {', '.join(SCREENS)}, got {screen!r}")
-        if screen != "graph" and screen_us is not None:
+        if screen == "validation" and screen_us is not None:
             raise ValueError("screen_us sizes the graph screening's samples; screen=validation has none")
         if drop is not None and not drop > 0:
             raise ValueError("drop must be > 0 (a fraction: 0.05 drops finalists 5 % behind)")
@@ -224,7 +230,9 @@ class CublasLtAutotune:
             # Validate every candidate against the heuristic top-1 (candidate 0) on fresh inputs.
             a, b, ref, out = validation_buffers(problem, device)
             fns[0](a, b, ref)
-            clock = ctx.call_times() if self.screen == "validation" and ctx.call_times is not None else None
+            by_validation = self.screen == "validation" or (
+                self.screen == "auto" and 2.0 * problem.m * problem.n * problem.k >= AUTO_SCREEN_FLOP)
+            clock = ctx.call_times() if by_validation and ctx.call_times is not None else None
 
             def outputs():  # each candidate's output in turn (None: it raised), its error taken on the device
                 for i, fn in enumerate(fns):
@@ -248,7 +256,7 @@ class CublasLtAutotune:
             if not valid:
                 raise RuntimeError(f"{problem}: no cuBLASLt candidate passed validation")
             screened, screened_by = None, "graph rounds"
-            if self.screen == "validation":
+            if by_validation:
                 times = [call_us.get(i) for i in valid]
                 missing = f"{times.count(None)} valid candidates without a record" if None in times else ""
                 why = "no kernel clock on this device" if clock is None else clock.unavailable or missing

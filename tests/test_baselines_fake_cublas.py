@@ -567,6 +567,33 @@ class FakeCallTimes:
         return {} if self.unavailable else {i: self.times.get(a, 10.0) for i, a in self.algo_of_call.items()}
 
 
+def test_autotune_screen_auto_screens_by_validation_calls_only_on_long_calls(fake, monkeypatch):
+    """``screen=auto``: a problem of at least ``AUTO_SCREEN_FLOP`` FLOPs is screened by its validation calls, a smaller
+    one by graph rounds (where the clock's synchronizations cost more than the rounds they replace)."""
+    from dataclasses import replace
+
+    import baselines  # noqa: F401  (registers the methods)
+    from baselines import cublaslt_autotune
+    from harness import registry
+
+    (m,) = registry.resolve(["cublaslt-autotune:screen=auto"])
+    assert m.name == "cublaslt-autotune:screen=auto" and m.config["screen"] == "auto"
+    p = Problem(Shape(6, 10, 4), "nn")
+    a, b, c, ref = cpu_case(p)
+
+    def screened_by(flop_limit):
+        monkeypatch.setattr(cublaslt_autotune, "AUTO_SCREEN_FLOP", flop_limit)
+        cublaslt_autotune.forget_tuning()
+        base, _ = ctx_for(fake, (a, b, c), {10: 5.0})
+        ctx = replace(base, call_times=lambda: FakeCallTimes(fake, {10: 1.0}))
+        prep = m.prepare(p, ctx)
+        prep.close()
+        return prep.info["screened_by"]
+
+    assert screened_by(2.0 * 6 * 10 * 4 + 1) == "graph rounds"
+    assert screened_by(2.0 * 6 * 10 * 4) == "validation calls (CUPTI)"
+
+
 def test_autotune_drop_knob_names_the_method_and_reaches_the_timing_core(fake):
     """``drop=F`` makes a differently named method whose timing core drops finalists trailing by more than F after
     ``DROP_AFTER`` final rounds; a non-positive fraction is refused."""
