@@ -29,14 +29,18 @@ given every advantage cuBLASLt offers:
   host time of capturing that batch) override the timing core's successive halving; set, they make
   a differently named method, so a cheaper autotune can be
   measured beside the default one in the same run (its pick's time and its ``setup_s``);
-  ``screen="validation"`` screens by the validation pass's own calls instead (each candidate's one
-  call timed by the harness's ``CallTimes`` from CUPTI records): no screening rounds, so no graph
-  capture a candidate, and on calls of a millisecond or more one full call a candidate fewer; the
-  finalists are still timed in the harness's rounds. Where the kernel clock cannot trace, the graph
-  screening serves and ``info["screened_by"]`` says so; ``screen="auto"`` screens by the validation calls only
-  where a call is long (``AUTO_SCREEN_FLOP``), where that saves time, and by graph rounds elsewhere; ``drop`` (a fraction, e.g. 0.05): on calls long
-  enough that each final sample is one call, finalists more than that far behind the best after
-  ``DROP_AFTER`` final rounds are timed no further (``time_candidates``' ``drop_after``);
+* screening: by default (``screen="auto"``) a call of ``AUTO_SCREEN_FLOP`` FLOPs or more (about 1 ms) is
+  screened by the validation pass's own calls (each candidate's one call timed by the harness's ``CallTimes`` from
+  CUPTI records): no screening rounds, so no graph capture a candidate and one full call a candidate fewer; the
+  finalists are still timed in the harness's rounds. Shorter calls are screened by graph rounds, where the clock's
+  two synchronizations and window a candidate cost more than the rounds they would replace. ``screen="validation"``
+  and ``screen="graph"`` choose one way for every call (``screen_us`` sizes the graph rounds' samples). Where the
+  kernel clock cannot trace, the graph screening serves and ``info["screened_by"]`` says so. Measured on an H100,
+  40 grid shapes (lab/throughput/ab-h100.md): validation screening picked as fast as graph screening in both prepare
+  orders and took calls over 1 ms to 0.62x of their tuning time, calls of 50-1,000 us to 1.13x; ``auto`` 0.74x in all.
+  ``drop`` (a fraction, e.g. 0.05): on calls long enough that each final sample is one call, finalists more than
+  that far behind the best after ``DROP_AFTER`` final rounds are timed no further (``time_candidates``'
+  ``drop_after``);
 * one tuning per process and problem: the winner is kept (``_TUNED``, keyed by device, shape,
   layout, alignment and the limits above) and a later instance prepared for the same problem in
   the same process serves it without timing again (``info["tuned"]`` says "timed" or "reused").
@@ -72,6 +76,7 @@ SCREENS = ("graph", "validation", "auto")  # how the candidates are screened bef
 # to 0.62x of the graph screening's tuning time and calls of 50-1,000 us to 1.13x (two synchronizations and a CUPTI
 # window a candidate cost more than the screening rounds they replace there).
 AUTO_SCREEN_FLOP = 7e11
+DEFAULT_SCREEN = "auto"  # measured against graph screening on an H100: the same picks, 0.74x the tuning time
 DROP_AFTER = 3  # with ``drop``: final rounds every finalist runs before the trailing ones stop (module docstring)
 
 # (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving, screen) -> (winner, info)
@@ -108,7 +113,7 @@ class CublasLtAutotune:
 
     def __init__(self, max_candidates: int = DEFAULT_MAX_CANDIDATES, max_workspace: int = DEFAULT_MAX_WORKSPACE,
                  keep: float | None = None, final_rounds: int | None = None, screen_us: float | None = None,
-                 screen: str = "graph", drop: float | None = None):
+                 screen: str = DEFAULT_SCREEN, drop: float | None = None):
         if max_candidates < 1:
             raise ValueError("max_candidates must be >= 1")
         if max_workspace < 0:
@@ -144,7 +149,7 @@ class CublasLtAutotune:
             knobs.append(f"final_rounds={final_rounds}")
         if screen_us is not None:
             knobs.append(f"screen_us={screen_us:g}")
-        if screen != "graph":
+        if screen != DEFAULT_SCREEN:
             knobs.append(f"screen={screen}")
         if drop is not None:
             knobs.append(f"drop={drop:g}")
@@ -158,7 +163,7 @@ class CublasLtAutotune:
             "max_workspace_bytes": max_workspace,
             "rel_tol": REL_TOL,
             **{f"halving_{k}": v for k, v in self.halving.items()},
-            **({"screen": screen} if screen != "graph" else {}),
+            "screen": screen,
         }
 
     def supports(self, problem: Problem, device: str) -> Support:

@@ -576,8 +576,9 @@ def test_autotune_screen_auto_screens_by_validation_calls_only_on_long_calls(fak
     from baselines import cublaslt_autotune
     from harness import registry
 
-    (m,) = registry.resolve(["cublaslt-autotune:screen=auto"])
-    assert m.name == "cublaslt-autotune:screen=auto" and m.config["screen"] == "auto"
+    (m,) = registry.resolve(["cublaslt-autotune"])  # the default
+    (named,) = registry.resolve(["cublaslt-autotune:screen=auto"])
+    assert m.name == named.name == "cublaslt-autotune" and m.config["screen"] == "auto"
     p = Problem(Shape(6, 10, 4), "nn")
     a, b, c, ref = cpu_case(p)
 
@@ -625,8 +626,9 @@ def test_autotune_drop_knob_names_the_method_and_reaches_the_timing_core(fake):
 
 def test_autotune_screened_by_its_validation_calls(fake):
     """``screen=validation``: each candidate's validation call is timed by the harness's clock and those times, in
-    the order of the valid candidates, replace the screening rounds; the default autotune never opens the clock, and
-    without a clock (or when it could not trace) the graph screening serves and the row says why."""
+    the order of the valid candidates, replace the screening rounds; the default autotune on a short call and
+    ``screen=graph`` never open the clock, and without a clock (or when it could not trace) the graph screening
+    serves and the row says why."""
     from dataclasses import replace
 
     import baselines  # noqa: F401  (registers the methods)
@@ -635,7 +637,8 @@ def test_autotune_screened_by_its_validation_calls(fake):
 
     (m,) = registry.resolve(["cublaslt-autotune:screen=validation"])
     assert m.name == "cublaslt-autotune:screen=validation" and m.config["screen"] == "validation"
-    assert "screen" not in CublasLtAutotune().config
+    (graph,) = registry.resolve(["cublaslt-autotune:screen=graph"])
+    assert graph.name == "cublaslt-autotune:screen=graph" and graph.config["screen"] == "graph"
     for bad in ("screen=graphs", "screen=validation,screen_us=30"):
         with pytest.raises(ValueError):
             registry.resolve([f"cublaslt-autotune:{bad}"])
@@ -666,6 +669,7 @@ def test_autotune_screened_by_its_validation_calls(fake):
 
     default = run(CublasLtAutotune())
     assert clocks == [] and passed == [None] and default.info["screened_by"] == "graph rounds"
+    assert run(graph).info["screened_by"] == "graph rounds" and clocks == []
 
     prep = run(m)
     (clock,) = clocks
