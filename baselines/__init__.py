@@ -6,8 +6,9 @@ this package is imported.
 * ``cublaslt``: ``cublasLtMatmul`` with the heuristic's top-1;
 * ``cublaslt-autotune``: the fastest correct of up to 100 cuBLASLt candidates, timed by the
   harness (args: ``cublaslt-autotune:max_candidates=20,max_workspace=33554432``; ``keep``,
-  ``final_rounds`` and ``screen_us`` set its successive halving, ``screen=validation`` screens by the
-  validation calls (``screen=auto``: on long calls only), ``drop`` stops timing finalists that trail, see ``cublaslt_autotune``);
+  ``final_rounds`` and ``screen_us`` set its successive halving; by default calls of about a millisecond or more are
+  screened by their validation calls and shorter ones by graph rounds, ``screen=validation`` or ``screen=graph``
+  choose one way for all; ``drop`` stops timing finalists that trail; see ``cublaslt_autotune``);
 * ``inductor``: ``torch.compile(torch.mm)`` in max-autotune, compiled per shape: a peer a user
   would try instead, not a baseline (not in the default set: its compile costs seconds per shape).
 

@@ -72,11 +72,9 @@ REDUCTION_MASKS = (0, 1, 2, 4)
 PER_ID_REQUEST = 32  # configurations asked per algorithm id (the merge caps the total)
 SCREENS = ("graph", "validation", "auto")  # how the candidates are screened before the final rounds (module docstring)
 # screen="auto": validation screening from this many FLOPs a call up (2 M N K), about 1 ms at the 700 TFLOP/s cuBLAS
-# holds on an H100 or H200. Measured on an H100 (lab/throughput/ab-h100.md): validation screening took calls over 1 ms
-# to 0.62x of the graph screening's tuning time and calls of 50-1,000 us to 1.13x (two synchronizations and a CUPTI
-# window a candidate cost more than the screening rounds they replace there).
+# holds on an H100 or H200 (the module docstring says why there and not below)
 AUTO_SCREEN_FLOP = 7e11
-DEFAULT_SCREEN = "auto"  # measured against graph screening on an H100: the same picks, 0.74x the tuning time
+DEFAULT_SCREEN = "auto"
 DROP_AFTER = 3  # with ``drop``: final rounds every finalist runs before the trailing ones stop (module docstring)
 
 # (device, M, N, K, layout, dtype, alignment, max_candidates, max_workspace, halving, screen) -> (winner, info)
