@@ -196,9 +196,10 @@ def test_current_stream_ptr_follows_torch_current_stream():
 
 
 @pytest.mark.parametrize("shape", [(64, 64, 64), (2048, 2048, 2048)], ids=lambda s: "_".join(map(str, s)))
-def test_autotune_screened_by_validation_calls_picks_as_the_default_does(shape):
+def test_autotune_screened_by_validation_calls_picks_as_graph_screening_does(shape):
     """``screen=validation`` screens with CUPTI times of its validation calls (no graph screening) and keeps an
-    algorithm within 5 % of the default autotune's pick, the two timed in the same rounds."""
+    algorithm within 5 % of ``screen=graph``'s pick, the two timed in the same rounds; the default screens these
+    shapes (under ``AUTO_SCREEN_FLOP``) by graph rounds."""
     from functools import partial
 
     from harness.method import PrepareContext
@@ -209,13 +210,15 @@ def test_autotune_screened_by_validation_calls_picks_as_the_default_does(shape):
     p = Problem(Shape(*shape), "tn")
     a, b, c = make_inputs(p)[:3]
     ctx = PrepareContext("cuda", (a, b, c), partial(time_candidates, inputs=(a, b, c), device="cuda"), CallTimes)
-    (default,) = registry.resolve(["cublaslt-autotune"])
+    (graph,) = registry.resolve(["cublaslt-autotune:screen=graph"])
     (screened,) = registry.resolve(["cublaslt-autotune:screen=validation"])
-    preps = [m.prepare(p, ctx) for m in (default, screened)]
+    (default,) = registry.resolve(["cublaslt-autotune"])
+    preps = [m.prepare(p, ctx) for m in (graph, screened, default)]
     try:
         assert preps[1].info["screened_by"] == "validation calls (CUPTI)", preps[1].info["screened_by"]
+        assert preps[2].info["screened_by"] == "graph rounds", preps[2].info["screened_by"]
         sets = [InputSet(a, b, c)]
-        res = measure_offline([Entry(i, pr.fn, sets) for i, pr in enumerate(preps)], "cuda",
+        res = measure_offline([Entry(i, pr.fn, sets) for i, pr in enumerate(preps[:2])], "cuda",
                               OfflineSettings(min_rounds=10, max_rounds=30, budget_s=5))
         med = [sorted(res[i].device_us)[len(res[i].device_us) // 2] for i in range(2)]
         assert med[1] <= 1.05 * med[0], (med, preps[0].info["algo_id"], preps[1].info["algo_id"])
