@@ -234,7 +234,7 @@ class CublasLtAutotune:
             a, b, ref, out = validation_buffers(problem, device)
             fns[0](a, b, ref)
             by_validation = self.screen == "validation" or (
-                self.screen == "auto" and 2.0 * problem.m * problem.n * problem.k >= AUTO_SCREEN_FLOP)
+                self.screen == "auto" and problem.flops >= AUTO_SCREEN_FLOP)
             clock = ctx.call_times() if by_validation and ctx.call_times is not None else None
 
             def outputs():  # each candidate's output in turn (None: it raised), its error taken on the device

@@ -364,9 +364,8 @@ class CallTimes:
             # the call's own error is the one to raise: after a sticky CUDA error the synchronization raises too
             with contextlib.suppress(Exception):
                 _synchronize()
-            self._clock.begin(-1 - call_id)
             raise
-        try:
+        else:
             _synchronize()  # the call ends inside its window
         finally:
             self._clock.begin(-1 - call_id)  # what the caller runs next is no call's
