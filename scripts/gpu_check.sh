@@ -314,20 +314,18 @@ print(','.join(f'{f}:{p}' for f in ('splitk_dsmem', 'splitk_regs') for p in ALL[
       cheap=${AUTOTUNEAB_CHEAP:-cublaslt-autotune:keep=0.1,final_rounds=5}
       cheap2=${AUTOTUNEAB_CHEAP2:-}  # a second variant in the same compares, scored against the default apart
       variants="$cheap${cheap2:+,$cheap2}"
+      ab_score() { for v in "$cheap" $cheap2; do
+        python3 -m lab.throughput.autotune_ab "$1" --cheap "$v" 2>&1 | tee -a "$OUT/autotuneab.md"; done; }
       log "autotuneab: cublaslt-autotune against $variants on ${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}"
       $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 12 --fresh --out /tmp/hb/autotuneab.parquet \
         --methods "torch,cublas,cublaslt,cublaslt-autotune,$variants" > "$OUT/autotuneab.txt" 2>&1
-      for v in "$cheap" $cheap2; do
-        python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab.parquet --cheap "$v" 2>&1 | tee -a "$OUT/autotuneab.md"
-      done
+      ab_score /tmp/hb/autotuneab.parquet
       if [ -n "${AUTOTUNEAB_BOTH_ORDERS:-}" ]; then  # the variants prepared first: what runs second finds modules loaded
         log "autotuneab: the same with $variants prepared before cublaslt-autotune"
         echo "(variants first)" >> "$OUT/autotuneab.md"
         $HB compare --shapes "${BATCHAB_SHAPES:-lab/throughput/grid40-seed35.txt}" --seed 13 --fresh --out /tmp/hb/autotuneab2.parquet \
           --methods "torch,cublas,cublaslt,$variants,cublaslt-autotune" > "$OUT/autotuneab2.txt" 2>&1
-        for v in "$cheap" $cheap2; do
-          python3 -m lab.throughput.autotune_ab /tmp/hb/autotuneab2.parquet --cheap "$v" 2>&1 | tee -a "$OUT/autotuneab.md"
-        done
+        ab_score /tmp/hb/autotuneab2.parquet
       fi
       mkdir -p /tmp/hb/ab-runs && cp /tmp/hb/autotuneab*.parquet /tmp/hb/ab-runs/ && tar czf "$OUT/autotuneab-runs.tgz" -C /tmp/hb ab-runs ;;
     autotunegap)
