@@ -99,7 +99,9 @@ FAMILY = SplitKDsmem(
         Knob("bm", (64, 128, 256), 64,
              help="tile rows (one warpgroup issues bm / 64 m64 WGMMAs a k-step; swapped: weight rows a CTA)"),
         Knob("bn", (64, 128, 32, 16, 8), 64, help="tile columns (the WGMMA's N; swapped: along M)"),
-        Knob("stages", (4, 6, 8, 12), 4, help="TMA pipeline stages of (bm + bn) x 64 fp16"),
+        Knob("stages", (4, 6, 8, 12, 16), 4,
+             help="TMA pipeline stages of (bm + bn) x 64 fp16 (16: all of a K-1024 slice's loads in flight "
+                  "at once)"),
         Knob("swap", (0, 1), 0, help="1: C^T = B A^T, bm along N and bn along M (decode shapes, M <= 32)"),
         Knob("mma_pipe", (0, 1), 0, help="1: a stage's WGMMAs in flight while the previous stage is refilled"),
         Knob("chains", (1, 2, 4), 1,
