@@ -45,6 +45,10 @@ def test_serves_tn_with_k_a_multiple_of_8_and_passes_the_slice_count():
     assert smem_bytes(fat) == 6 * (256 + 32) * 64 * 2 + 16 + 16 * 6 + 1024
     with pytest.raises(KnobError, match="shared memory"):
         FAM.parse("swap=1,bm=256,bn=32,stages=8")
+    # all 16 k-tiles of a K-1024 slice in flight: at bn 32 sixteen stages fit, at bn 64 they do not
+    assert smem_bytes(FAM.parse("bn=32,stages=16")) == 16 * (64 + 32) * 64 * 2 + 64 * 36 * 4 + 16 * 16 + 1024
+    with pytest.raises(KnobError, match="shared memory"):
+        FAM.parse("bn=64,stages=16")
 
 
 def test_source_carries_the_shared_cluster_header_verbatim():
@@ -64,7 +68,8 @@ def test_source_carries_the_shared_cluster_header_verbatim():
                                   "swap=1,bn=32,chains=4,mma_pipe=1,stages=8", "bm=128,chains=2",
                                   "swap=1,bm=256,bn=32,mma_pipe=1,stages=6", "bm=256,bn=64,stages=4",
                                   "sum=1,prefetch=1,mma_pipe=1,stages=8", "swap=1,bn=16,sum=1,mma_pipe=1,stages=8",
-                                  "nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "nn=1,bn=128,mma_pipe=1,stages=6,sum=1"])
+                                  "nn=1,swap=1,bn=8,mma_pipe=1,stages=8", "nn=1,bn=128,mma_pipe=1,stages=6,sum=1",
+                                  "bn=16,mma_pipe=1,stages=16"])
 def test_configs_compile_without_spills_on_tma_and_wgmma(spec, cache):
     k = FAM.parse(spec)
     res = build_config(FAM, k)
