@@ -188,7 +188,9 @@ for stage in $STAGES; do
       $HB env 2>&1 | tee "$OUT/env.txt" ;;
     tests)
       log "pytest -m gpu"
-      python3 -m pytest -m gpu -q --timeout 300 -p no:cacheprovider ${GPU_TESTS:-tests} ${GPU_K:+-k "$GPU_K"} 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30 ;;
+      # test_layers.py holds no GPU test and imports import-linter, which the GPU image lacks (a collection error)
+      python3 -m pytest -m gpu -q --timeout 300 -p no:cacheprovider ${GPU_TESTS:-tests} --ignore=tests/test_layers.py \
+        ${GPU_K:+-k "$GPU_K"} 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -30 ;;
     smoke)
       log "compare smoke offline"
       $HB compare --shapes smoke --out /tmp/hb/smoke.parquet --fresh --seed 1 2>&1 | tee "$OUT/smoke.txt" | tail -60 ;;
